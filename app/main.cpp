@@ -1,0 +1,114 @@
+// glimpse: the GUI (no arguments, or a file to open) and the headless subcommands.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QScreen>
+#include <QTimer>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "app/cli/cli.h"
+#include "app/mainwindow.h"
+#include "widgets/viewport.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: glimpse [FILE] [--demo] [--screenshot PNG]     start the GUI\n"
+    "       glimpse info FILE.h5 ...                       describe a Glimpse HDF5 file\n"
+    "       glimpse infer --model letr ...                 run a model headless, write a trace\n"
+    "       glimpse bench letr ...                         time a model stage by stage\n"
+    "       glimpse --help | --version\n"
+    "\n"
+    "GUI options:\n"
+    "  FILE               image to open (default: the built-in demo scene)\n"
+    "  --demo             open the built-in demo scene\n"
+    "  --screenshot PNG   once the first frame is drawn, save a screenshot of the window\n"
+    "                     and quit (for checks under Xvfb)\n"
+    "Run 'glimpse COMMAND --help' for a subcommand's options.\n";
+
+int runGui(int argc, char** argv) {
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName("Glimpse");
+    QApplication::setApplicationName("Glimpse");
+    QApplication::setApplicationVersion(GLIMPSE_VERSION);
+
+    QCommandLineParser parser;
+    parser.addPositionalArgument("file", "Image to open.");
+    QCommandLineOption demo("demo", "Open the built-in demo scene.");
+    QCommandLineOption shot("screenshot", "Save a screenshot once drawn, then quit.", "png");
+    parser.addOption(demo);
+    parser.addOption(shot);
+    if (!parser.parse(QApplication::arguments())) {
+        std::cerr << "glimpse: " << parser.errorText().toStdString() << "\n" << kUsage;
+        return 2;
+    }
+
+    glimpse::app::MainWindow window;
+    window.show();
+    const QStringList files = parser.positionalArguments();
+    if (!files.isEmpty()) window.openImage(files.first());
+    else window.openDemoImage();
+
+    if (parser.isSet(shot)) {
+        const QString out = parser.value(shot);
+        auto* vp = window.viewport();
+        auto take = [&window, out] {
+            QScreen* screen = window.screen();
+            QPixmap pm = screen->grabWindow(window.winId());
+            const bool ok = pm.save(out, "PNG");
+            std::cerr << (ok ? "glimpse: screenshot saved to " : "glimpse: cannot write screenshot ")
+                      << out.toStdString() << "\n";
+            QApplication::exit(ok ? 0 : 1);
+        };
+        // Wait for the image to be drawn a few times (swapchain settled), then grab.
+        QObject::connect(vp, &glimpse::widgets::ImageViewport::frameDrawn, &window, [vp, take] {
+            static bool scheduled = false;
+            if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3) {
+                scheduled = true;
+                QTimer::singleShot(300, take);
+            }
+        });
+        QObject::connect(&window, &glimpse::app::MainWindow::loadFailed, &window,
+                         [take] { QTimer::singleShot(300, take); });
+        if (!vp->vulkanError().isEmpty()) QTimer::singleShot(500, take);
+        // Nudge redraws until the condition above is met.
+        auto* kick = new QTimer(&window);
+        QObject::connect(kick, &QTimer::timeout, vp, [vp] { vp->setOverlayVisible(vp->overlayVisible()); });
+        kick->start(100);
+    }
+    return app.exec();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc > 1) {
+        const std::string cmd = argv[1];
+        std::vector<std::string> rest(argv + 2, argv + argc);
+        try {
+            if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+                std::cout << kUsage;
+                return 0;
+            }
+            if (cmd == "--version" || cmd == "-v") {
+                std::cout << "glimpse " << GLIMPSE_VERSION << "\n";
+                return 0;
+            }
+            if (cmd == "info") return glimpse::cli::info(rest);
+            if (cmd == "infer") return glimpse::cli::infer(rest);
+            if (cmd == "bench") return glimpse::cli::bench(rest);
+        } catch (const std::exception& e) {
+            std::cerr << "glimpse " << cmd << ": " << e.what() << "\n";
+            return 1;
+        }
+        if (cmd.rfind("-", 0) != 0 && !std::filesystem::exists(cmd) &&
+            cmd.find('.') == std::string::npos && cmd.find('/') == std::string::npos) {
+            std::cerr << "glimpse: unknown command '" << cmd << "'\n" << kUsage;
+            return 2;
+        }
+    }
+    return runGui(argc, argv);
+}

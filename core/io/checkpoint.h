@@ -1,0 +1,35 @@
+#pragma once
+// Model checkpoints in HDF5 (layout in docs/formats.md):
+//   /meta            attributes: family (string), config (JSON string), format_version (int)
+//   /params/<name>   one dataset per parameter or buffer, <name> = its PyTorch name
+//                    (dots kept, e.g. "backbone.0.body.layer1.0.conv1.weight")
+#include <map>
+#include <string>
+#include <torch/types.h>
+
+namespace glimpse {
+
+struct Checkpoint {
+    std::string family;                        // "letr", "coat", "efficientzero", ...
+    std::string configJson;                    // the model config, as JSON text
+    int formatVersion = 1;
+    std::map<std::string, torch::Tensor> tensors;  // PyTorch name -> CPU tensor
+};
+
+// Throws glimpse::Error naming the file on: missing file, not HDF5, truncated, no /meta
+// (foreign HDF5), unsupported format version.
+Checkpoint loadCheckpoint(const std::string& path);
+// Atomic: writes a temp file beside `path` and renames it over `path`.
+void saveCheckpoint(const std::string& path, const Checkpoint& ckpt);
+
+// Copies `ckpt` tensors into `module`'s named_parameters()+named_buffers(). Checks every
+// name, shape and dtype first and reports ALL mismatches (missing, unexpected, wrong shape,
+// wrong dtype) in one Error naming `path`. Also refuses a checkpoint whose family differs
+// from `family`. Nothing is modified if any check fails.
+void applyCheckpoint(const Checkpoint& ckpt, torch::nn::Module& module,
+                     const std::string& family, const std::string& path);
+// Builds a Checkpoint from a module's parameters and buffers.
+Checkpoint checkpointFromModule(const torch::nn::Module& module, const std::string& family,
+                                const std::string& configJson);
+
+} // namespace glimpse

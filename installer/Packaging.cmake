@@ -1,0 +1,18 @@
+# CPack: `cpack -G DEB` in the build folder produces glimpse_<version>_amd64.deb with the
+# binary, a .desktop entry and an icon.
+install(FILES ${PROJECT_SOURCE_DIR}/installer/glimpse.desktop DESTINATION share/applications)
+install(FILES ${PROJECT_SOURCE_DIR}/resources/glimpse.svg
+        DESTINATION share/icons/hicolor/scalable/apps)
+
+set(CPACK_GENERATOR "DEB")
+set(CPACK_PACKAGE_NAME "glimpse")
+set(CPACK_PACKAGE_VENDOR "Glimpse developers")
+set(CPACK_PACKAGE_CONTACT "Glimpse developers <glimpse@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Desktop lab for attention models and world models")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION "science")
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "mesa-vulkan-drivers | vulkan-icd, libopenblas0-pthread")
+set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
+include(CPack)
