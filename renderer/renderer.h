@@ -1,10 +1,12 @@
 #pragma once
 // Vulkan renderer for Glimpse viewports: raw Vulkan, no Qt, no LibTorch. It draws plain
-// buffers: an RGB(A) image with pan and zoom, and a Dear ImGui overlay, either
+// buffers, bottom to top: an RGB(A) image with pan and zoom, a heatmap stretched over the
+// image, line segments, and a Dear ImGui overlay, either
 //  - into a render pass someone else owns (the widget layer's QVulkanWindow swapchain), or
 //  - into its own offscreen colour image that can be read back (OffscreenTarget).
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +32,29 @@ struct Overlay {
     std::vector<std::pair<std::string, std::string>> rows;    // label, value
 };
 
+// Colour maps of the heatmap layer (256-entry tables, see renderer/colormap.h).
+enum class Colormap { Viridis, Magma, Jet, Gray };
+
+// A line in image pixel coordinates (pixel (x, y) covers [x, x+1) x [y, y+1)), drawn with
+// round caps and anti-aliased edges, `widthPx` screen pixels wide at any zoom. Colour is
+// straight (not premultiplied) alpha in 0..1. Laid out as 9 floats: the GPU reads it as is.
+struct LineSegment {
+    float x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+    float r = 1, g = 1, b = 1, a = 1;
+    float widthPx = 1;
+};
+
+struct Color {
+    float r = 0, g = 0, b = 0;
+};
+
+// A rectangle in viewport pixels (origin top-left).
+struct RectF {
+    float x = 0, y = 0, w = 0, h = 0;
+    bool empty() const { return w <= 0 || h <= 0; }
+    bool contains(float px, float py) const { return px >= x && py >= y && px < x + w && py < y + h; }
+};
+
 // Thrown for Vulkan failures, with the failing call and VkResult in the message.
 class VulkanError : public std::runtime_error {
 public:
@@ -40,6 +65,8 @@ class Renderer {
 public:
     // `renderPass` is the pass the caller begins before record(); its colour attachment is
     // `colorFormat` with `samples` samples. `framesInFlight` >= 1 (per-frame buffers).
+    // The caller keeps the device alive until the Renderer is destroyed; the destructor waits
+    // for the device to go idle. All calls come from one thread (the one that records).
     Renderer(const DeviceContext& ctx, VkRenderPass renderPass, VkFormat colorFormat,
              VkSampleCountFlagBits samples, uint32_t framesInFlight);
     ~Renderer();
@@ -54,16 +81,42 @@ public:
 
     void setView(const View& v);
     const View& view() const;
+    // Colour around the image. The renderer does not clear: the caller's render pass clears to
+    // background() (OffscreenTarget does so itself).
     void setBackground(float r, float g, float b);
+    Color background() const;
     // Nearest-neighbour sampling when zoomed in past this zoom (default 2.0: pixels stay crisp).
     void setNearestAboveZoom(double zoom);
+    double nearestAboveZoom() const;
+
+    // Heatmap: a w x h grid of values (row-major, top row first) stretched over the image's
+    // extent (drawn only while an image is set), bilinearly interpolated between cell centres,
+    // mapped through the colour map with (v - vmin) / (vmax - vmin) clamped to 0..1, and blended
+    // over the image with the heatmap opacity. NaN values are transparent. Copied; uploaded
+    // lazily at the next record(). w or h 0 (or null values) clears it.
+    void setHeatmap(int w, int h, const float* values, float vmin, float vmax);
+    void clearHeatmap();
+    bool hasHeatmap() const;
+    void setColormap(Colormap c);
+    Colormap colormap() const;
+    void setHeatmapOpacity(float opacity);   // clamped to 0..1, default 0.6
+    float heatmapOpacity() const;
+
+    // Line segments drawn over the heatmap, all in one draw call. Replaces the previous set.
+    void setLines(std::vector<LineSegment> lines);
+    const std::vector<LineSegment>& lines() const;
 
     void setOverlay(const Overlay& o);
     // Mouse position in viewport pixels (for ImGui hover), or negative when outside.
     void setMousePos(float x, float y);
+    // Where the last record() drew the overlay window (viewport pixels); empty if it did not.
+    RectF overlayRect() const;
 
     // Records drawing commands into `cmd`, which must be inside the render pass given to the
-    // constructor, with a framebuffer of width x height. `frameIndex` < framesInFlight.
+    // constructor, with a framebuffer of width x height. `frameIndex` < framesInFlight; the
+    // GPU must have finished the previous frame recorded with the same frameIndex (as
+    // QVulkanWindow guarantees for currentFrame()). Pending uploads (image, heatmap, fonts)
+    // are submitted on the queue and waited for before the commands are recorded.
     void record(VkCommandBuffer cmd, uint32_t width, uint32_t height, uint32_t frameIndex);
 
 private:
@@ -73,9 +126,23 @@ private:
 
 // Owns its own Vulkan instance/device (any device; lavapipe on CPU works), a colour image
 // of width x height (R8G8B8A8_UNORM), a render pass and a Renderer drawing into it.
+// Device choice: a discrete GPU if any, else integrated, virtual, then CPU (lavapipe); the
+// environment variable GLIMPSE_VK_DEVICE (a substring of the device name) overrides it.
+// GLIMPSE_VK_VALIDATION=1 enables the Khronos validation layer when it is installed and
+// prints its messages to stderr.
 class OffscreenTarget {
 public:
+    // Like a QVulkanWindow swapchain, the target may draw multisampled (resolved into the
+    // colour image), have a depth-stencil attachment in its render pass (as QVulkanWindow's
+    // default render pass does) and cycle the Renderer through several frame slots; render()
+    // still completes each frame before it returns.
+    struct Options {
+        VkSampleCountFlagBits samples = VK_SAMPLE_COUNT_1_BIT;
+        uint32_t framesInFlight = 1;
+        bool depthStencil = false;
+    };
     OffscreenTarget(int width, int height);
+    OffscreenTarget(int width, int height, const Options& options);
     ~OffscreenTarget();
     Renderer& renderer();
     int width() const;
@@ -84,6 +151,10 @@ public:
     // Renders one frame and reads it back: width*height*4 bytes, RGBA, rows top to bottom.
     std::vector<uint8_t> render();
     std::string deviceName() const;
+    // Whether the validation layer is on (GLIMPSE_VK_VALIDATION=1 and the layer installed), and
+    // how many errors it has reported so far.
+    bool validationEnabled() const;
+    int validationErrors() const;
 
 private:
     struct Impl;

@@ -152,8 +152,17 @@ protected:
         owner_->applyView(v, false);
     }
     void mouseDoubleClickEvent(QMouseEvent*) override { owner_->fitToWindow(); }
-    void leaveEvent(QEvent*) override { wheelGesture_ = false; }
     void focusOutEvent(QFocusEvent*) override { wheelGesture_ = false; }
+    bool event(QEvent* e) override {
+        if (e->type() == QEvent::Leave) {
+            wheelGesture_ = false;   // the next wheel gesture is a new undo step
+            owner_->cursorX_ = owner_->cursorY_ = -1;
+            Q_EMIT owner_->cursorPixel(-1, -1, QString());
+            owner_->updateOverlayRows();
+            owner_->requestRedraw();
+        }
+        return QVulkanWindow::event(e);
+    }
 
 private:
     ImageViewport* owner_;

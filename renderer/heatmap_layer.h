@@ -1,0 +1,53 @@
+#pragma once
+// The heatmap layer: a float grid stretched over the image extent, interpolated bilinearly in
+// the fragment shader and coloured through a 256-entry colour map table (one row per map).
+#include <cstdint>
+#include <vector>
+
+#include "renderer/vk_util.h"
+
+namespace glimpse::render {
+
+class HeatmapLayer {
+public:
+    HeatmapLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSampleCountFlagBits samples);
+    ~HeatmapLayer();
+    HeatmapLayer(const HeatmapLayer&) = delete;
+    HeatmapLayer& operator=(const HeatmapLayer&) = delete;
+
+    void set(int w, int h, const float* values, float vmin, float vmax);
+    void clear();
+    bool has() const { return w_ > 0 && h_ > 0; }
+    Colormap colormap = Colormap::Viridis;
+    float opacity = 0.6f;
+
+    // Outside any render pass: uploads the colour maps once and a pending grid.
+    void upload(vk::UploadBatch& batch, vk::Retirer& retirer);
+    // Inside the render pass: covers the image rectangle (0,0)-(imageW,imageH).
+    void draw(VkCommandBuffer cmd, const View& view, uint32_t vw, uint32_t vh, int imageW, int imageH) const;
+
+private:
+    struct Resident {
+        vk::Texture grid;
+        VkDescriptorPool pool = VK_NULL_HANDLE;
+        VkDescriptorSet set = VK_NULL_HANDLE;
+    };
+    static void destroy(VkDevice device, Resident& r);
+    void release();
+
+    const vk::Gpu& gpu_;
+    VkDescriptorSetLayout setLayout_ = VK_NULL_HANDLE;
+    VkPipelineLayout layout_ = VK_NULL_HANDLE;
+    VkPipeline pipeline_ = VK_NULL_HANDLE;
+    VkSampler gridSampler_ = VK_NULL_HANDLE;   // nearest; the shader interpolates
+    VkSampler lutSampler_ = VK_NULL_HANDLE;    // linear between table entries
+    vk::Texture lut_;
+    Resident resident_;
+
+    int w_ = 0, h_ = 0;
+    float vmin_ = 0, vmax_ = 1;
+    std::vector<float> pending_;
+    bool dirty_ = false;
+};
+
+} // namespace glimpse::render

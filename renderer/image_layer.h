@@ -1,0 +1,51 @@
+#pragma once
+// The image layer: the picture as a textured quad placed by the View, linear (mipmapped)
+// sampling, nearest when zoomed in far enough for pixels to stay crisp.
+#include <cstdint>
+#include <vector>
+
+#include "renderer/vk_util.h"
+
+namespace glimpse::render {
+
+class ImageLayer {
+public:
+    ImageLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSampleCountFlagBits samples);
+    ~ImageLayer();
+    ImageLayer(const ImageLayer&) = delete;
+    ImageLayer& operator=(const ImageLayer&) = delete;
+
+    // Expands gray/RGB to RGBA and keeps it until the next upload(). 0 x 0 removes the image.
+    void set(int width, int height, int channels, const uint8_t* pixels);
+    int width() const { return width_; }
+    int height() const { return height_; }
+
+    // Outside any render pass: uploads a pending image, retiring the previous texture.
+    void upload(vk::UploadBatch& batch, vk::Retirer& retirer);
+    // Inside the render pass, viewport and scissor set.
+    void draw(VkCommandBuffer cmd, const View& view, uint32_t vw, uint32_t vh, bool nearest) const;
+
+private:
+    struct Resident {
+        vk::Texture texture;
+        VkDescriptorPool pool = VK_NULL_HANDLE;
+        VkDescriptorSet linearSet = VK_NULL_HANDLE;
+        VkDescriptorSet nearestSet = VK_NULL_HANDLE;
+    };
+    static void destroy(VkDevice device, Resident& r);
+    void release();
+
+    const vk::Gpu& gpu_;
+    VkDescriptorSetLayout setLayout_ = VK_NULL_HANDLE;
+    VkPipelineLayout layout_ = VK_NULL_HANDLE;
+    VkPipeline pipeline_ = VK_NULL_HANDLE;
+    VkSampler linear_ = VK_NULL_HANDLE;
+    VkSampler nearest_ = VK_NULL_HANDLE;
+    Resident resident_;
+
+    int width_ = 0, height_ = 0;
+    std::vector<uint8_t> pending_;   // RGBA rows awaiting upload
+    bool dirty_ = false;
+};
+
+} // namespace glimpse::render
