@@ -4,7 +4,8 @@
 // Model families wrap a Trace with typed accessors (e.g. core/models/letr/trace.h).
 //
 // HDF5 layout (docs/formats.md):
-//   /meta      attributes: kind = "glimpse.trace", family, format_version, meta (JSON string)
+//   /          attributes: kind = "glimpse.trace", format_version (int)
+//   /meta      attributes: family, meta (JSON string)
 //   /tensors/<name>   one dataset per tensor; '/' in a name makes sub-groups
 #include <map>
 #include <string>

@@ -1,11 +1,16 @@
 #pragma once
 // Model checkpoints in HDF5 (layout in docs/formats.md):
+//   /                root attributes: kind = "glimpse.checkpoint", format_version (int)
 //   /meta            attributes: family (string), config (JSON string), format_version (int)
 //   /params/<name>   one dataset per parameter or buffer, <name> = its PyTorch name
 //                    (dots kept, e.g. "backbone.0.body.layer1.0.conv1.weight")
 #include <map>
 #include <string>
 #include <torch/types.h>
+
+namespace torch::nn {
+class Module;   // <torch/nn/module.h>; this header stays light (no <torch/torch.h>)
+}
 
 namespace glimpse {
 

@@ -1,0 +1,136 @@
+#include "core/info.h"
+
+#include <cstdio>
+#include <functional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/h5/h5.h"
+
+namespace glimpse {
+
+namespace {
+
+std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
+
+// An attribute's value for display: strings clipped (JSON objects summarised), numbers as is.
+std::string attrValue(const h5::Object& o, const std::string& name) {
+    const std::string type = o.attrTypeDescription(name);
+    try {
+        if (type.rfind("string", 0) == 0) {
+            const std::string s = o.attrString(name);
+            if (!s.empty() && s.front() == '{') {
+                try {
+                    const auto j = nlohmann::json::parse(s);
+                    return clip(j.dump(), 160) + " (" + std::to_string(j.size()) + " keys)";
+                } catch (const nlohmann::json::exception&) {
+                }
+            }
+            return "\"" + clip(s, 160) + "\"";
+        }
+        if (type.rfind("int", 0) == 0 || type.rfind("uint", 0) == 0) return std::to_string(o.attrInt(name));
+        if (type.rfind("float", 0) == 0) {
+            std::ostringstream os;
+            os.precision(15);
+            os << o.attrDouble(name);
+            return os.str();
+        }
+    } catch (const std::exception&) {
+    }
+    return "(" + type + ")";
+}
+
+void attrLines(std::ostringstream& out, const h5::Object& o, const std::string& indent, bool skipHeader) {
+    for (const auto& a : o.attrNames()) {
+        if (skipHeader && (a == "kind" || a == "format_version")) continue;
+        out << indent << a << " = " << attrValue(o, a) << "\n";
+    }
+}
+
+struct Totals {
+    long long datasets = 0, groups = 0, bytes = 0, stored = 0;
+};
+
+void tree(std::ostringstream& out, const h5::Group& g, int depth, Totals& t) {
+    for (const auto& name : g.children()) {
+        const std::string indent(size_t(2 * depth + 2), ' ');
+        if (g.hasGroup(name)) {
+            h5::Group sub = g.group(name);
+            const auto n = sub.children().size();
+            out << indent << name << "/  (group, " << n << (n == 1 ? " member" : " members") << ")\n";
+            ++t.groups;
+            tree(out, sub, depth + 1, t);
+        } else if (g.hasDataset(name)) {
+            h5::Dataset d = g.dataset(name);
+            const auto shape = d.shape();
+            const long long bytes = d.numElements() * d.elementBytes();
+            std::string line = indent + name;
+            if (line.size() < 48) line.resize(48, ' ');
+            out << line << " " << d.typeDescription() << " "
+                << (shape.empty() ? std::string("scalar") : h5::shapeString(shape)) << "  " << humanBytes(bytes)
+                << "\n";
+            ++t.datasets;
+            t.bytes += bytes;
+            t.stored += d.storageBytes();
+        } else {
+            out << indent << name << "  (other object)\n";
+        }
+    }
+}
+
+} // namespace
+
+std::string humanBytes(long long bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = double(bytes);
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        ++u;
+    }
+    char buf[32];
+    if (u == 0) std::snprintf(buf, sizeof buf, "%lld B", bytes);
+    else std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+std::string describeH5(const std::string& path) {
+    h5::File f = h5::File::open(path);
+    std::ostringstream out;
+    out << path << "\n";
+    const bool glimpse = f.hasAttr("kind");
+    if (glimpse) {
+        out << "  kind: " << attrValue(f, "kind");
+        if (f.hasAttr("format_version")) out << ", format version " << attrValue(f, "format_version");
+        else out << ", no format_version attribute (damaged Glimpse file)";
+        out << "\n";
+    } else {
+        out << "  not a Glimpse file (no 'kind' attribute): a foreign HDF5 file\n";
+    }
+    attrLines(out, f, "  ", true);
+    if (f.hasGroup("meta")) attrLines(out, f.group("meta"), "  ", false);
+    if (glimpse && f.attrTypeDescription("kind").rfind("string", 0) == 0 &&
+        f.attrString("kind") == "glimpse.runlog" && f.hasGroup("series")) {
+        // Row counts per series: what a user wants first from a run log.
+        out << "  series:";
+        std::function<void(const h5::Group&, const std::string&)> list = [&](const h5::Group& g,
+                                                                              const std::string& prefix) {
+            for (const auto& n : g.children()) {
+                if (g.hasGroup(n)) list(g.group(n), prefix + n + "/");
+                else if (g.hasDataset(n)) out << " " << prefix << n << " (" << g.dataset(n).numElements() << " rows)";
+            }
+        };
+        list(f.group("series"), "");
+        out << "\n";
+    }
+    out << "  /\n";
+    Totals t;
+    tree(out, f, 0, t);
+    out << "  total: " << t.datasets << (t.datasets == 1 ? " dataset" : " datasets") << " in " << t.groups
+        << (t.groups == 1 ? " group" : " groups") << ", " << humanBytes(t.bytes) << " of data, "
+        << humanBytes(t.stored) << " stored\n";
+    return out.str();
+}
+
+} // namespace glimpse

@@ -1,0 +1,16 @@
+#pragma once
+// `glimpse info FILE.h5`: a human-readable description of any HDF5 file.
+#include <string>
+
+namespace glimpse {
+
+// Kind and format version, the family/config/status summary of Glimpse files, then the tree of
+// groups and datasets with dtype, shape and size, and the totals. A foreign HDF5 file (no
+// 'kind' attribute) is listed too, flagged "not a Glimpse file". Throws glimpse::Error naming
+// the file when it is missing, not HDF5, truncated or corrupt.
+std::string describeH5(const std::string& path);
+
+// "0 B", "512 B", "1.5 KiB", "3.2 MiB", ...
+std::string humanBytes(long long bytes);
+
+} // namespace glimpse

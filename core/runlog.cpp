@@ -1,0 +1,465 @@
+#include "core/runlog.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <set>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "core/h5/h5.h"
+#include "core/io/atomic_file.h"
+
+namespace glimpse {
+
+namespace {
+
+constexpr const char* kKind = "glimpse.runlog";
+constexpr hsize_t kChunkRows = 1024;
+
+struct Row {
+    int64_t step;
+    double wall_time;
+    double value;
+};
+
+h5::Id rowMemType() {
+    h5::Id t(H5Tcreate(H5T_COMPOUND, sizeof(Row)), H5Tclose);
+    H5Tinsert(t.get(), "step", offsetof(Row, step), H5T_NATIVE_INT64);
+    H5Tinsert(t.get(), "wall_time", offsetof(Row, wall_time), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t.get(), "value", offsetof(Row, value), H5T_NATIVE_DOUBLE);
+    return t;
+}
+
+h5::Id rowFileType() {
+    h5::Id t(H5Tcreate(H5T_COMPOUND, 24), H5Tclose);
+    H5Tinsert(t.get(), "step", 0, H5T_STD_I64LE);
+    H5Tinsert(t.get(), "wall_time", 8, H5T_IEEE_F64LE);
+    H5Tinsert(t.get(), "value", 16, H5T_IEEE_F64LE);
+    return t;
+}
+
+RunStatus parseStatus(const std::string& s, const std::string& path) {
+    if (s == "running") return RunStatus::Running;
+    if (s == "finished") return RunStatus::Finished;
+    if (s == "failed") return RunStatus::Failed;
+    throw Error(path + ": unknown run status '" + s + "' (expected running, finished or failed)");
+}
+
+void checkSeriesNames(const std::vector<std::string>& names, const std::string& path) {
+    std::set<std::string> seen;
+    for (const auto& n : names) {
+        if (!h5::isValidRelativePath(n))
+            throw Error(path + ": invalid series name '" + n + "' (non-empty parts separated by '/')");
+        if (!seen.insert(n).second) throw Error(path + ": series '" + n + "' is declared twice");
+    }
+    for (const auto& a : names)
+        for (const auto& b : names)
+            if (b.size() > a.size() && b.compare(0, a.size() + 1, a + "/") == 0)
+                throw Error(path + ": series names '" + a + "' and '" + b +
+                            "' clash (a name cannot be the group of another)");
+}
+
+// Writes the root attributes and the (empty) series datasets shared by live and final files.
+void writeSkeleton(h5::File& f, const RunLog& log) {
+    f.setAttr("status", statusName(log.status));
+    f.setAttr("status_message", log.statusMessage);
+    f.setAttr("config", log.config.dump());
+    f.setAttr("start_time", log.startTime);
+    h5::Group series = f.createGroup("series");
+    h5::Id type = rowFileType();
+    for (const auto& kv : log.series)
+        series.createDataset(kv.first, type.get(), {0}, {-1}, {int64_t(kChunkRows)});
+}
+
+// Appends rows at the end of a 1-D series dataset.
+void appendRows(h5::Dataset& ds, const std::vector<Row>& rows) {
+    if (rows.empty()) return;
+    const hsize_t n0 = hsize_t(ds.shape().at(0)), k = rows.size(), n = n0 + k;
+    ds.check(H5Dset_extent(ds.id(), &n), "cannot extend the series");
+    h5::Id fileSpace(H5Dget_space(ds.id()), H5Sclose);
+    ds.check(H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, &n0, nullptr, &k, nullptr), "cannot select rows");
+    h5::Id memSpace(H5Screate_simple(1, &k, nullptr), H5Sclose);
+    h5::Id mem = rowMemType();
+    ds.check(H5Dwrite(ds.id(), mem.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, rows.data()),
+             "cannot write rows");
+}
+
+MetricSeries readRows(const h5::Dataset& ds, int64_t first) {
+    const auto shape = ds.shape();
+    if (shape.size() != 1) ds.fail("a series must be 1-D, file has " + h5::shapeString(shape));
+    MetricSeries s;
+    const int64_t n = shape[0];
+    first = std::clamp<int64_t>(first, 0, n);
+    if (first == n) return s;
+    const hsize_t start = hsize_t(first), count = hsize_t(n - first);
+    std::vector<Row> rows(count);
+    h5::Id fileSpace(H5Dget_space(ds.id()), H5Sclose);
+    H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+    h5::Id memSpace(H5Screate_simple(1, &count, nullptr), H5Sclose);
+    h5::Id mem = rowMemType();
+    ds.check(H5Dread(ds.id(), mem.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, rows.data()),
+             "cannot read the series (expected rows of {step int64, wall_time float64, value float64})");
+    for (const auto& r : rows) s.append(r.step, r.wall_time, r.value);
+    return s;
+}
+
+void collectDatasets(const h5::Group& g, const std::string& prefix, std::vector<std::string>& out) {
+    for (const auto& c : g.children()) {
+        if (g.hasGroup(c)) collectDatasets(g.group(c), prefix + c + "/", out);
+        else if (g.hasDataset(c)) out.push_back(prefix + c);
+    }
+}
+
+// Root attributes of a run log file, checked.
+struct RootInfo {
+    nlohmann::json config;
+    RunStatus status = RunStatus::Running;
+    std::string message;
+    double startTime = 0;
+};
+RootInfo readRoot(const h5::File& f) {
+    RootInfo r;
+    r.status = parseStatus(f.attrString("status"), f.fileName());
+    r.message = f.hasAttr("status_message") ? f.attrString("status_message") : "";
+    r.startTime = f.hasAttr("start_time") ? f.attrDouble("start_time") : 0.0;
+    try {
+        r.config = nlohmann::json::parse(f.attrString("config"));
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(f.fileName() + ": the 'config' attribute is not valid JSON: " + e.what());
+    }
+    return r;
+}
+
+// Opens a run log for following: SWMR-read first (a live file), plain read-only otherwise.
+h5::File openRunLog(const std::string& path) {
+    try {
+        return h5::openGlimpse(path, kKind, RunLog::kFormatVersion, h5::File::Mode::SwmrRead);
+    } catch (const Error&) {
+        return h5::openGlimpse(path, kKind, RunLog::kFormatVersion, h5::File::Mode::Read);
+    }
+}
+
+double unixNow() {
+    using namespace std::chrono;
+    return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+} // namespace
+
+std::string statusName(RunStatus s) {
+    switch (s) {
+    case RunStatus::Running: return "running";
+    case RunStatus::Finished: return "finished";
+    case RunStatus::Failed: return "failed";
+    }
+    return "unknown";
+}
+
+void MetricSeries::append(int64_t step, double wallTime, double value) {
+    steps.push_back(step);
+    wallTimes.push_back(wallTime);
+    values.push_back(value);
+}
+
+// ---- RunLog ------------------------------------------------------------------------------
+
+void RunLog::save(const std::string& path) const {
+    std::vector<std::string> names;
+    for (const auto& kv : series) names.push_back(kv.first);
+    checkSeriesNames(names, path);
+    h5::File::CreateOptions opts;
+    opts.latestFormat = true;   // so that readers may open it in SWMR mode like a live file
+    h5::writeAtomically(path, kKind, kFormatVersion, [&](h5::File& f) {
+        writeSkeleton(f, *this);
+        h5::Group g = f.group("series");
+        for (const auto& [name, s] : series) {
+            std::vector<Row> rows(s.size());
+            for (size_t i = 0; i < rows.size(); ++i) rows[i] = {s.steps[i], s.wallTimes[i], s.values[i]};
+            h5::Dataset ds = g.dataset(name);
+            appendRows(ds, rows);
+        }
+        if (!eval.empty()) {
+            h5::Group e = f.createGroup("eval");
+            for (const auto& [name, t] : eval) {
+                if (!h5::isValidRelativePath(name)) throw Error(path + ": invalid eval name '" + name + "'");
+                e.writeTensor(name, t);
+            }
+        }
+    }, opts);
+}
+
+RunLog RunLog::load(const std::string& path) {
+    return RunLogReader::open(path).snapshot();
+}
+
+// ---- RunLogWriter ------------------------------------------------------------------------
+
+struct RunLogWriter::Impl {
+    std::string path;
+    Options opts;
+    RunLog log;   // everything written so far: the final file is saved from it
+    std::unique_ptr<h5::File> file;
+    std::map<std::string, h5::Dataset> datasets;
+    std::map<std::string, std::vector<Row>> pending;
+    std::chrono::steady_clock::time_point start, lastFlush;
+    bool closed = false;
+};
+
+RunLogWriter::RunLogWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RunLogWriter::RunLogWriter(RunLogWriter&&) noexcept = default;
+RunLogWriter& RunLogWriter::operator=(RunLogWriter&& o) noexcept {
+    if (this != &o) {
+        if (impl_ && !impl_->closed) {
+            try {
+                close(RunStatus::Failed, "the run ended without finish()");
+            } catch (...) {
+            }
+        }
+        impl_ = std::move(o.impl_);
+    }
+    return *this;
+}
+
+RunLogWriter::~RunLogWriter() {
+    if (impl_ && !impl_->closed) {
+        try {
+            close(RunStatus::Failed, "the run ended without finish()");
+        } catch (...) {
+        }
+    }
+}
+
+RunLogWriter RunLogWriter::create(const std::string& path, const nlohmann::json& config,
+                                  const std::vector<std::string>& seriesNames, Options opts) {
+    checkSeriesNames(seriesNames, path);
+    auto impl = std::make_unique<Impl>();
+    impl->path = path;
+    impl->opts = opts;
+    impl->log.config = config;
+    impl->log.startTime = unixNow();
+    for (const auto& n : seriesNames) impl->log.series[n];
+    impl->start = impl->lastFlush = std::chrono::steady_clock::now();
+
+    h5::File::CreateOptions copts;
+    copts.latestFormat = true;
+    // The live file is built under a temp name, switched to SWMR writing and renamed into
+    // place while open: a reader never sees a half-built file.
+    writeFileAtomically(path, [&](const std::string& tmp) {
+        auto f = std::make_unique<h5::File>(h5::File::create(tmp, copts, path));
+        h5::writeHeader(*f, kKind, RunLog::kFormatVersion);
+        writeSkeleton(*f, impl->log);
+        h5::Group g = f->group("series");
+        for (const auto& n : seriesNames) impl->datasets.emplace(n, g.dataset(n));
+        f->check(H5Fstart_swmr_write(f->fileId()), "cannot start SWMR writing");
+        impl->file = std::move(f);
+    });
+    return RunLogWriter(std::move(impl));
+}
+
+const std::string& RunLogWriter::path() const { return impl_->path; }
+
+double RunLogWriter::elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->start).count();
+}
+
+bool RunLogWriter::closed() const { return !impl_ || impl_->closed; }
+
+void RunLogWriter::append(const std::string& series, int64_t step, double value) {
+    append(series, step, value, elapsed());
+}
+
+void RunLogWriter::append(const std::string& series, int64_t step, double value, double wallTime) {
+    if (closed()) throw Error(impl_ ? impl_->path + ": run log is closed" : "run log writer was moved from");
+    auto it = impl_->log.series.find(series);
+    if (it == impl_->log.series.end()) {
+        std::string declared;
+        for (const auto& kv : impl_->log.series) declared += (declared.empty() ? "" : ", ") + kv.first;
+        throw Error(impl_->path + ": series '" + series + "' was not declared when the run log was created (declared: " +
+                    (declared.empty() ? "none" : declared) + ")");
+    }
+    it->second.append(step, wallTime, value);
+    impl_->pending[series].push_back({step, wallTime, value});
+    const double sinceFlush =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->lastFlush).count();
+    if (sinceFlush >= impl_->opts.flushInterval) flush();
+}
+
+void RunLogWriter::flush() {
+    if (closed()) return;
+    h5::silenceErrors();
+    for (auto& [name, rows] : impl_->pending) {
+        if (rows.empty()) continue;
+        h5::Dataset& ds = impl_->datasets.at(name);
+        appendRows(ds, rows);
+        ds.check(H5Dflush(ds.id()), "cannot flush the series");
+        rows.clear();
+    }
+    impl_->lastFlush = std::chrono::steady_clock::now();
+}
+
+void RunLogWriter::setEval(const std::string& name, const torch::Tensor& t) {
+    if (closed()) throw Error(impl_ ? impl_->path + ": run log is closed" : "run log writer was moved from");
+    if (!h5::isValidRelativePath(name)) throw Error(impl_->path + ": invalid eval name '" + name + "'");
+    if (!t.defined()) throw Error(impl_->path + ": eval result '" + name + "' is undefined");
+    impl_->log.eval[name] = t.detach().to(torch::kCPU).contiguous().clone();
+}
+
+void RunLogWriter::finish() { close(RunStatus::Finished, ""); }
+void RunLogWriter::fail(const std::string& message) { close(RunStatus::Failed, message); }
+
+void RunLogWriter::close(RunStatus status, const std::string& message) {
+    if (closed()) throw Error(impl_ ? impl_->path + ": run log is already closed" : "run log writer was moved from");
+    impl_->closed = true;   // whatever happens below, the live file is done
+    std::exception_ptr error;
+    try {
+        for (auto& [name, rows] : impl_->pending) {
+            if (rows.empty()) continue;
+            appendRows(impl_->datasets.at(name), rows);
+            rows.clear();
+        }
+    } catch (...) {
+        error = std::current_exception();
+    }
+    impl_->datasets.clear();
+    try {
+        impl_->file->close();
+    } catch (...) {
+        if (!error) error = std::current_exception();
+    }
+    impl_->file.reset();
+    impl_->log.status = status;
+    impl_->log.statusMessage = message;
+    // The final file replaces the live one even if the live one could not be completed: it is
+    // written from memory.
+    impl_->log.save(impl_->path);
+    if (error) std::rethrow_exception(error);
+}
+
+// ---- RunLogReader ------------------------------------------------------------------------
+
+struct RunLogReader::Impl {
+    std::string path;
+    std::unique_ptr<h5::File> file;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    std::map<std::string, h5::Dataset> series;
+    std::map<std::string, int64_t> rows;
+    RootInfo root;
+    std::vector<std::string> evalNames;
+
+    void open() {
+        struct stat st {};
+        const bool statted = ::stat(path.c_str(), &st) == 0;
+        auto f = std::make_unique<h5::File>(openRunLog(path));
+        RootInfo r = readRoot(*f);
+        std::map<std::string, h5::Dataset> s;
+        std::map<std::string, int64_t> n;
+        if (!f->hasGroup("series")) throw Error(path + ": run log has no /series group");
+        std::vector<std::string> names;
+        h5::Group g = f->group("series");
+        collectDatasets(g, "", names);
+        for (const auto& name : names) {
+            h5::Dataset ds = g.dataset(name);
+            n[name] = ds.shape().at(0);
+            s.emplace(name, std::move(ds));
+        }
+        std::vector<std::string> evals;
+        if (f->hasGroup("eval")) collectDatasets(f->group("eval"), "", evals);
+        series.clear();
+        file = std::move(f);
+        series = std::move(s);
+        rows = std::move(n);
+        root = std::move(r);
+        evalNames = std::move(evals);
+        dev = statted ? st.st_dev : 0;
+        ino = statted ? st.st_ino : 0;
+    }
+};
+
+RunLogReader::RunLogReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RunLogReader::RunLogReader(RunLogReader&&) noexcept = default;
+RunLogReader& RunLogReader::operator=(RunLogReader&&) noexcept = default;
+RunLogReader::~RunLogReader() = default;
+
+RunLogReader RunLogReader::open(const std::string& path) {
+    auto impl = std::make_unique<Impl>();
+    impl->path = path;
+    impl->open();
+    return RunLogReader(std::move(impl));
+}
+
+bool RunLogReader::refresh() {
+    h5::silenceErrors();
+    struct stat st {};
+    if (::stat(impl_->path.c_str(), &st) == 0 && (st.st_ino != impl_->ino || st.st_dev != impl_->dev)) {
+        impl_->open();   // the writer finished and replaced the live file
+        return true;
+    }
+    if (impl_->root.status != RunStatus::Running) return false;
+    bool changed = false;
+    for (auto& [name, ds] : impl_->series) {
+        ds.check(H5Drefresh(ds.id()), "cannot refresh the series");
+        const int64_t n = ds.shape().at(0);
+        changed = changed || n != impl_->rows[name];
+        impl_->rows[name] = n;
+    }
+    return changed;
+}
+
+const std::string& RunLogReader::path() const { return impl_->path; }
+
+std::vector<std::string> RunLogReader::seriesNames() const {
+    std::vector<std::string> out;
+    for (const auto& kv : impl_->series) out.push_back(kv.first);
+    return out;
+}
+
+int64_t RunLogReader::rowCount(const std::string& series) const {
+    auto it = impl_->rows.find(series);
+    if (it == impl_->rows.end()) throw Error(impl_->path + ": run log has no series '" + series + "'");
+    return it->second;
+}
+
+MetricSeries RunLogReader::series(const std::string& series, int64_t firstRow) const {
+    auto it = impl_->series.find(series);
+    if (it == impl_->series.end()) throw Error(impl_->path + ": run log has no series '" + series + "'");
+    MetricSeries s = readRows(it->second, firstRow);
+    // Rows appended after the last refresh() may already be visible; report a stable view.
+    const size_t keep = size_t(std::max<int64_t>(0, impl_->rows.at(series) - std::max<int64_t>(0, firstRow)));
+    if (s.size() > keep) {
+        s.steps.resize(keep);
+        s.wallTimes.resize(keep);
+        s.values.resize(keep);
+    }
+    return s;
+}
+
+const nlohmann::json& RunLogReader::config() const { return impl_->root.config; }
+RunStatus RunLogReader::status() const { return impl_->root.status; }
+const std::string& RunLogReader::statusMessage() const { return impl_->root.message; }
+double RunLogReader::startTime() const { return impl_->root.startTime; }
+std::vector<std::string> RunLogReader::evalNames() const { return impl_->evalNames; }
+
+torch::Tensor RunLogReader::eval(const std::string& name) const {
+    if (!impl_->file->hasGroup("eval")) throw Error(impl_->path + ": run log has no eval result '" + name + "'");
+    h5::Group e = impl_->file->group("eval");
+    if (!e.hasDataset(name)) throw Error(impl_->path + ": run log has no eval result '" + name + "'");
+    return e.dataset(name).read();
+}
+
+RunLog RunLogReader::snapshot() const {
+    RunLog log;
+    log.config = impl_->root.config;
+    log.status = impl_->root.status;
+    log.statusMessage = impl_->root.message;
+    log.startTime = impl_->root.startTime;
+    for (const auto& kv : impl_->series) log.series[kv.first] = series(kv.first);
+    for (const auto& n : impl_->evalNames) log.eval[n] = eval(n);
+    return log;
+}
+
+} // namespace glimpse

@@ -1,0 +1,360 @@
+// core/h5: the RAII HDF5 layer, the Glimpse file header, atomic writes and `glimpse info`.
+#include <QDir>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <unistd.h>
+
+#include <hdf5.h>
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "core/h5/h5.h"
+#include "core/info.h"
+
+using namespace glimpse;
+
+namespace {
+
+template <typename F>
+std::string errorOf(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+
+bool contains(const std::string& s, std::initializer_list<std::string> words) {
+    for (const auto& w : words)
+        if (s.find(w) == std::string::npos) return false;
+    return true;
+}
+
+torch::Tensor sample(torch::ScalarType dt, const std::vector<int64_t>& shape) {
+    auto t = torch::randn(shape, torch::kFloat64) * 100;
+    if (dt == torch::kBool) return t.gt(0);
+    if (dt == torch::kUInt8) return t.abs().remainder(256).to(dt);
+    if (dt == torch::kInt8) return t.remainder(128).to(dt);
+    return t.to(dt);
+}
+
+// A minimal HDF5 file written with the raw C API: no Glimpse header.
+void writeForeign(const std::string& path) {
+    hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t dims[2] = {2, 3};
+    hid_t space = H5Screate_simple(2, dims, nullptr);
+    hid_t g = H5Gcreate2(f, "grp", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t d = H5Dcreate2(g, "data", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    float v[6] = {1, 2, 3, 4, 5, 6};
+    H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+    H5Dclose(d);
+    H5Gclose(g);
+    H5Sclose(space);
+    H5Fclose(f);
+}
+
+} // namespace
+
+class TestH5 : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    std::string file(const char* name) const { return dir_.filePath(name).toStdString(); }
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY(dir_.isValid());
+        torch::manual_seed(7);
+    }
+
+    void roundTripEveryDtypeAndShape() {
+        const std::vector<torch::ScalarType> dtypes = {torch::kFloat32, torch::kFloat64, torch::kInt8,  torch::kInt16,
+                                                       torch::kInt32,   torch::kInt64,   torch::kUInt8, torch::kBool};
+        const std::vector<std::vector<int64_t>> shapes = {{}, {0}, {1}, {7}, {3, 0, 2}, {2, 3, 4}, {1, 1, 1, 5}};
+        const std::string path = file("dtypes.h5");
+        std::map<std::string, torch::Tensor> written;
+        {
+            h5::File f = h5::File::create(path);
+            int i = 0;
+            for (auto dt : dtypes)
+                for (const auto& sh : shapes) {
+                    const std::string name = "t" + std::to_string(i++) + "." + h5::dtypeName(dt);
+                    written[name] = sample(dt, sh);
+                    f.writeTensor(name, written[name]);
+                }
+            f.close();
+        }
+        h5::File f = h5::File::open(path);
+        QCOMPARE(f.children().size(), written.size());
+        for (const auto& [name, t] : written) {
+            h5::Dataset d = f.dataset(name);
+            QCOMPARE(d.dtype(), t.scalar_type());
+            QCOMPARE(d.shape(), std::vector<int64_t>(t.sizes().begin(), t.sizes().end()));
+            const torch::Tensor r = d.read(t.scalar_type(), d.shape());
+            QVERIFY2(r.scalar_type() == t.scalar_type() && r.sizes() == t.sizes() && torch::equal(r, t), name.c_str());
+        }
+        QCOMPARE(f.dataset("t0.float32").shape(), std::vector<int64_t>{});   // 0-d is a scalar dataset
+        QCOMPARE(f.dataset("t49.bool").typeDescription(), std::string("bool"));
+    }
+
+    void nonContiguousAndCompressed() {
+        const std::string path = file("big.h5");
+        const auto big = torch::arange(600000, torch::kInt32).reshape({600, 1000});   // 2.3 MiB, compressible
+        const auto strided = torch::arange(12, torch::kFloat32).reshape({3, 4}).t();
+        {
+            h5::File f = h5::File::create(path);
+            f.writeTensor("big", big, {h5::Compression::Auto});
+            f.writeTensor("plain", big);
+            f.writeTensor("strided", strided);
+            f.close();
+        }
+        h5::File f = h5::File::open(path);
+        QVERIFY(torch::equal(f.readTensor("big"), big));
+        QVERIFY(torch::equal(f.readTensor("strided"), strided));
+        QVERIFY(f.dataset("big").storageBytes() < f.dataset("plain").storageBytes() / 4);
+        QCOMPARE(f.dataset("plain").storageBytes(), int64_t(big.nbytes()));
+    }
+
+    void groupsPathsAndListing() {
+        const std::string path = file("groups.h5");
+        h5::File f = h5::File::create(path);
+        h5::Group c = f.createGroup("a/b/c");
+        QCOMPARE(c.path(), std::string("/a/b/c"));
+        QVERIFY(f.hasGroup("a") && f.hasGroup("a/b") && f.hasGroup("/a/b/c"));
+        f.createGroup("a/b");   // existing: fine
+        f.group("a").writeTensor("x/y/layer.0.weight", torch::ones({2}));
+        QVERIFY(f.hasDataset("a/x/y/layer.0.weight"));
+        QVERIFY(f.exists("a/x") && !f.exists("a/nope") && !f.exists("nope/deeper/still"));
+        QVERIFY(!f.hasDataset("a/b") && !f.hasGroup("a/x/y/layer.0.weight"));
+        f.createGroup("a/zz");
+        f.group("a").writeTensor("m", torch::zeros({1}));
+        QCOMPARE(f.group("a").children(), (std::vector<std::string>{"b", "m", "x", "zz"}));
+        QCOMPARE(f.group("a").groupNames(), (std::vector<std::string>{"b", "x", "zz"}));
+        QCOMPARE(f.group("a").datasetNames(), (std::vector<std::string>{"m"}));
+        QCOMPARE(f.group("/a/x").group("y").dataset("layer.0.weight").path(), std::string("/a/x/y/layer.0.weight"));
+
+        std::string msg = errorOf([&] { f.createGroup("a/m/deeper"); });
+        QVERIFY2(contains(msg, {path, "'/a/m'", "dataset is in the way"}), msg.c_str());
+        msg = errorOf([&] { f.writeTensor("a/m", torch::zeros({1})); });
+        QVERIFY2(contains(msg, {path, "'/a/m'", "already exists"}), msg.c_str());
+        msg = errorOf([&] { f.group("a/missing"); });
+        QVERIFY2(contains(msg, {path, "no group '/a/missing'"}), msg.c_str());
+        msg = errorOf([&] { f.dataset("a/b/missing"); });
+        QVERIFY2(contains(msg, {path, "no dataset '/a/b/missing'"}), msg.c_str());
+        msg = errorOf([&] { f.dataset("a/b"); });
+        QVERIFY2(contains(msg, {path, "'/a/b' is a group, expected a dataset"}), msg.c_str());
+        msg = errorOf([&] { f.group("a/m"); });
+        QVERIFY2(contains(msg, {path, "'/a/m' is a dataset, expected a group"}), msg.c_str());
+        msg = errorOf([&] { f.writeTensor("h", torch::zeros({2}, torch::kFloat16)); });
+        QVERIFY2(contains(msg, {path, "float16", "supported"}), msg.c_str());
+    }
+
+    void attributes() {
+        const std::string path = file("attrs.h5");
+        const std::string longText(100000, 'x');   // beyond the 64 KiB compact attribute limit
+        {
+            h5::File f = h5::File::create(path);
+            f.setAttr("n", int64_t(-42));
+            f.setAttr("x", 2.5);
+            f.setAttr("s", std::string("grüße {\"a\": 1}"));
+            f.setAttr("long", longText);
+            f.setAttr("empty", "");
+            h5::Group g = f.createGroup("g");
+            g.setAttr("v", 7);
+            g.setAttr("v", "now a string");   // replacing changes the type
+            h5::Dataset d = f.writeTensor("d", torch::zeros({2}));
+            d.setAttr("scale", 0.5);
+            f.close();
+        }
+        h5::File f = h5::File::open(path);
+        QCOMPARE(f.attrInt("n"), int64_t(-42));
+        QCOMPARE(f.attrDouble("x"), 2.5);
+        QCOMPARE(f.attrDouble("n"), -42.0);   // integers read as numbers
+        QCOMPARE(f.attrString("s"), std::string("grüße {\"a\": 1}"));
+        QCOMPARE(f.attrString("long"), longText);
+        QCOMPARE(f.attrString("empty"), std::string());
+        QCOMPARE(f.attrNames(), (std::vector<std::string>{"empty", "long", "n", "s", "x"}));
+        QCOMPARE(f.group("g").attrString("v"), std::string("now a string"));
+        QCOMPARE(f.dataset("d").attrDouble("scale"), 0.5);
+        QVERIFY(f.hasAttr("n") && !f.hasAttr("nope"));
+
+        std::string msg = errorOf([&] { f.attrInt("s"); });
+        QVERIFY2(contains(msg, {path, "attribute 's'", "string", "expected an integer"}), msg.c_str());
+        msg = errorOf([&] { f.attrString("n"); });
+        QVERIFY2(contains(msg, {path, "attribute 'n'", "int64", "expected a string"}), msg.c_str());
+        msg = errorOf([&] { f.group("g").attrInt("missing"); });
+        QVERIFY2(contains(msg, {path, "group '/g'", "no attribute 'missing'"}), msg.c_str());
+        msg = errorOf([&] { f.dataset("d").attrString("scale"); });
+        QVERIFY2(contains(msg, {path, "dataset '/d'", "float64", "expected a string"}), msg.c_str());
+    }
+
+    void wrongDtypeAndShape() {
+        const std::string path = file("typed.h5");
+        {
+            h5::File f = h5::File::create(path);
+            f.createGroup("p").writeTensor("w", torch::zeros({4, 3}, torch::kInt64));
+            f.close();
+        }
+        h5::File f = h5::File::open(path);
+        std::string msg = errorOf([&] { f.readTensor("p/w", torch::kFloat32, {4, 3}); });
+        QVERIFY2(contains(msg, {path, "'/p/w'", "expected float32, file has int64"}), msg.c_str());
+        msg = errorOf([&] { f.readTensor("p/w", torch::kInt64, {3, 4}); });
+        QVERIFY2(contains(msg, {path, "'/p/w'", "expected shape [3,4], file has [4,3]"}), msg.c_str());
+        msg = errorOf([&] { f.readTensor("p/w", torch::kInt64, {4}); });
+        QVERIFY2(contains(msg, {"expected shape [4], file has [4,3]"}), msg.c_str());
+        QCOMPARE(f.readTensor("p/w", torch::kInt64, {-1, 3}).size(0), 4);   // -1 matches any size
+    }
+
+    void fileErrors() {
+        std::string path = file("missing.h5");
+        std::string msg = errorOf([&] { h5::File::open(path); });
+        QVERIFY2(contains(msg, {path, "does not exist"}), msg.c_str());
+
+        path = file("text.h5");
+        {
+            QFile t(QString::fromStdString(path));
+            QVERIFY(t.open(QIODevice::WriteOnly));
+            t.write(QByteArray(4096, 'z'));
+        }
+        msg = errorOf([&] { h5::File::open(path); });
+        QVERIFY2(contains(msg, {path, "not an HDF5 file"}), msg.c_str());
+
+        path = file("empty.h5");
+        QFile(QString::fromStdString(path)).open(QIODevice::WriteOnly);
+        msg = errorOf([&] { h5::File::open(path); });
+        QVERIFY2(contains(msg, {path, "empty file"}), msg.c_str());
+
+        msg = errorOf([&] { h5::File::open(dir_.path().toStdString()); });
+        QVERIFY2(contains(msg, {"is a directory"}), msg.c_str());
+
+        path = file("in/no/such/dir.h5");
+        msg = errorOf([&] { h5::writeAtomically(path, "glimpse.test", 1, [](h5::File&) {}); });
+        QVERIFY2(contains(msg, {path, "No such file or directory"}), msg.c_str());
+    }
+
+    void truncatedFile() {
+        const std::string path = file("truncated.h5");
+        h5::writeAtomically(path, "glimpse.test", 1, [](h5::File& f) {
+            f.writeTensor("data", torch::arange(50000, torch::kFloat32));
+            f.createGroup("late").setAttr("note", "written last");
+        });
+        QVERIFY(h5::File::open(path).hasDataset("data"));
+        const auto size = QFileInfo(QString::fromStdString(path)).size();
+        QVERIFY(::truncate(path.c_str(), size / 2) == 0);
+        const std::string msg = errorOf([&] {
+            h5::File f = h5::File::open(path);
+            f.readTensor("data");
+            f.group("late").attrString("note");
+        });
+        QVERIFY2(contains(msg, {path, "truncated"}), msg.c_str());
+    }
+
+    void glimpseHeader() {
+        const std::string trace = file("kind_trace.h5"), foreign = file("foreign.h5"), newer = file("newer.h5");
+        h5::writeAtomically(trace, "glimpse.trace", 1, [](h5::File& f) { f.writeTensor("x", torch::ones({1})); });
+        writeForeign(foreign);
+        h5::writeAtomically(newer, "glimpse.checkpoint", 5, [](h5::File&) {});
+
+        h5::File ok = h5::openGlimpse(trace, "glimpse.trace", 1);
+        QCOMPARE(h5::readHeader(ok)->kind, std::string("glimpse.trace"));
+        QCOMPARE(h5::readHeader(ok)->formatVersion, int64_t(1));
+
+        std::string msg = errorOf([&] { h5::openGlimpse(trace, "glimpse.checkpoint", 1); });
+        QVERIFY2(contains(msg, {trace + " is a glimpse.trace, expected a glimpse.checkpoint"}), msg.c_str());
+        msg = errorOf([&] { h5::openGlimpse(foreign, "glimpse.checkpoint", 1); });
+        QVERIFY2(contains(msg, {foreign + " is not a Glimpse file (no 'kind' attribute)"}), msg.c_str());
+        msg = errorOf([&] { h5::openGlimpse(newer, "glimpse.checkpoint", 1); });
+        QVERIFY2(contains(msg, {newer, "format version 5", "up to 1"}), msg.c_str());
+
+        // A foreign file still opens as plain HDF5.
+        h5::File f = h5::File::open(foreign);
+        QVERIFY(!h5::readHeader(f));
+        QVERIFY(torch::equal(f.readTensor("grp/data"), torch::arange(1, 7, torch::kFloat32).reshape({2, 3})));
+    }
+
+    void h5pyStyleBoolEnum() {
+        const std::string path = file("enum_bool.h5");
+        hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t type = H5Tenum_create(H5T_NATIVE_INT8);
+        int8_t no = 0, yes = 1;
+        H5Tenum_insert(type, "FALSE", &no);
+        H5Tenum_insert(type, "TRUE", &yes);
+        hsize_t n = 4;
+        hid_t space = H5Screate_simple(1, &n, nullptr);
+        hid_t d = H5Dcreate2(f, "flags", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        int8_t v[4] = {1, 0, 0, 1};
+        H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v);
+        H5Dclose(d);
+        H5Sclose(space);
+        H5Tclose(type);
+        H5Fclose(f);
+        const auto t = h5::File::open(path).readTensor("flags");
+        QCOMPARE(t.scalar_type(), torch::kBool);
+        QVERIFY(torch::equal(t, torch::tensor({true, false, false, true})));
+    }
+
+    void atomicWriteKeepsOldFileOnError() {
+        const std::string path = file("atomic.h5");
+        h5::writeAtomically(path, "glimpse.test", 1, [](h5::File& f) { f.writeTensor("v", torch::full({3}, 1.0)); });
+        const auto before = QDir(dir_.path()).entryList(QDir::Files);
+        std::string msg;
+        try {
+            h5::writeAtomically(path, "glimpse.test", 1, [](h5::File& f) {
+                f.writeTensor("v", torch::full({3}, 2.0));
+                f.writeTensor("w", torch::zeros({1000}));
+                throw std::runtime_error("writer gave up midway");
+            });
+        } catch (const std::runtime_error& e) {
+            msg = e.what();
+        }
+        QCOMPARE(msg, std::string("writer gave up midway"));
+        QCOMPARE(QDir(dir_.path()).entryList(QDir::Files), before);   // no temp file left
+        h5::File f = h5::openGlimpse(path, "glimpse.test", 1);
+        QVERIFY(torch::equal(f.readTensor("v"), torch::full({3}, 1.0)));
+        QVERIFY(!f.exists("w"));
+
+        h5::writeAtomically(path, "glimpse.test", 1, [](h5::File& f) { f.writeTensor("v", torch::full({3}, 3.0)); });
+        QVERIFY(torch::equal(h5::File::open(path).readTensor("v"), torch::full({3}, 3.0)));
+    }
+
+    void names() {
+        QVERIFY(h5::isValidRelativePath("a"));
+        QVERIFY(h5::isValidRelativePath("layers/3/attn.weight"));
+        QVERIFY(h5::isValidRelativePath(".hidden"));
+        for (const char* bad : {"", "/a", "a/", "a//b", ".", "a/./b"}) QVERIFY2(!h5::isValidRelativePath(bad), bad);
+        QCOMPARE(h5::shapeString({3, 4}), std::string("[3,4]"));
+        QCOMPARE(h5::shapeString({}), std::string("[]"));
+        QCOMPARE(h5::shapeString({-1, 2}), std::string("[*,2]"));
+    }
+
+    void describe() {
+        const std::string ckpt = file("info_ckpt.h5"), foreign = file("info_foreign.h5");
+        h5::writeAtomically(ckpt, "glimpse.checkpoint", 1, [](h5::File& f) {
+            h5::Group m = f.createGroup("meta");
+            m.setAttr("family", "letr");
+            m.setAttr("config", R"({"d_model": 256, "layers": 6})");
+            f.createGroup("params").writeTensor("fc.weight", torch::zeros({3, 4}));
+            f.group("params").writeTensor("fc.bias", torch::zeros({3}, torch::kInt64));
+        });
+        std::string s = describeH5(ckpt);
+        QVERIFY2(contains(s, {ckpt, "glimpse.checkpoint", "format version 1", "family = \"letr\"", "d_model",
+                              "(2 keys)", "params/", "fc.weight", "float32 [3,4]", "48 B", "fc.bias", "int64 [3]",
+                              "total: 2 datasets", "72 B"}),
+                 s.c_str());
+        QVERIFY(!contains(s, {"not a Glimpse file"}));
+
+        writeForeign(foreign);
+        s = describeH5(foreign);
+        QVERIFY2(contains(s, {"not a Glimpse file", "grp/", "data", "float32 [2,3]"}), s.c_str());
+
+        const std::string msg = errorOf([&] { describeH5(file("nothing.h5")); });
+        QVERIFY2(contains(msg, {"nothing.h5", "does not exist"}), msg.c_str());
+        QCOMPARE(humanBytes(1536), std::string("1.5 KiB"));
+        QCOMPARE(humanBytes(12), std::string("12 B"));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestH5)
+#include "test_h5.moc"
