@@ -1,0 +1,305 @@
+#include "core/models/efficientzero/model.h"
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+
+namespace glimpse::efficientzero {
+
+namespace nn = torch::nn;
+using torch::Tensor;
+
+namespace {
+
+constexpr double kEps = 0.001;
+
+nn::Conv2d conv(int in, int out, int kernel, int stride = 1) {
+    return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+}
+
+// conv-BN-ReLU-conv-BN, plus the input (through a strided 3x3 conv when the shape changes), ReLU.
+struct ResidualBlockImpl : nn::Module {
+    ResidualBlockImpl(int in, int out, int stride = 1)
+        : conv1(register_module("conv1", conv(in, out, 3, stride))),
+          bn1(register_module("bn1", nn::BatchNorm2d(out))),
+          conv2(register_module("conv2", conv(out, out, 3))),
+          bn2(register_module("bn2", nn::BatchNorm2d(out))) {
+        if (stride != 1 || in != out) downsample = register_module("downsample", conv(in, out, 3, stride));
+    }
+    Tensor forward(const Tensor& x) {
+        Tensor out = bn2(conv2(torch::relu(bn1(conv1(x)))));
+        return torch::relu(out + (downsample ? downsample(x) : x));
+    }
+    nn::Conv2d conv1;
+    nn::BatchNorm2d bn1;
+    nn::Conv2d conv2;
+    nn::BatchNorm2d bn2;
+    nn::Conv2d downsample{nullptr};
+};
+TORCH_MODULE(ResidualBlock);
+
+nn::Sequential residualStack(int n, int channels) {
+    nn::Sequential s;
+    for (int i = 0; i < n; ++i) s->push_back(ResidualBlock(channels, channels));
+    return s;
+}
+
+// Linear-BN-ReLU per hidden size, then a Linear (zeroed when zeroLast).
+nn::Sequential mlp(int64_t in, const std::vector<int>& hidden, int64_t out, bool zeroLast) {
+    nn::Sequential s;
+    for (int h : hidden) {
+        s->push_back(nn::Linear(in, h));
+        s->push_back(nn::BatchNorm1d(h));
+        s->push_back(nn::ReLU());
+        in = h;
+    }
+    nn::Linear last(in, out);
+    if (zeroLast) {
+        torch::NoGradGuard guard;
+        last->weight.zero_();
+        last->bias.zero_();
+    }
+    s->push_back(last);
+    return s;
+}
+
+// The Atari stem: 96x96 -> 48 (conv s2) -> 24 (residual s2) -> 12 (pool) -> 6 (pool).
+struct DownSampleImpl : nn::Module {
+    DownSampleImpl(int in, int out, int blocks)
+        : conv1(register_module("conv1", conv(in, out / 2, 3, 2))),
+          bn1(register_module("bn1", nn::BatchNorm2d(out / 2))),
+          resblocks1(register_module("resblocks1", residualStack(blocks, out / 2))),
+          downsample_block(register_module("downsample_block", ResidualBlock(out / 2, out, 2))),
+          resblocks2(register_module("resblocks2", residualStack(blocks, out))),
+          pooling1(register_module("pooling1", nn::AvgPool2d(nn::AvgPool2dOptions(3).stride(2).padding(1)))),
+          resblocks3(register_module("resblocks3", residualStack(blocks, out))),
+          pooling2(register_module("pooling2", nn::AvgPool2d(nn::AvgPool2dOptions(3).stride(2).padding(1)))) {}
+    Tensor forward(Tensor x) {
+        x = torch::relu(bn1(conv1(x)));
+        x = downsample_block(resblocks1->forward(x));
+        x = pooling1(resblocks2->forward(x));
+        return pooling2(resblocks3->forward(x));
+    }
+    nn::Conv2d conv1;
+    nn::BatchNorm2d bn1;
+    nn::Sequential resblocks1;
+    ResidualBlock downsample_block;
+    nn::Sequential resblocks2;
+    nn::AvgPool2d pooling1;
+    nn::Sequential resblocks3;
+    nn::AvgPool2d pooling2;
+};
+TORCH_MODULE(DownSample);
+
+struct RepresentationImpl : nn::Module {
+    explicit RepresentationImpl(const Config& c) {
+        if (c.downsample) {
+            downsample_net =
+                register_module("downsample_net", DownSample(c.inputChannels(), c.channels, c.downsampleBlocks));
+        } else {
+            conv1 = register_module("conv", conv(c.inputChannels(), c.channels, 3));
+            bn = register_module("bn", nn::BatchNorm2d(c.channels));
+        }
+        resblocks = register_module("resblocks", residualStack(c.blocks, c.channels));
+    }
+    Tensor forward(const Tensor& obs) {
+        Tensor x = downsample_net ? downsample_net(obs) : torch::relu(bn(conv1(obs)));
+        return resblocks->forward(x);
+    }
+    DownSample downsample_net{nullptr};
+    nn::Conv2d conv1{nullptr};
+    nn::BatchNorm2d bn{nullptr};
+    nn::Sequential resblocks;
+};
+TORCH_MODULE(Representation);
+
+struct DynamicsImpl : nn::Module {
+    explicit DynamicsImpl(const Config& c)
+        : conv1(register_module("conv", conv(c.channels + 1, c.channels, 3))),
+          bn(register_module("bn", nn::BatchNorm2d(c.channels))),
+          resblocks(register_module("resblocks", residualStack(c.blocks, c.channels))),
+          conv1x1_reward(register_module("conv1x1_reward", conv(c.channels, c.reducedChannelsReward, 1))),
+          bn_reward(register_module("bn_reward", nn::BatchNorm2d(c.reducedChannelsReward))),
+          lstm(register_module("lstm", nn::LSTM(nn::LSTMOptions(int64_t(c.reducedChannelsReward) * c.stateHeight() *
+                                                                     c.stateWidth(),
+                                                                 c.lstmHidden)))),
+          bn_value_prefix(register_module("bn_value_prefix", nn::BatchNorm1d(c.lstmHidden))),
+          fc(register_module("fc", mlp(c.lstmHidden, c.rewardHidden, c.supportBins(), true))) {}
+
+    // Returns (next state, value-prefix logits, LSTM state).
+    std::tuple<Tensor, Tensor, LstmState> forward(const Tensor& stateAction, const Tensor& state,
+                                                  const LstmState& hidden) {
+        Tensor x = torch::relu(bn(conv1(stateAction)) + state);
+        x = resblocks->forward(x);
+        Tensor r = torch::relu(bn_reward(conv1x1_reward(x))).flatten(1).unsqueeze(0);
+        auto [out, next] = lstm(r, std::make_tuple(hidden.first, hidden.second));
+        Tensor prefix = fc->forward(torch::relu(bn_value_prefix(out.squeeze(0))));
+        return {x, prefix, {std::get<0>(next), std::get<1>(next)}};
+    }
+    nn::Conv2d conv1;
+    nn::BatchNorm2d bn;
+    nn::Sequential resblocks;
+    nn::Conv2d conv1x1_reward;
+    nn::BatchNorm2d bn_reward;
+    nn::LSTM lstm;
+    nn::BatchNorm1d bn_value_prefix;
+    nn::Sequential fc;
+};
+TORCH_MODULE(Dynamics);
+
+struct PredictionImpl : nn::Module {
+    explicit PredictionImpl(const Config& c)
+        : resblocks(register_module("resblocks", residualStack(c.blocks, c.channels))),
+          conv1x1_value(register_module("conv1x1_value", conv(c.channels, c.reducedChannelsValue, 1))),
+          conv1x1_policy(register_module("conv1x1_policy", conv(c.channels, c.reducedChannelsPolicy, 1))),
+          bn_value(register_module("bn_value", nn::BatchNorm2d(c.reducedChannelsValue))),
+          bn_policy(register_module("bn_policy", nn::BatchNorm2d(c.reducedChannelsPolicy))),
+          fc_value(register_module("fc_value", mlp(int64_t(c.reducedChannelsValue) * c.stateHeight() * c.stateWidth(),
+                                                   c.valueHidden, c.supportBins(), true))),
+          fc_policy(register_module("fc_policy", mlp(int64_t(c.reducedChannelsPolicy) * c.stateHeight() * c.stateWidth(),
+                                                     c.policyHidden, c.numActions, true))) {}
+    // Returns (value logits, policy logits).
+    std::pair<Tensor, Tensor> forward(const Tensor& state) {
+        Tensor x = resblocks->forward(state);
+        Tensor v = torch::relu(bn_value(conv1x1_value(x))).flatten(1);
+        Tensor p = torch::relu(bn_policy(conv1x1_policy(x))).flatten(1);
+        return {fc_value->forward(v), fc_policy->forward(p)};
+    }
+    nn::Sequential resblocks;
+    nn::Conv2d conv1x1_value, conv1x1_policy;
+    nn::BatchNorm2d bn_value, bn_policy;
+    nn::Sequential fc_value, fc_policy;
+};
+TORCH_MODULE(Prediction);
+
+nn::Sequential makeProjection(const Config& c) {
+    return nn::Sequential(nn::Linear(c.stateNumel(), c.projHidden), nn::BatchNorm1d(c.projHidden), nn::ReLU(),
+                          nn::Linear(c.projHidden, c.projHidden), nn::BatchNorm1d(c.projHidden), nn::ReLU(),
+                          nn::Linear(c.projHidden, c.projOut), nn::BatchNorm1d(c.projOut));
+}
+
+nn::Sequential makeProjectionHead(const Config& c) {
+    return nn::Sequential(nn::Linear(c.projOut, c.predHidden), nn::BatchNorm1d(c.predHidden), nn::ReLU(),
+                          nn::Linear(c.predHidden, c.projOut));
+}
+
+} // namespace
+
+Tensor scalarTransform(const Tensor& x) {
+    return torch::sign(x) * (torch::sqrt(torch::abs(x) + 1) - 1) + kEps * x;
+}
+
+Tensor inverseScalarTransform(const Tensor& y) {
+    Tensor root = (torch::sqrt(1 + 4 * kEps * (torch::abs(y) + 1 + kEps)) - 1) / (2 * kEps);
+    return torch::sign(y) * (root * root - 1);
+}
+
+Tensor scalarToSupport(const Tensor& x, int supportSize) {
+    const Tensor y = scalarTransform(x).clamp(-supportSize, supportSize);
+    const Tensor low = torch::floor(y);
+    const Tensor high = y - low;  // weight of the upper neighbour
+    const Tensor lowIdx = (low + supportSize).to(torch::kLong).unsqueeze(-1);
+    const Tensor highIdx = (lowIdx + 1).clamp_max(2 * supportSize);
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.push_back(2 * supportSize + 1);
+    Tensor target = torch::zeros(shape, x.options());
+    target.scatter_add_(-1, lowIdx, (1 - high).unsqueeze(-1));
+    target.scatter_add_(-1, highIdx, high.unsqueeze(-1));
+    return target;
+}
+
+Tensor supportToScalar(const Tensor& logits, int supportSize) {
+    if (logits.size(-1) != 2 * supportSize + 1)
+        throw Error("efficientzero: support logits have " + std::to_string(logits.size(-1)) + " bins, expected " +
+                    std::to_string(2 * supportSize + 1));
+    const Tensor support = torch::arange(-supportSize, supportSize + 1, logits.options());
+    const Tensor v = inverseScalarTransform((torch::softmax(logits, -1) * support).sum(-1));
+    return torch::where(torch::abs(v) < kEps, torch::zeros_like(v), v);
+}
+
+Tensor negativeCosineSimilarity(const Tensor& prediction, const Tensor& target) {
+    namespace F = torch::nn::functional;
+    const auto opts = F::NormalizeFuncOptions().p(2.0).dim(1).eps(1e-5);
+    return -(F::normalize(prediction, opts) * F::normalize(target.detach(), opts)).sum(1);
+}
+
+struct Network::Impl : nn::Module {
+    explicit Impl(const Config& c)
+        : config(c),
+          representation_network(register_module("representation_network", Representation(c))),
+          dynamics_network(register_module("dynamics_network", Dynamics(c))),
+          prediction_network(register_module("prediction_network", Prediction(c))),
+          projection(register_module("projection", makeProjection(c))),
+          projection_head(register_module("projection_head", makeProjectionHead(c))) {}
+    Config config;
+    Representation representation_network;
+    Dynamics dynamics_network;
+    Prediction prediction_network;
+    nn::Sequential projection, projection_head;
+};
+
+Network::Network(const Config& config) {
+    config.validate();
+    impl_ = std::make_shared<Impl>(config);
+}
+
+const Config& Network::config() const { return impl_->config; }
+
+InitialOutput Network::initialInference(const Tensor& obs) {
+    const Config& c = impl_->config;
+    if (obs.dim() != 4 || obs.size(1) != c.inputChannels() || obs.size(2) != c.obsHeight || obs.size(3) != c.obsWidth)
+        throw Error("efficientzero: observation batch has shape " + c10::str(obs.sizes()) + ", expected [B, " +
+                    std::to_string(c.inputChannels()) + ", " + std::to_string(c.obsHeight) + ", " +
+                    std::to_string(c.obsWidth) + "]");
+    InitialOutput out;
+    out.state = impl_->representation_network(obs.to(torch::kFloat) * c.obsScale);
+    std::tie(out.valueLogits, out.policyLogits) = impl_->prediction_network(out.state);
+    out.value = supportToScalar(out.valueLogits, c.supportSize);
+    return out;
+}
+
+RecurrentOutput Network::recurrentInference(const Tensor& state, const Tensor& actions, const LstmState& lstm) {
+    const Config& c = impl_->config;
+    const int64_t b = state.size(0);
+    if (actions.dim() != 1 || actions.size(0) != b)
+        throw Error("efficientzero: recurrentInference needs one action per state (" + std::to_string(b) + "), got shape " +
+                    c10::str(actions.sizes()));
+    const Tensor plane = (actions.to(state.options()).view({b, 1, 1, 1}) / double(c.numActions))
+                             .expand({b, 1, state.size(2), state.size(3)});
+    RecurrentOutput out;
+    std::tie(out.nextState, out.valuePrefixLogits, out.lstm) =
+        impl_->dynamics_network(torch::cat({state, plane}, 1), state, lstm);
+    std::tie(out.valueLogits, out.policyLogits) = impl_->prediction_network(out.nextState);
+    out.valuePrefix = supportToScalar(out.valuePrefixLogits, c.supportSize);
+    out.value = supportToScalar(out.valueLogits, c.supportSize);
+    return out;
+}
+
+LstmState Network::initialLstm(int64_t batch) const {
+    auto opts = torch::TensorOptions().device(device());
+    return {torch::zeros({1, batch, impl_->config.lstmHidden}, opts),
+            torch::zeros({1, batch, impl_->config.lstmHidden}, opts)};
+}
+
+Tensor Network::project(const Tensor& state, bool withGrad) {
+    Tensor proj = impl_->projection->forward(state.flatten(1));
+    return withGrad ? impl_->projection_head->forward(proj) : proj.detach();
+}
+
+nn::Module& Network::module() { return *impl_; }
+void Network::train(bool on) { impl_->train(on); }
+bool Network::isTraining() const { return impl_->is_training(); }
+std::vector<Tensor> Network::parameters() const { return impl_->parameters(); }
+
+int64_t Network::parameterCount() const {
+    int64_t n = 0;
+    for (const auto& p : impl_->parameters()) n += p.numel();
+    return n;
+}
+
+torch::Device Network::device() const {
+    auto params = impl_->parameters();
+    return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+}
+
+} // namespace glimpse::efficientzero

@@ -1,0 +1,230 @@
+#include "core/rl/mcts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+
+namespace glimpse::rl {
+
+void MinMaxStats::update(double v) {
+    minimum = std::min(minimum, v);
+    maximum = std::max(maximum, v);
+}
+
+double MinMaxStats::normalize(double v) const {
+    if (maximum < minimum) return v;
+    return (v - minimum) / std::max(maximum - minimum, floor);
+}
+
+double puctPrior(const MctsConfig& c, int parentVisits, int childVisits, double prior) {
+    const double pbC = std::log((parentVisits + c.pbCBase + 1.0) / c.pbCBase) + c.pbCInit;
+    return pbC * std::sqrt(double(parentVisits)) / (childVisits + 1.0) * prior;
+}
+
+Mcts::Mcts(const MctsConfig& config, uint64_t seed) : config_(config), rng_(seed) {
+    if (config.numSimulations < 1)
+        throw Error("mcts: numSimulations must be >= 1, got " + std::to_string(config.numSimulations));
+    if (config.lstmHorizon < 1) throw Error("mcts: lstmHorizon must be >= 1, got " + std::to_string(config.lstmHorizon));
+}
+
+double Mcts::childQ(const Node& parent, const Node& child) const {
+    const double reward = parent.resetHidden ? child.valuePrefix : child.valuePrefix - parent.valuePrefix;
+    return reward + config_.discount * child.value();
+}
+
+double Mcts::meanQ(const std::vector<Node>& tree, const Node& node, bool isRoot, double parentQ) const {
+    double total = 0;
+    int visited = 0;
+    for (int a = 0; a < node.numChildren; ++a) {
+        const Node& child = tree[size_t(node.firstChild + a)];
+        if (child.visits == 0) continue;
+        total += childQ(node, child);
+        ++visited;
+    }
+    if (isRoot && visited > 0) return total / visited;
+    return (parentQ + total) / (visited + 1);
+}
+
+double Mcts::ucbScore(const Node& parent, const Node& child, const MinMaxStats& stats, double parentMeanQ) const {
+    const double q = child.visits == 0 ? parentMeanQ : childQ(parent, child);
+    return puctPrior(config_, parent.childVisits, child.visits, child.prior) + std::clamp(stats.normalize(q), 0.0, 1.0);
+}
+
+int Mcts::selectChild(const std::vector<Node>& tree, const Node& node, const MinMaxStats& stats, double mq,
+                      const std::vector<int>& legal) {
+    std::vector<int> actions = legal;
+    if (actions.empty())
+        for (int a = 0; a < node.numChildren; ++a) actions.push_back(a);
+    std::vector<double> scores;
+    for (int a : actions) scores.push_back(ucbScore(node, tree[size_t(node.firstChild + a)], stats, mq));
+    const double best = *std::max_element(scores.begin(), scores.end());
+    std::vector<int> ties;  // every action within tieEpsilon of the best, chosen uniformly
+    for (size_t i = 0; i < actions.size(); ++i)
+        if (std::abs(scores[i] - best) < config_.tieEpsilon) ties.push_back(actions[i]);
+    if (ties.empty()) throw Error("mcts: no finite pUCT score (the model returned non-finite values)");
+    return ties[size_t(rng_() % ties.size())];
+}
+
+void Mcts::expand(std::vector<Node>& tree, int index, const Prediction& p, const std::vector<int>& legal) {
+    if (int(p.policyLogits.size()) != numActions_)
+        throw Error("mcts: the model returned " + std::to_string(p.policyLogits.size()) + " policy logits, expected " +
+                    std::to_string(numActions_));
+    const int first = int(tree.size());
+    tree.resize(tree.size() + size_t(numActions_));
+    Node& node = tree[size_t(index)];
+    node.firstChild = first;
+    node.numChildren = numActions_;
+    node.valuePrefix = p.valuePrefix;
+    std::vector<int> actions = legal;
+    if (actions.empty())
+        for (int a = 0; a < numActions_; ++a) actions.push_back(a);
+    float top = -std::numeric_limits<float>::infinity();
+    for (int a : actions) top = std::max(top, p.policyLogits[size_t(a)]);
+    double sum = 0;
+    for (int a : actions) sum += std::exp(double(p.policyLogits[size_t(a)] - top));
+    for (int a : actions) {
+        Node& child = tree[size_t(first + a)];
+        child.prior = float(std::exp(double(p.policyLogits[size_t(a)] - top)) / sum);
+        child.depth = node.depth + 1;
+        child.resetHidden = child.depth % config_.lstmHorizon == 0;
+    }
+}
+
+SearchResult Mcts::search(SearchModel& model, const std::vector<Prediction>& roots, bool addNoise,
+                          const std::vector<std::vector<int>>& legalActions) {
+    if (roots.empty()) throw Error("mcts: search needs at least one root");
+    if (!legalActions.empty() && legalActions.size() != roots.size())
+        throw Error("mcts: got legal actions for " + std::to_string(legalActions.size()) + " trees, but " +
+                    std::to_string(roots.size()) + " roots");
+    const int batch = int(roots.size());
+    numActions_ = int(roots.front().policyLogits.size());
+    if (numActions_ < 1) throw Error("mcts: the root prediction has no policy logits");
+    const std::vector<int> none;  // empty legal list: every action
+    auto legalOf = [&](int b) -> const std::vector<int>& {
+        return legalActions.empty() ? none : legalActions[size_t(b)];
+    };
+    for (int b = 0; b < batch; ++b)
+        for (int a : legalOf(b))
+            if (a < 0 || a >= numActions_)
+                throw Error("mcts: legal action " + std::to_string(a) + " of tree " + std::to_string(b) +
+                            " is outside [0, " + std::to_string(numActions_) + ")");
+
+    trees_.assign(size_t(batch), {});
+    std::vector<MinMaxStats> stats(static_cast<size_t>(batch));
+    for (int b = 0; b < batch; ++b) {
+        auto& tree = trees_[size_t(b)];
+        tree.reserve(size_t(config_.numSimulations + 1) * size_t(numActions_) + 1);
+        tree.emplace_back();
+        tree[0].state = {0, b};
+        stats[size_t(b)].floor = config_.minMaxFloor;
+        expand(tree, 0, roots[size_t(b)], legalOf(b));
+        tree[0].valuePrefix = 0.f;  // the root starts the prefix
+        if (addNoise) {
+            std::vector<int> actions = legalOf(b);
+            if (actions.empty())
+                for (int a = 0; a < numActions_; ++a) actions.push_back(a);
+            std::gamma_distribution<double> gamma(config_.dirichletAlpha, 1.0);
+            std::vector<double> noise;
+            double total = 0;
+            for (size_t i = 0; i < actions.size(); ++i) total += noise.emplace_back(gamma(rng_));
+            for (size_t i = 0; i < actions.size(); ++i) {
+                Node& child = tree[size_t(tree[0].firstChild + actions[i])];
+                const double eta = total > 0 ? noise[i] / total : 1.0 / double(actions.size());
+                child.prior = float(child.prior * (1 - config_.explorationFraction) + eta * config_.explorationFraction);
+            }
+        }
+    }
+
+    std::vector<std::vector<int>> paths(static_cast<size_t>(batch));
+    std::vector<StateRef> parents(static_cast<size_t>(batch));
+    std::vector<int> actions(static_cast<size_t>(batch));
+    std::vector<uint8_t> reset(static_cast<size_t>(batch));
+    for (int sim = 1; sim <= config_.numSimulations; ++sim) {
+        for (int b = 0; b < batch; ++b) {
+            auto& tree = trees_[size_t(b)];
+            auto& path = paths[size_t(b)];
+            path.assign(1, 0);
+            double parentQ = 0;
+            int action = 0;
+            for (bool isRoot = true; tree[size_t(path.back())].expanded(); isRoot = false) {
+                const Node& node = tree[size_t(path.back())];
+                const double mq = meanQ(tree, node, isRoot, parentQ);
+                parentQ = mq;
+                action = selectChild(tree, node, stats[size_t(b)], mq, isRoot ? legalOf(b) : none);
+                path.push_back(node.firstChild + action);
+            }
+            const Node& parent = tree[size_t(path[path.size() - 2])];
+            parents[size_t(b)] = parent.state;
+            actions[size_t(b)] = action;
+            reset[size_t(b)] = parent.resetHidden ? 1 : 0;
+        }
+        const std::vector<Prediction> out = model.recurrent(parents, actions, reset);
+        if (int(out.size()) != batch)
+            throw Error("mcts: the model returned " + std::to_string(out.size()) + " predictions for " +
+                        std::to_string(batch) + " trees");
+        for (int b = 0; b < batch; ++b) {
+            auto& tree = trees_[size_t(b)];
+            const auto& path = paths[size_t(b)];
+            const int leaf = path.back();
+            tree[size_t(leaf)].state = {sim, b};
+            expand(tree, leaf, out[size_t(b)], {});
+            // Back up: each node gets the discounted return from itself on; the tree's min-max
+            // statistics see each node's Q from its parent's view (the root's with reward 0).
+            double bootstrap = out[size_t(b)].value;
+            for (size_t i = path.size(); i-- > 0;) {
+                Node& node = tree[size_t(path[i])];
+                node.valueSum += bootstrap;
+                ++node.visits;
+                double reward = 0;
+                if (i > 0) {
+                    Node& parent = tree[size_t(path[i - 1])];
+                    ++parent.childVisits;
+                    reward = parent.resetHidden ? node.valuePrefix : node.valuePrefix - parent.valuePrefix;
+                }
+                stats[size_t(b)].update(reward + config_.discount * node.value());
+                bootstrap = reward + config_.discount * bootstrap;
+            }
+        }
+    }
+
+    SearchResult result;
+    for (int b = 0; b < batch; ++b) {
+        const auto& tree = trees_[size_t(b)];
+        std::vector<int> counts(static_cast<size_t>(numActions_));
+        std::vector<float> priors(counts.size()), policy(counts.size());
+        int total = 0;
+        for (int a = 0; a < numActions_; ++a) {
+            counts[size_t(a)] = tree[size_t(tree[0].firstChild + a)].visits;
+            priors[size_t(a)] = tree[size_t(tree[0].firstChild + a)].prior;
+            total += counts[size_t(a)];
+        }
+        for (int a = 0; a < numActions_; ++a)
+            policy[size_t(a)] = total > 0 ? float(counts[size_t(a)]) / float(total) : 0.f;
+        result.visitCounts.push_back(std::move(counts));
+        result.rootPriors.push_back(std::move(priors));
+        result.policies.push_back(std::move(policy));
+        result.rootValues.push_back(float(tree[0].value()));
+    }
+    return result;
+}
+
+int selectAction(const std::vector<int>& visitCounts, double temperature, std::mt19937_64& rng) {
+    if (visitCounts.empty()) throw Error("mcts: selectAction got no visit counts");
+    if (temperature <= 0) return int(std::max_element(visitCounts.begin(), visitCounts.end()) - visitCounts.begin());
+    std::vector<double> weights;
+    for (int n : visitCounts) weights.push_back(std::pow(double(n), 1.0 / temperature));
+    if (std::all_of(weights.begin(), weights.end(), [](double w) { return w <= 0; }))
+        throw Error("mcts: selectAction got all-zero visit counts");
+    std::discrete_distribution<int> pick(weights.begin(), weights.end());
+    return pick(rng);
+}
+
+double visitTemperature(double progress) {
+    if (progress < 0.5) return 1.0;
+    if (progress < 0.75) return 0.5;
+    return 0.25;
+}
+
+} // namespace glimpse::rl

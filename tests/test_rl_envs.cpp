@@ -1,0 +1,268 @@
+// The arcade suite: registry, shapes, determinism, episode ends, options, rendering,
+// VecEnv, and that every game's scripted policy beats the random one.
+#include <QtTest>
+
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "core/error.h"
+#include "core/rl/env.h"
+#include "core/rl/score.h"
+
+using namespace glimpse::rl;
+
+namespace {
+
+// Plays `steps` random actions (from `actionSeed`) and records observations and rewards.
+std::pair<std::vector<std::vector<float>>, std::vector<float>> rollout(Env& env, uint64_t seed, uint64_t actionSeed,
+                                                                      int steps) {
+    std::mt19937_64 rng(actionSeed);
+    env.reset(seed);
+    std::vector<std::vector<float>> obs{env.observation()};
+    std::vector<float> rewards;
+    for (int t = 0; t < steps; ++t) {
+        StepResult r = env.step(int(rng() % uint64_t(env.numActions())));
+        obs.push_back(env.observation());
+        rewards.push_back(r.reward);
+        if (r.done()) env.reset(seed + 1000 + uint64_t(t));
+    }
+    return {obs, rewards};
+}
+
+} // namespace
+
+class TestRlEnvs : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void registry() {
+        const std::vector<std::string> expected = {"invaders", "demon",   "sub",   "breakout",
+                                                   "pellets",  "heist",   "alien", "painter"};
+        QCOMPARE(envNames(), expected);
+        int shooters = 0, mazes = 0;
+        for (const auto& g : arcadeGames()) {
+            shooters += g.category == "shooter";
+            mazes += g.category == "maze";
+            QVERIFY(!g.summary.empty());
+        }
+        QCOMPARE(shooters, 4);
+        QCOMPARE(mazes, 4);
+    }
+
+    void unknownGameListsValidNames() {
+        try {
+            makeEnv("pong");
+            QFAIL("no error for an unknown game");
+        } catch (const glimpse::Error& e) {
+            const std::string msg = e.what();
+            QVERIFY(msg.find("'pong'") != std::string::npos);
+            for (const auto& name : envNames()) QVERIFY2(msg.find(name) != std::string::npos, name.c_str());
+        }
+        EnvOptions bad;
+        bad.frameSkip = 0;
+        QVERIFY_THROWS_EXCEPTION(glimpse::Error, makeEnv("breakout", bad));
+        bad = {};
+        bad.stickyActionProb = 1.5f;
+        QVERIFY_THROWS_EXCEPTION(glimpse::Error, makeEnv("breakout", bad));
+    }
+
+    void shapesActionsAndChannels() {
+        std::set<int> actionSetSizes;
+        for (const auto& name : envNames()) {
+            auto env = makeEnv(name);
+            QCOMPARE(env->name(), name);
+            const ObsShape s = env->observationShape();
+            QVERIFY2(s.channels >= 3 && s.channels <= 6, name.c_str());
+            QVERIFY2(s.height >= 10 && s.height <= 16 && s.width >= 10 && s.width <= 16, name.c_str());
+            QCOMPARE(int(env->channelNames().size()), s.channels);
+            QCOMPARE(int(env->actionNames().size()), env->numActions());
+            QCOMPARE(env->actionNames().front(), std::string("NOOP"));
+            std::vector<int> all(static_cast<size_t>(env->numActions()));
+            std::iota(all.begin(), all.end(), 0);
+            QCOMPARE(env->legalActions(), all);
+            actionSetSizes.insert(env->numActions());
+
+            env->reset(3);
+            const std::vector<float> obs = env->observation();
+            QCOMPARE(int64_t(obs.size()), s.numel());
+            for (float v : obs) QVERIFY(v >= 0.f && v <= 1.f);
+            // The last channel is the player's, on the board from the start.
+            float player = 0;
+            for (int64_t i = (s.channels - 1) * int64_t(s.height) * s.width; i < s.numel(); ++i) player += obs[size_t(i)];
+            QVERIFY2(player >= 1.f, name.c_str());
+            QVERIFY(env->lives() > 0);
+            QVERIFY_THROWS_EXCEPTION(glimpse::Error, env->step(env->numActions()));
+            QVERIFY_THROWS_EXCEPTION(glimpse::Error, env->step(-1));
+        }
+        QVERIFY(actionSetSizes.size() >= 3);
+    }
+
+    void deterministicPerSeed() {
+        for (const auto& name : envNames()) {
+            auto a = makeEnv(name), b = makeEnv(name);
+            const auto ra = rollout(*a, 11, 5, 300), rb = rollout(*b, 11, 5, 300);
+            QVERIFY2(ra.first == rb.first && ra.second == rb.second, name.c_str());
+            const auto rc = rollout(*b, 12, 5, 300);
+            QVERIFY2(ra.first != rc.first, name.c_str());
+        }
+    }
+
+    void episodesTerminateOrTruncate() {
+        EnvOptions options;
+        options.maxEpisodeSteps = 150;
+        for (const auto& name : envNames()) {
+            auto env = makeEnv(name, options);
+            std::mt19937_64 rng(2);
+            for (int episode = 0; episode < 3; ++episode) {
+                env->reset(uint64_t(episode));
+                StepResult r;
+                int steps = 0;
+                while (!r.done()) {
+                    r = env->step(int(rng() % uint64_t(env->numActions())));
+                    ++steps;
+                    QVERIFY(steps <= 150);
+                }
+                QVERIFY(r.terminal != r.truncated);
+                QCOMPARE(r.truncated, steps == 150);
+                QCOMPARE(r.lives, env->lives());
+                QVERIFY(env->episodeOver());
+                QVERIFY_THROWS_EXCEPTION(glimpse::Error, env->step(0));
+            }
+        }
+        // Random play runs out of lives well within 1000 steps in breakout.
+        auto env = makeEnv("breakout");
+        env->reset(0);
+        StepResult r;
+        while (!r.done()) r = env->step(1 + int(env->episodeSteps() % 3));
+        QVERIFY(r.terminal);
+        QCOMPARE(r.lives, 0);
+    }
+
+    void frameSkipAndStickyActions() {
+        EnvOptions skip2;
+        skip2.frameSkip = 2;
+        for (const auto& name : envNames()) {
+            auto single = makeEnv(name), doubled = makeEnv(name, skip2);
+            single->reset(4);
+            doubled->reset(4);
+            std::mt19937_64 rng(9);
+            for (int t = 0; t < 100; ++t) {
+                const int a = int(rng() % uint64_t(single->numActions()));
+                StepResult r1 = single->step(a);
+                float reward = r1.reward;
+                if (!r1.terminal) reward += single->step(a).reward;
+                StepResult r2 = doubled->step(a);
+                QCOMPARE(r2.reward, reward);
+                QCOMPARE(doubled->observation(), single->observation());
+                if (r2.done()) break;
+            }
+        }
+        EnvOptions sticky;
+        sticky.stickyActionProb = 0.25f;
+        auto s1 = makeEnv("invaders", sticky), s2 = makeEnv("invaders", sticky), plain = makeEnv("invaders");
+        const auto a = rollout(*s1, 1, 3, 200), b = rollout(*s2, 1, 3, 200), c = rollout(*plain, 1, 3, 200);
+        QVERIFY(a.first == b.first);
+        QVERIFY(a.first != c.first);
+    }
+
+    void render() {
+        for (const auto& name : envNames()) {
+            auto env = makeEnv(name);
+            env->reset(0);
+            for (int t = 0; t < 8; ++t) env->step(0);
+            const ObsShape s = env->observationShape();
+            const cv::Mat img = env->render();
+            QCOMPARE(img.type(), CV_8UC3);
+            QCOMPARE(img.rows, s.height * 8);
+            QCOMPARE(img.cols, s.width * 8);
+            std::set<std::tuple<int, int, int>> colours;
+            for (int y = 0; y < s.height; ++y)
+                for (int x = 0; x < s.width; ++x) {
+                    const auto p = img.at<cv::Vec3b>(y * 8 + 4, x * 8 + 4);
+                    colours.insert({p[0], p[1], p[2]});
+                }
+            QVERIFY2(colours.size() >= 3, name.c_str());
+            QCOMPARE(env->render(2).rows, s.height * 2);
+        }
+    }
+
+    void vecEnvAutoResetAndStacking() {
+        EnvOptions options;
+        options.maxEpisodeSteps = 10;
+        VecEnv envs("pellets", 3, 42, options, 4);
+        const ObsShape frame = envs.frameShape(), stacked = envs.stackedShape();
+        QCOMPARE(stacked.channels, 4 * frame.channels);
+        const size_t n = size_t(frame.numel());
+        std::vector<float> obs = envs.observations();
+        QCOMPARE(obs.size(), 3 * 4 * n);
+        for (int k = 1; k < 4; ++k)  // at reset the first observation fills the stack
+            QVERIFY(std::equal(obs.begin(), obs.begin() + long(n), obs.begin() + long(k * n)));
+
+        std::vector<VecStep> steps = envs.step({2, 2, 3});
+        obs = envs.observations();
+        for (int i = 0; i < 3; ++i) {
+            const std::vector<float> now = envs.env(i).observation();
+            QVERIFY(std::equal(now.begin(), now.end(), obs.begin() + long((4 * i + 3) * n)));
+        }
+        for (int t = 1; t < 10; ++t) {
+            steps = envs.step({1, 2, 3});
+            if (t < 9) QVERIFY(!steps[0].reset);
+        }
+        for (const VecStep& s : steps) {
+            QVERIFY(s.reset && s.result.truncated);
+            QCOMPARE(s.episodeLength, 10);
+        }
+        // Each environment has its own seeds: the same actions lead to different games.
+        VecEnv twins("invaders", 2, 7);
+        bool differ = false;
+        for (int t = 0; t < 40 && !differ; ++t) {
+            twins.step({1, 1});
+            differ = twins.env(0).observation() != twins.env(1).observation();
+        }
+        QVERIFY(differ);
+        QCOMPARE(envs.runningReturn(0), 0.0);
+        QCOMPARE(envs.env(0).episodeSteps(), 0);
+        QVERIFY_THROWS_EXCEPTION(glimpse::Error, envs.step({1}));
+        QVERIFY(episodeSeed(42, 0, 0) != episodeSeed(42, 1, 0));
+        QVERIFY(episodeSeed(42, 0, 0) != episodeSeed(42, 0, 1));
+    }
+
+    void scriptedBeatsRandomOnEveryGame() {
+        EnvOptions options;
+        options.maxEpisodeSteps = 300;
+        for (const auto& name : envNames()) {
+            const ScoreStats random = measureScore(name, Policy::Random, 4, 0, options);
+            const ScoreStats scripted = measureScore(name, Policy::Scripted, 4, 0, options);
+            QVERIFY2(scripted.mean > 2 * random.mean + 5,
+                     qPrintable(QString("%1: scripted %2, random %3").arg(name.c_str()).arg(scripted.mean).arg(random.mean)));
+        }
+    }
+
+    void scoresAndNormalization() {
+        const ScoreStats s = summarize({1, 2, 3, 4}, {10, 20, 30, 40});
+        QCOMPARE(s.episodes, 4);
+        QCOMPARE(s.mean, 2.5);
+        QVERIFY(std::abs(s.std - 1.2909944487358056) < 1e-12);
+        QVERIFY(std::abs(s.ci95 - 3.182 * s.std / 2) < 1e-12);
+        QCOMPARE(s.meanLength, 25.0);
+        QCOMPARE(s.min, 1.0);
+        QCOMPARE(s.max, 4.0);
+
+        QCOMPARE(int(referenceScores().size()), 8);
+        for (const auto& r : referenceScores()) {
+            QVERIFY2(r.scripted > r.random, r.game.c_str());
+            QVERIFY(std::abs(normalizedScore(r.game, r.random)) < 1e-12);
+            QVERIFY(std::abs(normalizedScore(r.game, r.scripted) - 1) < 1e-12);
+        }
+        QVERIFY_THROWS_EXCEPTION(glimpse::Error, normalizedScore("pong", 1));
+        // The stored table is what the games measure today (it is data, not a guess).
+        for (const auto& r : referenceScores()) {
+            QVERIFY2(std::abs(measureScore(r.game, Policy::Random, 100).mean - r.random) < 0.0051, r.game.c_str());
+            QVERIFY2(std::abs(measureScore(r.game, Policy::Scripted, 100).mean - r.scripted) < 0.0051, r.game.c_str());
+        }
+        QVERIFY_THROWS_EXCEPTION(glimpse::Error, measureScore("breakout", Policy::Random, 0));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestRlEnvs)
+#include "test_rl_envs.moc"
