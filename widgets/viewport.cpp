@@ -278,7 +278,15 @@ void ImageViewport::setOverlayTitle(const QString& title) {
 
 bool ImageViewport::isRendering() const { return window_ && framesDrawn_ > 0; }
 
-QImage ImageViewport::grabFrame() { return window_ ? window_->grab() : QImage(); }
+QImage ImageViewport::grabFrame() {
+    if (!window_) return {};
+    QImage img = window_->grab();
+    // QVulkanWindow::grab() copies the swapchain bytes as they are; a BGRA swapchain
+    // (the usual one on X11) therefore comes back with red and blue exchanged.
+    const VkFormat f = window_->colorFormat();
+    if (f == VK_FORMAT_B8G8R8A8_UNORM || f == VK_FORMAT_B8G8R8A8_SRGB) img = img.rgbSwapped();
+    return img;
+}
 
 double ImageViewport::devicePixelRatioF_() const {
     return window_ ? window_->devicePixelRatio() : devicePixelRatioF();

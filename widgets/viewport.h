@@ -73,6 +73,8 @@ public Q_SLOTS:
     // Undo of view changes: goes back to the view before the last fit / 1:1 / zoom step /
     // drag / wheel gesture. Returns false when there is nothing to go back to.
     bool previousView();
+    // Asks for a new frame (coalesced by Qt; drawn when the window is exposed).
+    void requestRedraw();
 
 Q_SIGNALS:
     void cursorPixel(int x, int y, const QString& value);   // (-1,-1,"") when outside
@@ -85,7 +87,6 @@ private:
     void pushHistory();
     void applyView(const render::View& v, bool record);
     void updateOverlayRows();
-    void requestRedraw();
     QSize viewportPixelSize() const;   // physical pixels of the Vulkan surface
     double devicePixelRatioF_() const;
 

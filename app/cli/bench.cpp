@@ -1,0 +1,217 @@
+// glimpse bench letr ...: per-stage timings of a LETR forward pass, trace size, on-demand
+// attention query time and peak memory.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <malloc.h>
+#include <random>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "app/cli/cli.h"
+#include "core/error.h"
+#include "core/io/demo_image.h"
+#include "core/io/image.h"
+#include "core/models/letr/model.h"
+#include "core/models/letr/trace.h"
+
+namespace glimpse::cli {
+
+namespace {
+
+// Keep freed heap memory in the process instead of returning it to the OS: a LETR pass
+// allocates and frees attention matrices of tens of MB per layer, and handing them back makes
+// every pass fault them in again (page faults are costly, notably on virtual machines).
+void keepFreedMemory() {
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
+
+using namespace glimpse::letr;
+
+const char* kBenchUsage =
+    "usage: glimpse bench letr [--checkpoint C.h5 | --config C.json | --backbone resnet50]\n"
+    "                          [--queries N] [--short-side S] [--threads T] [--runs R]\n"
+    "                          [--warmup W] [--image I.png] [--random-seed S] [--device cpu|cuda]\n"
+    "                          [--return-memory]\n"
+    "Times LETR stage by stage (backbone, coarse, fine, heads; median over --runs after --warmup\n"
+    "runs) on --image or the built-in 640x480 demo scene, then reports images/s, the trace size\n"
+    "(float32 and float16 states), the time of one on-demand attention map, and the peak\n"
+    "resident memory (VmHWM). Without --checkpoint the model is randomly initialized\n"
+    "(--random-seed, default 0): timings do not depend on the weights. Freed memory is kept in\n"
+    "the process (as glimpse infer does) unless --return-memory is given. On a busy machine,\n"
+    "OMP_WAIT_POLICY=PASSIVE in the environment keeps idle OpenMP threads from spinning.\n";
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+long long peakRssKiB() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6);
+    return -1;
+}
+
+double msSince(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+} // namespace
+
+int bench(const std::vector<std::string>& argv) {
+    if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
+        std::cerr << kBenchUsage;
+        return argv.empty() ? 2 : 0;
+    }
+    Args a(argv, {"--return-memory"});
+    try {
+        a.checkKnown({"--checkpoint", "--config", "--backbone", "--queries", "--short-side", "--threads", "--runs",
+                      "--warmup", "--image", "--random-seed", "--device", "--return-memory"});
+        if (a.positional().size() != 1) throw Error("expected exactly one model name (letr)");
+        if (a.positional()[0] != "letr") throw Error("unknown model '" + a.positional()[0] + "' (supported: letr)");
+        if (a.has("--checkpoint") && (a.has("--config") || a.has("--backbone") || a.has("--queries")))
+            throw Error("--config/--backbone/--queries do not go with --checkpoint (it has its own config)");
+    } catch (const Error& e) {
+        std::cerr << "glimpse bench: " << e.what() << "\n" << kBenchUsage;
+        return 2;
+    }
+
+    const long long threads = a.getInt("--threads", std::max(1u, std::thread::hardware_concurrency()));
+    const long long runs = a.getInt("--runs", 5);
+    const long long warmup = a.getInt("--warmup", 1);
+    if (threads < 1 || runs < 1 || warmup < 0) throw Error("--threads/--runs must be >= 1, --warmup >= 0");
+    torch::set_num_threads(int(threads));
+    if (!a.has("--return-memory")) keepFreedMemory();
+
+    std::shared_ptr<LetrModel> model;
+    std::string modelDesc;
+    if (a.has("--checkpoint")) {
+        model = loadLetr(*a.get("--checkpoint"));
+        modelDesc = *a.get("--checkpoint");
+    } else {
+        LetrConfig cfg = a.has("--config") ? LetrConfig::fromFile(*a.get("--config")) : LetrConfig();
+        if (a.has("--backbone")) cfg.backbone = *a.get("--backbone");
+        cfg.numQueries = a.getInt("--queries", cfg.numQueries);
+        cfg.validate();
+        const long long seed = a.getInt("--random-seed", 0);
+        if (seed < 0) throw Error("--random-seed: expected a non-negative integer");
+        model = std::make_shared<LetrModel>(cfg, uint64_t(seed));
+        modelDesc = "random init (seed " + std::to_string(seed) + ")";
+    }
+    model->eval();
+    model->setResize(a.getInt("--short-side", model->config().shortSide), model->config().maxLongSide);
+    const std::string device = a.get("--device", "cpu");
+    if (device == "cuda") {
+        if (!torch::cuda::is_available())
+            throw Error("--device cuda: CUDA is not available (this LibTorch has no CUDA support or no GPU is visible)");
+        model->to(torch::Device(torch::kCUDA));
+    } else if (device != "cpu") {
+        throw Error("--device: expected cpu or cuda, got '" + device + "'");
+    }
+    const LetrConfig& cfg = model->config();
+
+    cv::Mat rgb = a.has("--image") ? loadImageRGB(*a.get("--image")) : makeDemoImage(640, 480, 1);
+    const std::string imageDesc = a.has("--image") ? *a.get("--image") : "demo scene";
+
+    torch::NoGradGuard noGrad;
+    std::vector<double> tBackbone, tCoarse, tFine, tHeads, tForward, tEnd;
+    LetrTrace trace32, trace16;
+    LetrImage input;
+    for (long long r = 0; r < warmup + runs; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        input = model->preprocess(rgb);
+        LetrForwardOptions fo;
+        fo.record = true;
+        fo.time = true;
+        LetrOutput out = model->forward({input.tensor}, fo);
+        trace32 = LetrTrace::capture(*model, out, 0, input, LetrTracePrecision::Float32);
+        const double end = msSince(t0);
+        if (r == warmup + runs - 1) trace16 = LetrTrace::capture(*model, out, 0, input, LetrTracePrecision::Float16);
+        if (r < warmup) continue;
+        tBackbone.push_back(out.timings.backbone);
+        tCoarse.push_back(out.timings.coarse);
+        tFine.push_back(out.timings.fine);
+        tHeads.push_back(out.timings.heads);
+        tForward.push_back(out.timings.total());
+        tEnd.push_back(end);
+    }
+
+    // On-demand attention: random (layer, head, entity) queries on both stages.
+    std::mt19937 rng(1234);
+    const int queries = 200;
+    auto timeQueries = [&](const LetrTrace& t, Stage s, bool self, bool meanHeads) {
+        std::uniform_int_distribution<int> layerD(0, t.numLayers(s) - 1), headD(0, t.numHeads() - 1);
+        std::uniform_int_distribution<int64_t> entD(0, t.numQueries() - 1);
+        const auto t0 = std::chrono::steady_clock::now();
+        double sink = 0;
+        for (int q = 0; q < queries; ++q) {
+            const int layer = layerD(rng), head = meanHeads ? -1 : headD(rng);
+            const int64_t e = entD(rng);
+            auto m = self ? t.selfAttention(s, layer, head, e) : t.attention(s, layer, head, e);
+            sink += m.flatten()[0].item<float>();
+        }
+        (void)sink;
+        return msSince(t0) / queries;
+    };
+    const Stage last = trace32.lastStage();
+    const double attnMean = timeQueries(trace32, last, false, true);
+    const double attnHead = timeQueries(trace32, last, false, false);
+    const double attnCoarse = timeQueries(trace32, Stage::Coarse, false, true);
+    const double selfMean = timeQueries(trace32, last, true, true);
+    const double attn16 = timeQueries(trace16, last, false, true);
+
+    // Error of float16 state storage, over random queries of every stage.
+    double err16 = 0.0;
+    for (int q = 0; q < 100; ++q) {
+        const Stage s = (q % 2 == 0 || trace32.numStages() == 1) ? Stage::Coarse : Stage::Fine;
+        const int layer = int(rng() % uint32_t(trace32.numLayers(s)));
+        const int head = int(rng() % uint32_t(trace32.numHeads() + 1)) - 1;
+        const int64_t e = int64_t(rng() % uint64_t(trace32.numQueries()));
+        err16 = std::max(err16, (trace16.attention(s, layer, head, e) - trace32.attention(s, layer, head, e))
+                                    .abs().max().item<double>());
+        err16 = std::max(err16, (trace16.selfAttention(s, layer, head, e) - trace32.selfAttention(s, layer, head, e))
+                                    .abs().max().item<double>());
+    }
+
+    const auto fsC = trace32.featureSize(Stage::Coarse);
+    std::printf("LETR bench: %s, %s, d=%lld, %lld heads, FFN %lld, N=%lld, layers enc/dec coarse %lld/%lld",
+                modelDesc.c_str(), cfg.backbone.c_str(), (long long)cfg.hiddenDim, (long long)cfg.nheads,
+                (long long)cfg.dimFeedforward, (long long)cfg.numQueries, (long long)cfg.coarseEncLayers,
+                (long long)cfg.coarseDecLayers);
+    if (cfg.fineStage) std::printf(", fine %lld/%lld", (long long)cfg.fineEncLayers, (long long)cfg.fineDecLayers);
+    std::printf("\n  input %s %dx%d -> %lldx%lld (short side %lld); coarse map %lldx%lld", imageDesc.c_str(), rgb.cols,
+                rgb.rows, (long long)input.width(), (long long)input.height(), (long long)cfg.shortSide,
+                (long long)fsC[1], (long long)fsC[0]);
+    if (cfg.fineStage) {
+        const auto fsF = trace32.featureSize(Stage::Fine);
+        std::printf(", fine map %lldx%lld", (long long)fsF[1], (long long)fsF[0]);
+    }
+    std::printf("\n  %s, %lld threads, %lld runs after %lld warm-up (median ms), freed memory %s\n", device.c_str(),
+                threads, runs, warmup, a.has("--return-memory") ? "returned to the OS" : "kept");
+    std::printf("  backbone     %9.1f ms\n", median(tBackbone));
+    std::printf("  coarse       %9.1f ms   (input_proj, encoder, decoder)\n", median(tCoarse));
+    if (cfg.fineStage) std::printf("  fine         %9.1f ms\n", median(tFine));
+    std::printf("  heads        %9.1f ms\n", median(tHeads));
+    std::printf("  forward      %9.1f ms\n", median(tForward));
+    const double end = median(tEnd);
+    std::printf("  end-to-end   %9.1f ms   (preprocess + forward + trace capture) = %.2f images/s\n", end,
+                end > 0 ? 1000.0 / end : 0.0);
+    std::printf("  trace        %lld bytes (float32 states), %lld bytes (float16 states; max attention"
+                " difference %.2g)\n", (long long)trace32.bytes(), (long long)trace16.bytes(), err16);
+    std::printf("  attention    %.3f ms per map (%s, mean of heads), %.3f ms (one head), %.3f ms (coarse);"
+                " float16 trace %.3f ms\n", attnMean, stageName(last), attnHead, attnCoarse, attn16);
+    std::printf("  self-attn    %.3f ms per entity (%s, mean of heads)\n", selfMean, stageName(last));
+    std::printf("  peak RSS     %.1f MiB (VmHWM)\n", double(peakRssKiB()) / 1024.0);
+    return 0;
+}
+
+} // namespace glimpse::cli

@@ -1,0 +1,270 @@
+// glimpse infer --model letr ...: run LETR headless on one image, a folder or a list, and write
+// a trace per image (plus optional overlay PNG and lines JSON).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <malloc.h>
+#include <sstream>
+
+#include <opencv2/imgproc.hpp>
+#include <torch/torch.h>
+
+#include "app/cli/cli.h"
+#include "core/error.h"
+#include "core/io/image.h"
+#include "core/models/letr/model.h"
+#include "core/models/letr/trace.h"
+
+namespace glimpse::cli {
+
+namespace {
+
+// Keep freed heap memory in the process instead of returning it to the OS: a LETR pass
+// allocates and frees attention matrices of tens of MB per layer, and handing them back makes
+// every pass fault them in again (page faults are costly, notably on virtual machines).
+void keepFreedMemory() {
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
+
+namespace fs = std::filesystem;
+using namespace glimpse::letr;
+
+const char* kInferUsage =
+    "usage: glimpse infer --model letr (--checkpoint C.h5 | --random-seed S [--config C.json | --backbone ARCH])\n"
+    "                     --image I.png|DIR|list.txt --out trace.h5|DIR\n"
+    "                     [--png overlay.png|DIR] [--json lines.json|DIR] [--threshold 0.7]\n"
+    "                     [--short-side S] [--max-long-side M] [--device cpu|cuda]\n"
+    "                     [--precision float32|float16] [--threads T]\n"
+    "Runs LETR on each image and writes its trace (per-layer lines, entity states, encoder\n"
+    "memories: every attention map can be recomputed from it). With a folder or a .txt list of\n"
+    "images (one path per line, relative to the list), --out, --png and --json are folders and\n"
+    "files are named after the images. --random-seed runs a randomly initialized model (no\n"
+    "trained weights: the lines are meaningless, for trying the pipeline). Lines in the PNG and\n"
+    "JSON are those of the last decoder layer with score >= --threshold.\n";
+
+bool isImageFile(const fs::path& p) {
+    std::string ext = p.extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    for (const char* e : {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm", ".pbm", ".sr", ".ras"})
+        if (ext == e) return true;
+    return false;
+}
+
+std::vector<std::string> collectImages(const std::string& spec, bool& many) {
+    const fs::path p(spec);
+    std::vector<std::string> out;
+    many = false;
+    if (fs::is_directory(p)) {
+        many = true;
+        for (const auto& entry : fs::directory_iterator(p))
+            if (entry.is_regular_file() && isImageFile(entry.path())) out.push_back(entry.path().string());
+        std::sort(out.begin(), out.end());
+        if (out.empty()) throw Error(spec + ": the folder holds no image files");
+    } else if (p.extension() == ".txt") {
+        many = true;
+        std::ifstream in(spec);
+        if (!in) throw Error(spec + ": cannot open the image list");
+        std::string line;
+        while (std::getline(in, line)) {
+            line.erase(0, line.find_first_not_of(" \t\r"));
+            line.erase(line.find_last_not_of(" \t\r") + 1);
+            if (line.empty() || line[0] == '#') continue;
+            fs::path ip(line);
+            if (ip.is_relative()) ip = p.parent_path() / ip;
+            out.push_back(ip.string());
+        }
+        if (out.empty()) throw Error(spec + ": the image list is empty");
+    } else {
+        out.push_back(spec);
+    }
+    return out;
+}
+
+void writeTextAtomically(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        if (!f) throw Error(path + ": cannot write");
+        f << text;
+        if (!f) throw Error(path + ": write failed");
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) {
+        fs::remove(tmp, ec);
+        throw Error(path + ": cannot write (" + ec.message() + ")");
+    }
+}
+
+cv::Mat drawOverlay(const cv::Mat& rgb, const std::vector<LetrLine>& lines) {
+    cv::Mat out = rgb.clone();
+    const int thick = std::max(1, int(std::lround(std::max(rgb.cols, rgb.rows) / 400.0)));
+    // Lowest scores first so that the best lines are drawn on top; colour from orange to red.
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+        const double s = std::clamp(double(it->score), 0.0, 1.0);
+        const cv::Scalar color(255, 200 * (1.0 - s), 0);   // RGB
+        cv::line(out, cv::Point2f(it->x1, it->y1), cv::Point2f(it->x2, it->y2), color, thick, cv::LINE_AA);
+    }
+    return out;
+}
+
+std::string linesJson(const std::string& image, const LetrTrace& t, float threshold) {
+    const Stage stage = t.lastStage();
+    const int layer = t.lastLayer();
+    nlohmann::json j;
+    j["image"] = image;
+    j["width"] = t.originalSize()[1];
+    j["height"] = t.originalSize()[0];
+    j["threshold"] = threshold;
+    j["stage"] = stageName(stage);
+    j["layer"] = layer;
+    j["lines"] = nlohmann::json::array();
+    for (const auto& l : t.lines(stage, layer, threshold))
+        j["lines"].push_back({{"x1", l.x1}, {"y1", l.y1}, {"x2", l.x2}, {"y2", l.y2}, {"score", l.score},
+                              {"entity", l.entity}});
+    return j.dump(1) + "\n";
+}
+
+} // namespace
+
+int infer(const std::vector<std::string>& argv) {
+    if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
+        std::cerr << kInferUsage;
+        return argv.empty() ? 2 : 0;
+    }
+    Args a(argv);
+    try {
+        a.checkKnown({"--model", "--checkpoint", "--random-seed", "--config", "--backbone", "--image", "--out", "--png",
+                      "--json", "--threshold", "--short-side", "--max-long-side", "--device", "--precision",
+                      "--threads"});
+        if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
+    } catch (const Error& e) {
+        std::cerr << "glimpse infer: " << e.what() << "\n" << kInferUsage;
+        return 2;
+    }
+    const std::string modelName = a.get("--model", "letr");
+    if (modelName != "letr") {
+        std::cerr << "glimpse infer: --model " << modelName << " is not supported (supported: letr)\n";
+        return 2;
+    }
+    if (!a.has("--image") || !a.has("--out")) {
+        std::cerr << "glimpse infer: --image and --out are required\n" << kInferUsage;
+        return 2;
+    }
+    if (a.has("--checkpoint") == a.has("--random-seed")) {
+        std::cerr << "glimpse infer: give either --checkpoint C.h5 or --random-seed S\n" << kInferUsage;
+        return 2;
+    }
+    if (a.has("--checkpoint") && (a.has("--config") || a.has("--backbone"))) {
+        std::cerr << "glimpse infer: --config/--backbone only go with --random-seed (a checkpoint has its own)\n";
+        return 2;
+    }
+
+    keepFreedMemory();
+    const float threshold = float(a.getDouble("--threshold", 0.7));
+    const std::string precisionName = a.get("--precision", "float32");
+    if (precisionName != "float32" && precisionName != "float16")
+        throw Error("--precision: expected float32 or float16, got '" + precisionName + "'");
+    LetrRunOptions runOpts;
+    runOpts.precision = precisionName == "float16" ? LetrTracePrecision::Float16 : LetrTracePrecision::Float32;
+    if (a.has("--threads")) {
+        const long long t = a.getInt("--threads", 1);
+        if (t < 1) throw Error("--threads: expected a positive integer");
+        torch::set_num_threads(int(t));
+    }
+
+    // Model.
+    std::shared_ptr<LetrModel> model;
+    std::string modelDesc;
+    if (a.has("--checkpoint")) {
+        const std::string ck = *a.get("--checkpoint");
+        model = loadLetr(ck);
+        modelDesc = ck;
+    } else {
+        LetrConfig cfg = a.has("--config") ? LetrConfig::fromFile(*a.get("--config")) : LetrConfig();
+        if (a.has("--backbone")) {
+            cfg.backbone = *a.get("--backbone");
+            cfg.validate();
+        }
+        const long long seed = a.getInt("--random-seed", 0);
+        if (seed < 0) throw Error("--random-seed: expected a non-negative integer");
+        model = std::make_shared<LetrModel>(cfg, uint64_t(seed));
+        modelDesc = "random " + cfg.backbone + " LETR (seed " + std::to_string(seed) + ")";
+    }
+    model->eval();
+    model->setResize(a.getInt("--short-side", model->config().shortSide),
+                     a.getInt("--max-long-side", model->config().maxLongSide));
+    const std::string device = a.get("--device", "cpu");
+    if (device == "cuda") {
+        if (!torch::cuda::is_available())
+            throw Error("--device cuda: CUDA is not available (this LibTorch has no CUDA support or no GPU is visible)");
+        model->to(torch::Device(torch::kCUDA));
+    } else if (device != "cpu") {
+        throw Error("--device: expected cpu or cuda, got '" + device + "'");
+    }
+
+    // Inputs and outputs.
+    bool many = false;
+    const std::vector<std::string> images = collectImages(*a.get("--image"), many);
+    const std::string out = *a.get("--out");
+    const auto png = a.get("--png");
+    const auto json = a.get("--json");
+    if (many) {
+        for (const auto& dir : {std::optional<std::string>(out), png, json}) {
+            if (!dir) continue;
+            std::error_code ec;
+            fs::create_directories(*dir, ec);
+            if (!fs::is_directory(*dir))
+                throw Error(*dir + ": cannot create the output folder" + (ec ? " (" + ec.message() + ")" : ""));
+        }
+    }
+    auto outPath = [&](const std::optional<std::string>& spec, const std::string& image, const char* ext) {
+        if (!many) return *spec;
+        return (fs::path(*spec) / (fs::path(image).stem().string() + ext)).string();
+    };
+
+    std::cerr << "glimpse infer: " << images.size() << (images.size() == 1 ? " image" : " images") << ", model "
+              << modelDesc << ", short side " << model->config().shortSide << ", " << device << "\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    size_t ok = 0;
+    for (size_t i = 0; i < images.size(); ++i) {
+        const std::string& path = images[i];
+        const auto s0 = std::chrono::steady_clock::now();
+        std::ostringstream line;
+        line << "[" << (i + 1) << "/" << images.size() << "] " << path << ": ";
+        try {
+            cv::Mat rgb = loadImageRGB(path);
+            LetrTrace trace = runLetr(*model, rgb, runOpts);
+            trace.raw().meta()["source"] = path;
+            trace.raw().meta()["checkpoint"] = modelDesc;
+            const std::string tracePath = outPath(out, path, ".h5");
+            trace.save(tracePath);
+            const auto lines = trace.lines(trace.lastStage(), trace.lastLayer(), threshold);
+            if (png) saveImagePNG(outPath(png, path, ".png"), drawOverlay(rgb, lines));
+            if (json) writeTextAtomically(outPath(json, path, ".json"), linesJson(path, trace, threshold));
+            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count();
+            line << rgb.cols << "x" << rgb.rows << " -> " << trace.inputSize()[1] << "x" << trace.inputSize()[0] << ", "
+                 << lines.size() << " lines >= " << threshold << ", " << std::lround(ms) << " ms -> " << tracePath;
+            ++ok;
+        } catch (const std::exception& e) {
+            line << "FAILED: " << e.what();
+        }
+        std::cerr << line.str() << "\n";
+    }
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << "glimpse infer: " << ok << " of " << images.size() << " images done";
+    if (ok < images.size()) std::cerr << ", " << (images.size() - ok) << " failed";
+    std::cerr << ", " << std::fixed;
+    std::cerr.precision(1);
+    std::cerr << sec << " s";
+    std::cerr.precision(2);
+    std::cerr << " (" << (sec > 0 ? double(ok) / sec : 0.0) << " images/s)\n";
+    return ok == images.size() ? 0 : 1;
+}
+
+} // namespace glimpse::cli

@@ -1,0 +1,619 @@
+#include "core/models/letr/model.h"
+
+#include <cmath>
+#include <map>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <opencv2/imgproc.hpp>
+#include <torch/cuda.h>
+
+#include "core/error.h"
+#include "core/io/checkpoint.h"
+
+namespace glimpse::letr {
+
+namespace F = torch::nn::functional;
+
+const char* stageName(Stage s) { return s == Stage::Coarse ? "coarse" : "fine"; }
+
+// ---- FrozenBatchNorm2d ---------------------------------------------------------------------
+
+FrozenBatchNorm2dImpl::FrozenBatchNorm2dImpl(int64_t channels) {
+    weight = register_buffer("weight", torch::ones({channels}));
+    bias = register_buffer("bias", torch::zeros({channels}));
+    running_mean = register_buffer("running_mean", torch::zeros({channels}));
+    running_var = register_buffer("running_var", torch::ones({channels}));
+}
+
+torch::Tensor FrozenBatchNorm2dImpl::forward(const torch::Tensor& x) {
+    auto scale = weight * (running_var + kEps).rsqrt();
+    auto shift = bias - running_mean * scale;
+    return x * scale.view({1, -1, 1, 1}) + shift.view({1, -1, 1, 1});
+}
+
+// ---- ResNet ---------------------------------------------------------------------------------
+
+namespace {
+torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad) {
+    return torch::nn::Conv2d(
+        torch::nn::Conv2dOptions(in, out, k).stride(stride).padding(pad).bias(false));
+}
+} // namespace
+
+ResNetBlockImpl::ResNetBlockImpl(int64_t inplanes, int64_t planes, int64_t stride, bool bottleneck)
+    : bottleneck_(bottleneck) {
+    const int64_t expansion = bottleneck ? 4 : 1;
+    if (bottleneck) {
+        conv1 = register_module("conv1", conv(inplanes, planes, 1, 1, 0));
+        bn1 = register_module("bn1", FrozenBatchNorm2d(planes));
+        conv2 = register_module("conv2", conv(planes, planes, 3, stride, 1));
+        bn2 = register_module("bn2", FrozenBatchNorm2d(planes));
+        conv3 = register_module("conv3", conv(planes, planes * expansion, 1, 1, 0));
+        bn3 = register_module("bn3", FrozenBatchNorm2d(planes * expansion));
+    } else {
+        conv1 = register_module("conv1", conv(inplanes, planes, 3, stride, 1));
+        bn1 = register_module("bn1", FrozenBatchNorm2d(planes));
+        conv2 = register_module("conv2", conv(planes, planes, 3, 1, 1));
+        bn2 = register_module("bn2", FrozenBatchNorm2d(planes));
+    }
+    if (stride != 1 || inplanes != planes * expansion) {
+        downsample = register_module(
+            "downsample", torch::nn::Sequential(conv(inplanes, planes * expansion, 1, stride, 0),
+                                                FrozenBatchNorm2d(planes * expansion)));
+    }
+}
+
+torch::Tensor ResNetBlockImpl::forward(const torch::Tensor& x) {
+    auto out = torch::relu(bn1(conv1(x)));
+    if (bottleneck_) {
+        out = torch::relu(bn2(conv2(out)));
+        out = bn3(conv3(out));
+    } else {
+        out = bn2(conv2(out));
+    }
+    auto identity = downsample ? downsample->forward(x) : x;
+    return torch::relu(out + identity);
+}
+
+ResNetBodyImpl::ResNetBodyImpl(const std::string& arch) : arch_(arch) {
+    LetrConfig probe;
+    probe.backbone = arch;
+    const auto blocks = probe.blocksPerLayer();   // throws for unknown archs
+    bottleneck_ = probe.bottleneck();
+    conv1 = register_module("conv1", conv(3, 64, 7, 2, 3));
+    bn1 = register_module("bn1", FrozenBatchNorm2d(64));
+    const int64_t expansion = bottleneck_ ? 4 : 1;
+    int64_t inplanes = 64;
+    for (int i = 0; i < 4; ++i) {
+        const int64_t planes = int64_t(64) << i;
+        torch::nn::Sequential seq;
+        for (int b = 0; b < blocks[size_t(i)]; ++b) {
+            const int64_t stride = (b == 0 && i > 0) ? 2 : 1;
+            seq->push_back(ResNetBlock(inplanes, planes, stride, bottleneck_));
+            inplanes = planes * expansion;
+        }
+        layers_[size_t(i)] = register_module("layer" + std::to_string(i + 1), seq);
+    }
+}
+
+int64_t ResNetBodyImpl::channels(int level) const {
+    LetrConfig probe;
+    probe.backbone = arch_;
+    return probe.levelChannels(level);
+}
+
+std::vector<torch::Tensor> ResNetBodyImpl::forward(const torch::Tensor& images, int maxLevel) {
+    if (maxLevel < 2 || maxLevel > 5)
+        throw Error("ResNet: maxLevel must be 2..5, got " + std::to_string(maxLevel));
+    auto x = torch::relu(bn1(conv1(images)));
+    x = F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1));
+    std::vector<torch::Tensor> out;
+    for (int level = 2; level <= maxLevel; ++level) {
+        x = layers_[size_t(level - 2)]->forward(x);
+        out.push_back(x);
+    }
+    return out;
+}
+
+// ---- attention and transformer ---------------------------------------------------------------
+
+MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t embedDim, int64_t numHeads, double dropout)
+    : embedDim_(embedDim), numHeads_(numHeads), dropout_(dropout) {
+    if (numHeads < 1 || embedDim % numHeads != 0)
+        throw Error("MultiheadAttention: embed dim " + std::to_string(embedDim) +
+                    " is not divisible by " + std::to_string(numHeads) + " heads");
+    in_proj_weight = register_parameter("in_proj_weight", torch::empty({3 * embedDim, embedDim}));
+    in_proj_bias = register_parameter("in_proj_bias", torch::zeros({3 * embedDim}));
+    out_proj = register_module("out_proj", torch::nn::Linear(embedDim, embedDim));
+}
+
+torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query, const torch::Tensor& key,
+                                              const torch::Tensor& value,
+                                              const torch::Tensor& keyPaddingMask) {
+    const int64_t B = query.size(0), L = query.size(1), S = key.size(1), E = embedDim_;
+    const int64_t H = numHeads_, dh = E / H;
+    auto q = torch::linear(query, in_proj_weight.narrow(0, 0, E), in_proj_bias.narrow(0, 0, E));
+    auto k = torch::linear(key, in_proj_weight.narrow(0, E, E), in_proj_bias.narrow(0, E, E));
+    auto v = torch::linear(value, in_proj_weight.narrow(0, 2 * E, E), in_proj_bias.narrow(0, 2 * E, E));
+    // Head-major contiguous operands ([B, H, L, dh] x [B, H, dh, S]): the batched products
+    // then take the plain BLAS path (strided operands are much slower on some CPU builds).
+    q = (q * (1.0 / std::sqrt(double(dh)))).view({B, L, H, dh}).permute({0, 2, 1, 3}).contiguous();
+    auto kT = k.view({B, S, H, dh}).permute({0, 2, 3, 1}).contiguous();
+    v = v.view({B, S, H, dh}).permute({0, 2, 1, 3}).contiguous();
+    auto logits = torch::matmul(q, kT);   // [B, H, L, S]
+    if (keyPaddingMask.defined())
+        logits.masked_fill_(keyPaddingMask.view({B, 1, 1, S}), -std::numeric_limits<float>::infinity());
+    auto attn = torch::softmax(logits, -1);
+    if (captureWeights) capturedWeights = attn.detach().clone();
+    if (dropout_ > 0.0 && is_training()) attn = torch::dropout(attn, dropout_, true);
+    auto out = torch::matmul(attn, v).permute({0, 2, 1, 3}).reshape({B, L, E});
+    return out_proj(out);
+}
+
+EncoderLayerImpl::EncoderLayerImpl(int64_t d, int64_t heads, int64_t ffn, double dropout)
+    : dropout_(dropout) {
+    self_attn = register_module("self_attn", MultiheadAttention(d, heads, dropout));
+    linear1 = register_module("linear1", torch::nn::Linear(d, ffn));
+    linear2 = register_module("linear2", torch::nn::Linear(ffn, d));
+    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5)));
+    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5)));
+}
+
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& src, const torch::Tensor& pos,
+                                        const torch::Tensor& keyPaddingMask) {
+    const bool train = is_training();
+    auto qk = src + pos;
+    auto x = norm1(src + torch::dropout(self_attn(qk, qk, src, keyPaddingMask), dropout_, train));
+    auto ff = linear2(torch::dropout(torch::relu(linear1(x)), dropout_, train));
+    return norm2(x + torch::dropout(ff, dropout_, train));
+}
+
+DecoderLayerImpl::DecoderLayerImpl(int64_t d, int64_t heads, int64_t ffn, double dropout)
+    : dropout_(dropout) {
+    self_attn = register_module("self_attn", MultiheadAttention(d, heads, dropout));
+    multihead_attn = register_module("multihead_attn", MultiheadAttention(d, heads, dropout));
+    linear1 = register_module("linear1", torch::nn::Linear(d, ffn));
+    linear2 = register_module("linear2", torch::nn::Linear(ffn, d));
+    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5)));
+    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5)));
+    norm3 = register_module("norm3", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5)));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& tgt, const torch::Tensor& memory,
+                                        const torch::Tensor& memoryKeyPaddingMask,
+                                        const torch::Tensor& pos, const torch::Tensor& queryPos,
+                                        torch::Tensor* crossIn) {
+    const bool train = is_training();
+    auto qk = tgt + queryPos;
+    auto x = norm1(tgt + torch::dropout(self_attn(qk, qk, tgt), dropout_, train));
+    if (crossIn) *crossIn = x;
+    auto ca = multihead_attn(x + queryPos, memory + pos, memory, memoryKeyPaddingMask);
+    x = norm2(x + torch::dropout(ca, dropout_, train));
+    auto ff = linear2(torch::dropout(torch::relu(linear1(x)), dropout_, train));
+    return norm3(x + torch::dropout(ff, dropout_, train));
+}
+
+TransformerEncoderImpl::TransformerEncoderImpl(int64_t numLayers, int64_t d, int64_t heads,
+                                               int64_t ffn, double dropout) {
+    torch::nn::ModuleList list;
+    for (int64_t i = 0; i < numLayers; ++i) {
+        layerList.emplace_back(d, heads, ffn, dropout);
+        list->push_back(layerList.back());
+    }
+    register_module("layers", list);
+}
+
+torch::Tensor TransformerEncoderImpl::forward(const torch::Tensor& src, const torch::Tensor& pos,
+                                              const torch::Tensor& keyPaddingMask) {
+    auto x = src;
+    for (auto& layer : layerList) x = layer(x, pos, keyPaddingMask);
+    return x;
+}
+
+TransformerDecoderImpl::TransformerDecoderImpl(int64_t numLayers, int64_t d, int64_t heads,
+                                               int64_t ffn, double dropout) {
+    torch::nn::ModuleList list;
+    for (int64_t i = 0; i < numLayers; ++i) {
+        layerList.emplace_back(d, heads, ffn, dropout);
+        list->push_back(layerList.back());
+    }
+    register_module("layers", list);
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5)));
+}
+
+TransformerImpl::TransformerImpl(int64_t encLayers, int64_t decLayers, int64_t d, int64_t heads,
+                                 int64_t ffn, double dropout) {
+    encoder = register_module("encoder", TransformerEncoder(encLayers, d, heads, ffn, dropout));
+    decoder = register_module("decoder", TransformerDecoder(decLayers, d, heads, ffn, dropout));
+}
+
+MLPImpl::MLPImpl(int64_t in, int64_t hidden, int64_t out, int64_t numLayers) {
+    torch::nn::ModuleList list;
+    for (int64_t i = 0; i < numLayers; ++i) {
+        const int64_t a = i == 0 ? in : hidden;
+        const int64_t b = i == numLayers - 1 ? out : hidden;
+        layerList.emplace_back(a, b);
+        list->push_back(layerList.back());
+    }
+    register_module("layers", list);
+}
+
+torch::Tensor MLPImpl::forward(torch::Tensor x) {
+    for (size_t i = 0; i < layerList.size(); ++i) {
+        x = layerList[i](x);
+        if (i + 1 < layerList.size()) x = torch::relu(x);
+    }
+    return x;
+}
+
+torch::Tensor sinePositionEncoding(const torch::Tensor& mask, int64_t numPosFeats, double temperature) {
+    if (mask.dim() != 3 || mask.scalar_type() != torch::kBool)
+        throw Error("sinePositionEncoding: mask must be a [B, h, w] bool tensor");
+    const double scale = 2.0 * M_PI, eps = 1e-6;
+    auto opts = torch::TensorOptions().dtype(torch::kFloat).device(mask.device());
+    auto notMask = mask.logical_not();
+    auto y = notMask.cumsum(1, torch::kFloat);
+    auto x = notMask.cumsum(2, torch::kFloat);
+    y = y / (y.narrow(1, y.size(1) - 1, 1) + eps) * scale;
+    x = x / (x.narrow(2, x.size(2) - 1, 1) + eps) * scale;
+    auto i = torch::arange(numPosFeats, opts);
+    auto dimT = torch::pow(temperature, torch::floor(i / 2) * 2 / double(numPosFeats));
+    auto px = x.unsqueeze(-1) / dimT;   // [B, h, w, F]
+    auto py = y.unsqueeze(-1) / dimT;
+    auto interleave = [&](const torch::Tensor& p) {
+        return torch::stack({p.slice(3, 0, numPosFeats, 2).sin(), p.slice(3, 1, numPosFeats, 2).cos()}, 4)
+            .flatten(3);
+    };
+    return torch::cat({interleave(py), interleave(px)}, 3).permute({0, 3, 1, 2});
+}
+
+// ---- LetrModel ------------------------------------------------------------------------------
+
+LetrModel::LetrModel(const LetrConfig& config, uint64_t seed) : config_(config) {
+    config_.validate();
+    auto backbone = register_module("backbone", std::make_shared<torch::nn::Module>());
+    auto zero = backbone->register_module("0", std::make_shared<torch::nn::Module>());
+    body_ = zero->register_module("body", ResNetBody(config_.backbone));
+
+    auto letr = register_module("letr", std::make_shared<torch::nn::Module>());
+    buildStage(*letr, coarse_, config_.coarseLevel);
+    queryEmbed_ = letr->register_module(
+        "query_embed", torch::nn::Embedding(config_.numQueries, config_.hiddenDim));
+    if (config_.fineStage) buildStage(*this, fine_, config_.fineLevel);
+    resetParameters(seed);
+}
+
+void LetrModel::buildStage(torch::nn::Module& parent, StageModules& s, int level) {
+    const auto& c = config_;
+    const bool coarse = &s == &coarse_;
+    s.level = level;
+    s.inputProj = parent.register_module(
+        "input_proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(c.levelChannels(level), c.hiddenDim, 1)));
+    s.transformer = parent.register_module(
+        "transformer",
+        Transformer(coarse ? c.coarseEncLayers : c.fineEncLayers, coarse ? c.coarseDecLayers : c.fineDecLayers,
+                    c.hiddenDim, c.nheads, c.dimFeedforward, c.dropout));
+    s.classEmbed = parent.register_module("class_embed", torch::nn::Linear(c.hiddenDim, c.numClasses + 1));
+    s.linesEmbed = parent.register_module("lines_embed", MLP(c.hiddenDim, c.hiddenDim, 4, 3));
+}
+
+torch::Device LetrModel::device() const { return queryEmbed_->weight.device(); }
+
+void LetrModel::setResize(int64_t shortSide, int64_t maxLongSide) {
+    LetrConfig c = config_;
+    c.shortSide = shortSide;
+    c.maxLongSide = maxLongSide;
+    c.validate();
+    config_ = c;
+}
+
+const LetrModel::StageModules& LetrModel::stageModules(Stage s) const {
+    if (s == Stage::Fine && !config_.fineStage)
+        throw Error("LETR: this model has no fine stage (config stages = \"coarse\")");
+    return s == Stage::Coarse ? coarse_ : fine_;
+}
+
+int LetrModel::numDecoderLayers(Stage s) const {
+    return int(stageModules(s).transformer->decoder->layerList.size());
+}
+
+DecoderLayer LetrModel::decoderLayer(Stage s, int layer) const {
+    const auto& list = stageModules(s).transformer->decoder->layerList;
+    if (layer < 0 || size_t(layer) >= list.size())
+        throw Error("LETR: " + std::string(stageName(s)) + " decoder layer " + std::to_string(layer) +
+                    " out of range 0.." + std::to_string(int(list.size()) - 1));
+    return list[size_t(layer)];
+}
+
+EncoderLayer LetrModel::encoderLayer(Stage s, int layer) const {
+    const auto& list = stageModules(s).transformer->encoder->layerList;
+    if (layer < 0 || size_t(layer) >= list.size())
+        throw Error("LETR: " + std::string(stageName(s)) + " encoder layer " + std::to_string(layer) +
+                    " out of range 0.." + std::to_string(int(list.size()) - 1));
+    return list[size_t(layer)];
+}
+
+void LetrModel::setCaptureAttention(bool on) {
+    for (auto& m : modules(false)) {
+        if (auto* a = dynamic_cast<MultiheadAttentionImpl*>(m.get())) {
+            a->captureWeights = on;
+            if (!on) a->capturedWeights = torch::Tensor();
+        }
+    }
+}
+
+namespace {
+bool endsWith(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+} // namespace
+
+void LetrModel::resetParameters(uint64_t seed) {
+    torch::NoGradGuard noGrad;
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    auto params = named_parameters(true);
+    // PyTorch's default Linear/Conv init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.
+    auto fanIn = [](const torch::Tensor& w) { return double(w.numel() / std::max<int64_t>(w.size(0), 1)); };
+    for (const auto& item : params) {
+        const std::string& name = item.key();
+        const torch::Tensor& p = item.value();
+        auto v = torch::empty(p.sizes(), torch::kFloat);
+        const bool transformer = contains(name, "transformer.");
+        if (name.rfind("backbone.", 0) == 0) {
+            // torchvision: kaiming_normal_(mode="fan_out", nonlinearity="relu") on convs.
+            const double fanOut = double(p.size(0) * p.size(2) * p.size(3));
+            v.normal_(0.0, std::sqrt(2.0 / fanOut), gen);
+        } else if (endsWith(name, "query_embed.weight")) {
+            v.normal_(0.0, 1.0, gen);
+        } else if (transformer && p.dim() > 1) {
+            // DETR: xavier_uniform_ on every transformer matrix.
+            const double bound = std::sqrt(6.0 / double(p.size(0) + p.size(1)));
+            v.uniform_(-bound, bound, gen);
+        } else if (transformer && (endsWith(name, "in_proj_bias") || endsWith(name, "out_proj.bias") ||
+                                   (contains(name, ".norm") && endsWith(name, ".bias")))) {
+            v.zero_();
+        } else if (transformer && contains(name, ".norm") && endsWith(name, ".weight")) {
+            v.fill_(1.0);
+        } else if (endsWith(name, ".weight")) {
+            const double bound = 1.0 / std::sqrt(fanIn(p));
+            v.uniform_(-bound, bound, gen);
+        } else if (endsWith(name, ".bias")) {
+            const std::string wname = name.substr(0, name.size() - 4) + "weight";
+            const torch::Tensor* w = params.find(wname);
+            if (!w) throw Error("LETR init: no weight for bias " + name);
+            const double bound = 1.0 / std::sqrt(fanIn(*w));
+            v.uniform_(-bound, bound, gen);
+        } else {
+            throw Error("LETR init: no rule for parameter " + name);
+        }
+        p.copy_(v);
+    }
+    for (const auto& item : named_buffers(true)) {
+        const std::string& name = item.key();
+        const torch::Tensor& b = item.value();
+        if (endsWith(name, "running_var") || endsWith(name, ".weight")) b.fill_(1.0);
+        else b.zero_();
+    }
+}
+
+LetrImage LetrModel::preprocess(const cv::Mat& rgb) const {
+    if (rgb.empty()) throw Error("LETR: the input image is empty");
+    if (rgb.type() != CV_8UC3)
+        throw Error("LETR: expected an 8-bit 3-channel RGB image (CV_8UC3), got OpenCV type " +
+                    std::to_string(rgb.type()) + " with " + std::to_string(rgb.channels()) + " channels");
+    const int64_t pixels = int64_t(rgb.rows) * int64_t(rgb.cols);
+    if (pixels > config_.maxInputPixels)
+        throw Error("LETR: image of " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
+                    " pixels is larger than the limit of " + std::to_string(config_.maxInputPixels) +
+                    " pixels (max_input_pixels)");
+    const auto size = config_.resizedSize(rgb.rows, rgb.cols);
+    LetrImage img;
+    img.originalHeight = rgb.rows;
+    img.originalWidth = rgb.cols;
+    if (size[0] == rgb.rows && size[1] == rgb.cols) {
+        img.resized = rgb.clone();
+    } else {
+        const bool shrink = size[0] * size[1] < pixels;
+        cv::resize(rgb, img.resized, cv::Size(int(size[1]), int(size[0])), 0, 0,
+                   shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+    }
+    if (!img.resized.isContinuous()) img.resized = img.resized.clone();
+    auto mean = torch::tensor({config_.mean[0], config_.mean[1], config_.mean[2]}, torch::kFloat).view({3, 1, 1});
+    auto stdv = torch::tensor({config_.std[0], config_.std[1], config_.std[2]}, torch::kFloat).view({3, 1, 1});
+    auto raw = torch::from_blob(img.resized.data, {size[0], size[1], 3}, torch::kUInt8);
+    img.tensor = ((raw.permute({2, 0, 1}).to(torch::kFloat) / 255.0) - mean) / stdv;
+    img.tensor = img.tensor.contiguous();
+    return img;
+}
+
+namespace {
+
+struct StageTimer {
+    bool on;
+    torch::Device device;
+    std::chrono::steady_clock::time_point t0;
+    StageTimer(bool on_, torch::Device d) : on(on_), device(d) { restart(); }
+    void restart() {
+        if (!on) return;
+        if (device.is_cuda()) torch::cuda::synchronize();
+        t0 = std::chrono::steady_clock::now();
+    }
+    double lap() {   // ms since the last lap/restart
+        if (!on) return 0.0;
+        if (device.is_cuda()) torch::cuda::synchronize();
+        auto t1 = std::chrono::steady_clock::now();
+        double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+        t0 = t1;
+        return ms;
+    }
+};
+
+} // namespace
+
+void LetrModel::runStage(StageModules& s, const std::vector<torch::Tensor>& feats,
+                         const torch::Tensor& queryPos, bool record, LetrStageOutput& out) {
+    const int64_t B = int64_t(feats.size());
+    const int64_t C = feats[0].size(0);
+    int64_t h = 0, w = 0;
+    for (const auto& f : feats) {
+        h = std::max(h, f.size(1));
+        w = std::max(w, f.size(2));
+    }
+    auto padded = torch::zeros({B, C, h, w}, feats[0].options());
+    auto mask = torch::ones({B, h, w}, feats[0].options().dtype(torch::kBool));
+    out.validSizes.clear();
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t fh = feats[size_t(b)].size(1), fw = feats[size_t(b)].size(2);
+        padded[b].narrow(1, 0, fh).narrow(2, 0, fw).copy_(feats[size_t(b)]);
+        mask[b].narrow(0, 0, fh).narrow(1, 0, fw).fill_(false);
+        out.validSizes.push_back({fh, fw});
+    }
+    const int64_t d = config_.hiddenDim;
+    out.level = s.level;
+    out.height = h;
+    out.width = w;
+    out.mask = mask;
+    auto src = s.inputProj(padded).flatten(2).transpose(1, 2);                         // [B, S, d]
+    out.pos = sinePositionEncoding(mask, d / 2).flatten(2).transpose(1, 2).contiguous();   // [B, S, d]
+    auto keyMask = mask.flatten(1);
+    out.memory = s.transformer->encoder(src, out.pos, keyMask);
+    out.queryPos = queryPos;
+    auto tgt = torch::zeros_like(queryPos);
+    auto& dec = s.transformer->decoder;
+    std::vector<torch::Tensor> hs;
+    out.selfIn.clear();
+    out.crossIn.clear();
+    for (auto& layer : dec->layerList) {
+        torch::Tensor crossIn;
+        if (record) out.selfIn.push_back(tgt);
+        tgt = layer(tgt, out.memory, keyMask, out.pos, queryPos, record ? &crossIn : nullptr);
+        if (record) out.crossIn.push_back(crossIn);
+        hs.push_back(dec->norm(tgt));
+    }
+    out.hs = torch::stack(hs, 0);
+}
+
+void LetrModel::runHeads(StageModules& s, LetrStageOutput& out) {
+    out.logits = s.classEmbed(out.hs);
+    out.lines = s.linesEmbed(out.hs).sigmoid();
+}
+
+LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const LetrForwardOptions& opts) {
+    if (images.empty()) throw Error("LETR: forward() needs at least one image");
+    const torch::Device dev = device();
+    LetrOutput out;
+    for (size_t i = 0; i < images.size(); ++i) {
+        const auto& t = images[i];
+        if (!t.defined() || t.dim() != 3 || t.size(0) != 3)
+            throw Error("LETR: image " + std::to_string(i) + " must be a [3, H, W] tensor");
+        const int64_t H = t.size(1), W = t.size(2);
+        if (H < 1 || W < 1 || H > 16384 || W > 16384 || H * W > (int64_t(1) << 26))
+            throw Error("LETR: image " + std::to_string(i) + " has an unsupported size " +
+                        std::to_string(W) + "x" + std::to_string(H) +
+                        " (each side 1..16384 and at most 2^26 pixels after resizing)");
+        out.inputSizes.push_back({H, W});
+    }
+    StageTimer timer(opts.time, dev);
+
+    // Backbone: one batch per distinct input size, so every image sees exactly what a
+    // single-image run would see (no padded pixels inside its receptive fields).
+    const int maxLevel = std::max(coarse_.level, config_.fineStage ? fine_.level : 2);
+    std::map<std::array<int64_t, 2>, std::vector<size_t>> groups;
+    for (size_t i = 0; i < images.size(); ++i) groups[out.inputSizes[i]].push_back(i);
+    std::vector<std::vector<torch::Tensor>> levels(images.size());   // per image: C2..C(maxLevel)
+    for (const auto& g : groups) {
+        std::vector<torch::Tensor> batch;
+        for (size_t i : g.second) batch.push_back(images[i].to(dev, torch::kFloat));
+        auto feats = body_->forward(torch::stack(batch, 0), maxLevel);
+        for (size_t j = 0; j < g.second.size(); ++j)
+            for (auto& f : feats) levels[g.second[j]].push_back(f[int64_t(j)]);
+    }
+    auto levelFeats = [&](int level) {
+        std::vector<torch::Tensor> v;
+        for (auto& l : levels) v.push_back(l[size_t(level - 2)]);
+        return v;
+    };
+    out.timings.backbone = timer.lap();
+
+    const int64_t B = int64_t(images.size());
+    const int64_t N = config_.numQueries, d = config_.hiddenDim;
+    out.stages.resize(size_t(config_.numStages()));
+    runStage(coarse_, levelFeats(coarse_.level), queryEmbed_->weight.unsqueeze(0).expand({B, N, d}),
+             opts.record, out.stages[0]);
+    out.timings.coarse = timer.lap();
+    runHeads(coarse_, out.stages[0]);
+    out.timings.heads = timer.lap();
+    if (config_.fineStage) {
+        auto qp = out.stages[0].hs[out.stages[0].hs.size(0) - 1];
+        runStage(fine_, levelFeats(fine_.level), qp, opts.record, out.stages[1]);
+        out.timings.fine = timer.lap();
+        runHeads(fine_, out.stages[1]);
+        out.timings.heads += timer.lap();
+    }
+    return out;
+}
+
+// ---- checkpoints ----------------------------------------------------------------------------
+
+std::shared_ptr<LetrModel> loadLetr(const std::string& path) {
+    const auto dot = path.rfind('.');
+    const std::string ext = dot == std::string::npos ? "" : path.substr(dot);
+    if (ext == ".pth" || ext == ".pt")
+        throw Error(path + ": a PyTorch checkpoint; convert it first: /usr/bin/python3 installer/convert_letr.py " +
+                    path + " --out letr.h5");
+    Checkpoint ckpt = loadCheckpoint(path);
+    if (ckpt.family != "letr")
+        throw Error(path + ": checkpoint family is '" + ckpt.family + "', expected 'letr'");
+    const LetrConfig cfg = LetrConfig::fromJsonString(ckpt.configJson, path + " (/meta config)");
+    auto model = std::make_shared<LetrModel>(cfg, 0);
+    applyCheckpoint(ckpt, *model, "letr", path);
+    model->eval();
+    return model;
+}
+
+void saveLetr(const LetrModel& model, const std::string& path) {
+    saveCheckpoint(path, checkpointFromModule(model, "letr", model.config().toJsonString()));
+}
+
+namespace {
+std::string resnetArch(const Checkpoint& ckpt, const std::string& path) {
+    if (ckpt.family != "resnet")
+        throw Error(path + ": checkpoint family is '" + ckpt.family + "', expected 'resnet'");
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(ckpt.configJson);
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(path + ": /meta config is not valid JSON (" + e.what() + ")");
+    }
+    if (!j.is_object() || !j.contains("arch") || !j["arch"].is_string())
+        throw Error(path + ": resnet checkpoint config has no \"arch\" string");
+    return j["arch"].get<std::string>();
+}
+} // namespace
+
+ResNetBody loadResNet(const std::string& path) {
+    Checkpoint ckpt = loadCheckpoint(path);
+    const std::string arch = resnetArch(ckpt, path);
+    LetrConfig probe;
+    probe.backbone = arch;
+    try {
+        probe.blocksPerLayer();
+    } catch (const Error& e) {
+        throw Error(path + ": " + e.what());
+    }
+    ResNetBody body(arch);
+    applyCheckpoint(ckpt, *body, "resnet", path);
+    body->eval();
+    return body;
+}
+
+void loadLetrBackbone(LetrModel& model, const std::string& path) {
+    Checkpoint ckpt = loadCheckpoint(path);
+    const std::string arch = resnetArch(ckpt, path);
+    if (arch != model.config().backbone)
+        throw Error(path + ": backbone is " + arch + " but the LETR model uses " + model.config().backbone);
+    applyCheckpoint(ckpt, *model.body(), "resnet", path);
+}
+
+} // namespace glimpse::letr

@@ -1,0 +1,296 @@
+#pragma once
+// LETR: line segment detection with transformers (dissertation chapter 2; design/MODELS.md).
+//
+// ResNet backbone with frozen batch norm -> coarse stage (C5 -> 1x1 input_proj -> DETR
+// encoder/decoder over N line entities) -> fine stage (C4 -> its own input_proj and
+// encoder/decoder; tgt = 0, query_pos = the coarse decoder's last normed output). Heads
+// (class_embed Linear(d, 2), lines_embed MLP(d, d, 4, 3 layers) + sigmoid) are shared by all
+// decoder layers of a stage.
+//
+// Parameter and buffer names equal the official stage-2 checkpoint's (MODELS.md):
+//   backbone.0.body.{conv1, bn1, layer1..4}.*         (torchvision ResNet, FrozenBatchNorm2d)
+//   letr.{input_proj, query_embed, transformer, class_embed, lines_embed}.*   coarse stage
+//   {input_proj, transformer, class_embed, lines_embed}.*                    fine stage
+// (the official file repeats the backbone under letr.backbone.*; installer/convert_letr.py
+// drops that copy.) Attention modules use torch.nn.MultiheadAttention's names
+// in_proj_weight, in_proj_bias, out_proj.{weight,bias}.
+//
+// Batching: each image runs through the backbone at its own size (images of equal size share
+// one backbone batch); the feature maps are then zero-padded to the largest one with a padding
+// mask. The transformer masks padded keys, and positional encodings are normalized by the
+// un-padded extent, so a batch gives the same per-image results as one-by-one runs (up to
+// float rounding).
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+#include <torch/torch.h>
+
+#include "core/models/letr/config.h"
+
+namespace glimpse::letr {
+
+enum class Stage : int { Coarse = 0, Fine = 1 };
+const char* stageName(Stage s);            // "coarse" / "fine"
+
+// ---- building blocks ----------------------------------------------------------------------
+
+// DETR's FrozenBatchNorm2d: y = (x - running_mean) / sqrt(running_var + eps) * weight + bias,
+// eps 1e-5; four buffers, no parameters, no num_batches_tracked.
+class FrozenBatchNorm2dImpl : public torch::nn::Module {
+public:
+    explicit FrozenBatchNorm2dImpl(int64_t channels);
+    torch::Tensor forward(const torch::Tensor& x);
+    torch::Tensor weight, bias, running_mean, running_var;
+    static constexpr double kEps = 1e-5;
+};
+TORCH_MODULE(FrozenBatchNorm2d);
+
+// torchvision BasicBlock (expansion 1) or Bottleneck (expansion 4, stride on the 3x3 conv).
+class ResNetBlockImpl : public torch::nn::Module {
+public:
+    ResNetBlockImpl(int64_t inplanes, int64_t planes, int64_t stride, bool bottleneck);
+    torch::Tensor forward(const torch::Tensor& x);
+
+private:
+    bool bottleneck_;
+    torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+    FrozenBatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+    torch::nn::Sequential downsample{nullptr};
+};
+TORCH_MODULE(ResNetBlock);
+
+// torchvision ResNet trunk without avgpool/fc: conv1, bn1, layer1..layer4.
+class ResNetBodyImpl : public torch::nn::Module {
+public:
+    explicit ResNetBodyImpl(const std::string& arch);   // resnet18/34/50/101
+    // Feature maps of levels 2..maxLevel (C2 = layer1 at stride 4, ..., C5 = layer4 at
+    // stride 32); entry i holds level i + 2. Levels above maxLevel are not computed.
+    std::vector<torch::Tensor> forward(const torch::Tensor& images, int maxLevel = 5);
+    const std::string& arch() const { return arch_; }
+    int64_t channels(int level) const;
+
+private:
+    std::string arch_;
+    bool bottleneck_;
+    torch::nn::Conv2d conv1{nullptr};
+    FrozenBatchNorm2d bn1{nullptr};
+    std::array<torch::nn::Sequential, 4> layers_;
+};
+TORCH_MODULE(ResNetBody);
+
+// Multi-head attention with torch.nn.MultiheadAttention's parameter names and math, written
+// with explicit LibTorch ops so the per-head weights are reachable. Batch first: [B, L, E].
+class MultiheadAttentionImpl : public torch::nn::Module {
+public:
+    MultiheadAttentionImpl(int64_t embedDim, int64_t numHeads, double dropout);
+    // keyPaddingMask: [B, S] bool, true = ignore that key (may be undefined).
+    torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key,
+                          const torch::Tensor& value, const torch::Tensor& keyPaddingMask = {});
+    int64_t embedDim() const { return embedDim_; }
+    int64_t numHeads() const { return numHeads_; }
+
+    torch::Tensor in_proj_weight, in_proj_bias;   // [3E, E], [3E]: q, k, v rows
+    torch::nn::Linear out_proj{nullptr};
+
+    // Debugging/tests: when set, forward() keeps a detached copy of the attention weights
+    // it used (after softmax, before dropout) in capturedWeights, [B, heads, L, S].
+    bool captureWeights = false;
+    torch::Tensor capturedWeights;
+
+private:
+    int64_t embedDim_, numHeads_;
+    double dropout_;
+};
+TORCH_MODULE(MultiheadAttention);
+
+// DETR encoder layer, post-norm: q = k = src + pos, v = src; FFN with ReLU.
+class EncoderLayerImpl : public torch::nn::Module {
+public:
+    EncoderLayerImpl(int64_t d, int64_t heads, int64_t ffn, double dropout);
+    torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& pos,
+                          const torch::Tensor& keyPaddingMask);
+    MultiheadAttention self_attn{nullptr};
+    torch::nn::Linear linear1{nullptr}, linear2{nullptr};
+    torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+
+private:
+    double dropout_;
+};
+TORCH_MODULE(EncoderLayer);
+
+// DETR decoder layer, post-norm: self-attn (q = k = tgt + query_pos, v = tgt), cross-attn
+// (q = tgt + query_pos, k = memory + pos, v = memory, padded keys masked), FFN.
+class DecoderLayerImpl : public torch::nn::Module {
+public:
+    DecoderLayerImpl(int64_t d, int64_t heads, int64_t ffn, double dropout);
+    // crossIn (optional out): tgt after the self-attention block = the cross-attn's entity input.
+    torch::Tensor forward(const torch::Tensor& tgt, const torch::Tensor& memory,
+                          const torch::Tensor& memoryKeyPaddingMask, const torch::Tensor& pos,
+                          const torch::Tensor& queryPos, torch::Tensor* crossIn = nullptr);
+    MultiheadAttention self_attn{nullptr}, multihead_attn{nullptr};
+    torch::nn::Linear linear1{nullptr}, linear2{nullptr};
+    torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
+
+private:
+    double dropout_;
+};
+TORCH_MODULE(DecoderLayer);
+
+class TransformerEncoderImpl : public torch::nn::Module {
+public:
+    TransformerEncoderImpl(int64_t numLayers, int64_t d, int64_t heads, int64_t ffn, double dropout);
+    torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& pos,
+                          const torch::Tensor& keyPaddingMask);
+    std::vector<EncoderLayer> layerList;
+};
+TORCH_MODULE(TransformerEncoder);
+
+class TransformerDecoderImpl : public torch::nn::Module {
+public:
+    TransformerDecoderImpl(int64_t numLayers, int64_t d, int64_t heads, int64_t ffn, double dropout);
+    std::vector<DecoderLayer> layerList;
+    torch::nn::LayerNorm norm{nullptr};
+};
+TORCH_MODULE(TransformerDecoder);
+
+class TransformerImpl : public torch::nn::Module {
+public:
+    TransformerImpl(int64_t encLayers, int64_t decLayers, int64_t d, int64_t heads, int64_t ffn,
+                    double dropout);
+    TransformerEncoder encoder{nullptr};
+    TransformerDecoder decoder{nullptr};
+};
+TORCH_MODULE(Transformer);
+
+// DETR's MLP: Linear layers under "layers.{i}", ReLU between them.
+class MLPImpl : public torch::nn::Module {
+public:
+    MLPImpl(int64_t in, int64_t hidden, int64_t out, int64_t numLayers);
+    torch::Tensor forward(torch::Tensor x);
+    std::vector<torch::nn::Linear> layerList;
+};
+TORCH_MODULE(MLP);
+
+// DETR's sine positional encoding (normalize = true, scale 2*pi, eps 1e-6): mask [B, h, w]
+// bool (true = padding) -> [B, 2 * numPosFeats, h, w]; y features first, then x; within
+// each, channel 2i = sin(p / T^(2i/F)), 2i+1 = cos(p / T^(2i/F)), p = cumulative count of
+// un-padded cells (1-based) / (count along that axis + eps) * 2*pi.
+torch::Tensor sinePositionEncoding(const torch::Tensor& mask, int64_t numPosFeats,
+                                   double temperature = 10000.0);
+
+// ---- inputs -------------------------------------------------------------------------------
+
+struct LetrImage {
+    torch::Tensor tensor;       // [3, H, W] float32, normalized (CPU)
+    cv::Mat resized;            // H x W, CV_8UC3 RGB: what the network saw (for display)
+    int64_t originalHeight = 0, originalWidth = 0;
+    int64_t height() const { return tensor.size(1); }
+    int64_t width() const { return tensor.size(2); }
+};
+
+// ---- outputs ------------------------------------------------------------------------------
+
+struct LetrStageOutput {
+    int level = 0;                  // backbone level read (5 = C5, 4 = C4)
+    int64_t height = 0, width = 0;  // padded feature-map size of the batch
+    std::vector<std::array<int64_t, 2>> validSizes;   // per image (h, w) of its un-padded part
+    torch::Tensor mask;             // [B, h, w] bool, true = padding
+    torch::Tensor pos;              // [B, h*w, d] sine encoding
+    torch::Tensor memory;           // [B, h*w, d] encoder output
+    torch::Tensor queryPos;         // [B, N, d]
+    torch::Tensor hs;               // [L, B, N, d] decoder outputs after the final LayerNorm
+    torch::Tensor logits;           // [L, B, N, num_classes + 1]
+    torch::Tensor lines;            // [L, B, N, 4] sigmoid, (x1, y1, x2, y2) / (w, h, w, h)
+    // Recorded when LetrForwardOptions::record is set (entity states per decoder layer):
+    std::vector<torch::Tensor> selfIn;    // [B, N, d] tgt entering layer l (self-attn input)
+    std::vector<torch::Tensor> crossIn;   // [B, N, d] tgt after self-attn block (cross-attn input)
+};
+
+struct LetrTimings {               // milliseconds, filled when LetrForwardOptions::time is set
+    double backbone = 0, coarse = 0, fine = 0, heads = 0;
+    double total() const { return backbone + coarse + fine + heads; }
+};
+
+struct LetrOutput {
+    std::vector<LetrStageOutput> stages;   // [0] coarse, [1] fine (when configured)
+    std::vector<std::array<int64_t, 2>> inputSizes;   // per image (H, W) of its input tensor
+    LetrTimings timings;
+    const LetrStageOutput& last() const { return stages.back(); }
+};
+
+struct LetrForwardOptions {
+    bool record = false;   // keep per-layer entity states (selfIn / crossIn)
+    bool time = false;     // measure stage timings (synchronizes CUDA)
+};
+
+// ---- the model ----------------------------------------------------------------------------
+
+class LetrModel : public torch::nn::Module {
+public:
+    // Random initialization, deterministic for a fixed seed (does not touch the global RNG):
+    // convs Kaiming-normal (fan_out), frozen BN identity, transformer matrices Xavier-uniform,
+    // query_embed N(0, 1), linear layers PyTorch's default uniform.
+    explicit LetrModel(const LetrConfig& config, uint64_t seed = 0);
+
+    const LetrConfig& config() const { return config_; }
+    torch::Device device() const;
+    // Test-time resize (not part of the weights): short side and long-side cap. Validated.
+    void setResize(int64_t shortSide, int64_t maxLongSide);
+
+    // RGB CV_8UC3 -> resized (short side = config.shortSide, long side capped) and normalized.
+    // Throws glimpse::Error for empty, non-8UC3 or absurdly large images (> max_input_pixels).
+    LetrImage preprocess(const cv::Mat& rgb) const;
+
+    // images: normalized [3, H_i, W_i] tensors (sizes may differ). Runs on the model's device.
+    LetrOutput forward(const std::vector<torch::Tensor>& images, const LetrForwardOptions& opts = {});
+
+    // Building blocks (for traces, tests and training).
+    ResNetBody body() const { return body_; }
+    int numDecoderLayers(Stage s) const;
+    DecoderLayer decoderLayer(Stage s, int layer) const;
+    EncoderLayer encoderLayer(Stage s, int layer) const;
+    torch::nn::Embedding queryEmbed() const { return queryEmbed_; }
+    // Sets captureWeights on every attention module (encoders and decoders).
+    void setCaptureAttention(bool on);
+
+    // Re-initializes every parameter and buffer from `seed` (see the constructor).
+    void resetParameters(uint64_t seed);
+
+private:
+    struct StageModules {
+        torch::nn::Conv2d inputProj{nullptr};
+        Transformer transformer{nullptr};
+        torch::nn::Linear classEmbed{nullptr};
+        MLP linesEmbed{nullptr};
+        int level = 5;
+    };
+    void buildStage(torch::nn::Module& parent, StageModules& s, int level);
+    // Pads per-image features into a batch and runs input_proj, encoder and decoder.
+    void runStage(StageModules& s, const std::vector<torch::Tensor>& feats,
+                  const torch::Tensor& queryPos, bool record, LetrStageOutput& out);
+    void runHeads(StageModules& s, LetrStageOutput& out);
+    const StageModules& stageModules(Stage s) const;
+
+    LetrConfig config_;
+    ResNetBody body_{nullptr};
+    torch::nn::Embedding queryEmbed_{nullptr};
+    StageModules coarse_, fine_;
+};
+
+// ---- checkpoints --------------------------------------------------------------------------
+// Family "letr"; the config JSON is stored in the checkpoint. Errors name the file.
+std::shared_ptr<LetrModel> loadLetr(const std::string& path);
+void saveLetr(const LetrModel& model, const std::string& path);
+
+// Backbone-only checkpoints, family "resnet", config {"arch": "resnet50"}, parameters under
+// torchvision's names (conv1.weight, layer1.0.bn1.running_mean, ...).
+ResNetBody loadResNet(const std::string& path);
+// Copies a "resnet" checkpoint into a LETR model's backbone (arch must match).
+void loadLetrBackbone(LetrModel& model, const std::string& path);
+
+} // namespace glimpse::letr

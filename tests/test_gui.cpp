@@ -1,0 +1,174 @@
+// GUI smoke test: the real MainWindow with its Vulkan viewport under Xvfb (lavapipe).
+#include <QFile>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "app/mainwindow.h"
+#include "core/io/demo_image.h"
+#include "core/io/image.h"
+#include "widgets/viewport.h"
+
+using glimpse::app::MainWindow;
+using glimpse::widgets::ImageViewport;
+
+class TestGui : public QObject {
+    Q_OBJECT
+
+    // Waits until the viewport has drawn `extra` more frames, asking for each one
+    // (event-driven: qWaitFor processes events until the condition holds).
+    static bool waitFrames(ImageViewport* vp, int extra) {
+        const int target = vp->framesDrawn() + extra;
+        return QTest::qWaitFor([&] {
+            vp->requestRedraw();
+            return vp->framesDrawn() >= target;
+        }, 20000);
+    }
+
+    QTemporaryDir dir_;
+
+private Q_SLOTS:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName("GlimpseTest");
+        QCoreApplication::setApplicationName("GlimpseTest");
+        QVERIFY(dir_.isValid());
+    }
+
+    void opensImageAndDrawsIt() {
+        // A known image: left half red, right half blue.
+        cv::Mat bgr(60, 80, CV_8UC3, cv::Scalar(255, 0, 0));
+        bgr(cv::Rect(0, 0, 40, 60)).setTo(cv::Scalar(0, 0, 255));
+        const QString path = dir_.filePath("halves.png");
+        QVERIFY(cv::imwrite(path.toStdString(), bgr));
+
+        MainWindow w;
+        w.resize(900, 700);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        ImageViewport* vp = w.viewport();
+        QVERIFY2(vp->vulkanError().isEmpty(), qPrintable(vp->vulkanError()));
+
+        QSignalSpy loaded(&w, &MainWindow::imageLoaded);
+        w.openImage(path);
+        QVERIFY(loaded.wait(10000));
+        QCOMPARE(vp->image().width, 80);
+        QCOMPARE(vp->image().height, 60);
+        QVERIFY(w.recentFiles().contains(QFileInfo(path).absoluteFilePath()));
+
+        vp->setOverlayVisible(false);
+        QVERIFY(waitFrames(vp, 2));
+        const QImage frame = vp->grabFrame();
+        QVERIFY(!frame.isNull());
+        // Fit to window: the image is centred; sample a quarter left and right of centre.
+        const QPoint c(frame.width() / 2, frame.height() / 2);
+        const QColor left = frame.pixelColor(c.x() - frame.width() / 8, c.y());
+        const QColor right = frame.pixelColor(c.x() + frame.width() / 8, c.y());
+        QVERIFY2(left.red() > 200 && left.blue() < 50, qPrintable(left.name()));
+        QVERIFY2(right.blue() > 200 && right.red() < 50, qPrintable(right.name()));
+        // Fit: the 80x60 image fills the viewport's width or height.
+        const double zoomFit = vp->zoom();
+        QVERIFY(zoomFit > 5.0);
+
+        // Pixel under the cursor: the viewport centre maps to image pixel (40, 30).
+        int px = -1, py = -1;
+        QVERIFY(vp->pixelAt(vp->width() / 2.0 + 0.25, vp->height() / 2.0 + 0.25, px, py));
+        QCOMPARE(px, 40);
+        QCOMPARE(py, 30);
+        QCOMPARE(vp->valueText(px, py), QStringLiteral("R 0 G 0 B 255"));
+        QCOMPARE(vp->valueText(10, 10), QStringLiteral("R 255 G 0 B 0"));
+        QVERIFY(!vp->pixelAt(-5, -5, px, py));
+
+        // 1:1, then back to the fitted view with "previous view".
+        vp->oneToOne();
+        QCOMPARE(vp->zoom(), 1.0);
+        QVERIFY(waitFrames(vp, 1));
+        const QImage small = vp->grabFrame();
+        // At 1:1 the image is 80 px wide: 50 px right of centre is background.
+        const QColor bg = small.pixelColor(c.x() + 50, c.y());
+        QVERIFY2(bg.red() < 150 && std::abs(bg.red() - bg.blue()) < 30, qPrintable(bg.name()));
+        QVERIFY(vp->previousView());
+        QCOMPARE(vp->zoom(), zoomFit);
+    }
+
+    void demoImageAndOverlay() {
+        MainWindow w;
+        w.resize(900, 700);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.openDemoImage();
+        ImageViewport* vp = w.viewport();
+        QVERIFY(vp->hasImage());
+        vp->setOverlayVisible(false);
+        QVERIFY(waitFrames(vp, 2));
+        const QImage plain = vp->grabFrame();
+        vp->setOverlayVisible(true);
+        QVERIFY(waitFrames(vp, 2));
+        const QImage withOverlay = vp->grabFrame();
+        QCOMPARE(plain.size(), withOverlay.size());
+        // The ImGui overlay sits in the top-left corner; the bottom-right stays the same.
+        int changedTopLeft = 0, changedBottomRight = 0;
+        for (int y = 0; y < 60; ++y)
+            for (int x = 0; x < 150; ++x) {
+                if (plain.pixel(x + 5, y + 5) != withOverlay.pixel(x + 5, y + 5)) ++changedTopLeft;
+                const int bx = plain.width() - 1 - x, by = plain.height() - 1 - y;
+                if (plain.pixel(bx, by) != withOverlay.pixel(bx, by)) ++changedBottomRight;
+            }
+        QVERIFY2(changedTopLeft > 500, qPrintable(QString::number(changedTopLeft)));
+        QCOMPARE(changedBottomRight, 0);
+    }
+
+    void badInputGivesClearMessage() {
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QSignalSpy failed(&w, &MainWindow::loadFailed);
+
+        const QString missing = dir_.filePath("does-not-exist.png");
+        w.openImage(missing);
+        QVERIFY(failed.wait(10000));
+        QString msg = failed.takeFirst().at(1).toString();
+        QVERIFY2(msg.contains("does-not-exist.png"), qPrintable(msg));
+        QVERIFY(w.lastError() == msg);
+
+        const QString garbage = dir_.filePath("garbage.jpg");
+        QFile f(garbage);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("this is not a jpeg at all");
+        f.close();
+        w.openImage(garbage);
+        QVERIFY(failed.wait(10000));
+        msg = failed.takeFirst().at(1).toString();
+        QVERIFY2(msg.contains("garbage.jpg"), qPrintable(msg));
+        QVERIFY(w.isVisible());   // still alive
+    }
+
+    void exportViewRoundTrips() {
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        w.openDemoImage();
+        const QString out = dir_.filePath("export.png");
+        QSignalSpy done(&w, &MainWindow::exported);
+        QSignalSpy failed(&w, &MainWindow::exportFailed);
+        w.exportViewPng(out);
+        QVERIFY(QTest::qWaitFor([&] { return done.count() + failed.count() > 0; }, 30000));
+        QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().at(1).toString()));
+        const cv::Mat got = glimpse::loadImageRGB(out.toStdString());
+        const cv::Mat want = glimpse::makeDemoImage();
+        QCOMPARE(got.cols, want.cols);
+        QCOMPARE(got.rows, want.rows);
+        cv::Mat diff;
+        cv::absdiff(got, want, diff);
+        double maxDiff = 0;
+        cv::minMaxLoc(diff.reshape(1), nullptr, &maxDiff);
+        QVERIFY2(maxDiff <= 2, qPrintable(QString::number(maxDiff)));
+    }
+};
+
+QTEST_MAIN(TestGui)
+#include "test_gui.moc"
