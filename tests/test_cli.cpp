@@ -1,4 +1,6 @@
 // The glimpse executable's headless commands, run as a user would (a separate process).
+#include <QFileInfo>
+#include <QImage>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -53,6 +55,49 @@ private Q_SLOTS:
         r = run({"env", "score", "--episodes", "2"});
         QCOMPARE(r.code, 0);
         QVERIFY2(r.out.contains("breakout"), qPrintable(r.out));
+    }
+
+    void inferLetrEndToEnd() {
+        // A small random LETR on a real image: trace, overlay PNG and JSON lines come out,
+        // and `glimpse info` recognises the trace.
+        const QString cfg = dir_.filePath("small.json");
+        QFile c(cfg);
+        QVERIFY(c.open(QIODevice::WriteOnly));
+        c.write(R"({"backbone": "resnet18", "hidden_dim": 64, "nheads": 4, "dim_feedforward": 128,
+                   "coarse_enc_layers": 1, "coarse_dec_layers": 2, "fine_enc_layers": 1,
+                   "fine_dec_layers": 2, "num_queries": 20, "short_side": 96})");
+        c.close();
+        const QString img = dir_.filePath("in.png");
+        QImage im(160, 120, QImage::Format_RGB888);
+        im.fill(Qt::white);
+        for (int x = 10; x < 150; ++x) im.setPixelColor(x, 60, Qt::black);
+        QVERIFY(im.save(img));
+        const QString trace = dir_.filePath("trace.h5"), png = dir_.filePath("overlay.png"),
+                      json = dir_.filePath("lines.json");
+        Result r = run({"infer", "--model", "letr", "--random-seed", "3", "--config", cfg, "--image", img,
+                        "--out", trace, "--png", png, "--json", json, "--threshold", "0", "--threads", "1"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY(QFileInfo(trace).size() > 0);
+        QImage overlay(png);
+        QCOMPARE(overlay.size(), QSize(160, 120));
+        QFile jf(json);
+        QVERIFY(jf.open(QIODevice::ReadOnly));
+        QVERIFY(jf.readAll().contains("x1"));
+        r = run({"info", trace});
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.out.contains("glimpse.trace") && r.out.contains("letr"), qPrintable(r.out));
+
+        // Bad input: a file that is not an image, and a checkpoint of another family.
+        r = run({"infer", "--model", "letr", "--random-seed", "3", "--config", cfg, "--image", cfg,
+                 "--out", dir_.filePath("t2.h5")});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("small.json"), qPrintable(r.err));
+        torch::nn::Linear lin(3, 2);
+        const QString other = dir_.filePath("other.h5");
+        glimpse::saveCheckpoint(other.toStdString(), glimpse::checkpointFromModule(*lin, "coat", "{}"));
+        r = run({"infer", "--model", "letr", "--checkpoint", other, "--image", img, "--out", dir_.filePath("t3.h5")});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("coat") && r.err.contains("other.h5"), qPrintable(r.err));
     }
 
     void infoUsageAndErrors() {
@@ -119,5 +164,5 @@ private Q_SLOTS:
     }
 };
 
-QTEST_APPLESS_MAIN(TestCli)
+QTEST_GUILESS_MAIN(TestCli)
 #include "test_cli.moc"

@@ -71,7 +71,8 @@ private Q_SLOTS:
 
     void roundTripEveryDtypeAndShape() {
         const std::vector<torch::ScalarType> dtypes = {torch::kFloat32, torch::kFloat64, torch::kInt8,  torch::kInt16,
-                                                       torch::kInt32,   torch::kInt64,   torch::kUInt8, torch::kBool};
+                                                       torch::kInt32,   torch::kInt64,   torch::kUInt8, torch::kBool,
+                                                       torch::kFloat16};
         const std::vector<std::vector<int64_t>> shapes = {{}, {0}, {1}, {7}, {3, 0, 2}, {2, 3, 4}, {1, 1, 1, 5}};
         const std::string path = file("dtypes.h5");
         std::map<std::string, torch::Tensor> written;
@@ -147,8 +148,8 @@ private Q_SLOTS:
         QVERIFY2(contains(msg, {path, "'/a/b' is a group, expected a dataset"}), msg.c_str());
         msg = errorOf([&] { f.group("a/m"); });
         QVERIFY2(contains(msg, {path, "'/a/m' is a dataset, expected a group"}), msg.c_str());
-        msg = errorOf([&] { f.writeTensor("h", torch::zeros({2}, torch::kFloat16)); });
-        QVERIFY2(contains(msg, {path, "float16", "supported"}), msg.c_str());
+        msg = errorOf([&] { f.writeTensor("h", torch::zeros({2}, torch::kBFloat16)); });
+        QVERIFY2(contains(msg, {path, "bfloat16", "supported"}), msg.c_str());
     }
 
     void attributes() {

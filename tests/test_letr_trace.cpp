@@ -225,6 +225,13 @@ private Q_SLOTS:
         qInfo("float16 states: max attention difference %.3g (bytes %lld vs %lld)", worst,
               (long long)t16.bytes(), (long long)t32.bytes());
         QVERIFY2(worst <= 1e-3, qPrintable(QString::number(worst)));
+
+        // A float16 trace saves and loads (HDF5 IEEE half) and answers identically.
+        const std::string path = dir_.filePath("letr_trace_f16.h5").toStdString();
+        t16.save(path);
+        LetrTrace back = LetrTrace::load(path);
+        QVERIFY(back.precision() == LetrTracePrecision::Float16);
+        QCOMPARE(maxDiff(back.attention(kStages[1], 0, -1, 4), t16.attention(kStages[1], 0, -1, 4)), 0.0);
     }
 
     void runLetrRestoresTrainingFlag() {

@@ -45,9 +45,23 @@ std::string joinPath(bool absolute, const std::vector<std::string>& parts, size_
 
 bool isSignedInt(hid_t type) { return H5Tget_sign(type) == H5T_SGN_2; }
 
+// IEEE 754 half precision, little-endian: the layout h5py and numpy use for float16.
+// Created once and kept for the life of the process.
+hid_t halfType() {
+    static const hid_t t = [] {
+        hid_t h = H5Tcopy(H5T_IEEE_F32LE);
+        H5Tset_fields(h, 15, 10, 5, 0, 10);
+        H5Tset_size(h, 2);
+        H5Tset_ebias(h, 15);
+        return h;
+    }();
+    return t;
+}
+
 // File type (little-endian) and native memory type for a tensor dtype; -1 when unsupported.
 hid_t fileTypeFor(torch::ScalarType t) {
     switch (t) {
+    case torch::kFloat16: return halfType();
     case torch::kFloat32: return H5T_IEEE_F32LE;
     case torch::kFloat64: return H5T_IEEE_F64LE;
     case torch::kInt8: return H5T_STD_I8LE;
@@ -61,6 +75,7 @@ hid_t fileTypeFor(torch::ScalarType t) {
 }
 hid_t memTypeFor(torch::ScalarType t) {
     switch (t) {
+    case torch::kFloat16: return halfType();
     case torch::kFloat32: return H5T_NATIVE_FLOAT;
     case torch::kFloat64: return H5T_NATIVE_DOUBLE;
     case torch::kInt8: return H5T_NATIVE_INT8;
@@ -73,7 +88,7 @@ hid_t memTypeFor(torch::ScalarType t) {
     }
 }
 
-const char* kSupported = "float32, float64, int8, int16, int32, int64, uint8, bool";
+const char* kSupported = "float16, float32, float64, int8, int16, int32, int64, uint8, bool";
 
 bool isH5pyBool(hid_t type) {
     return H5Tget_class(type) == H5T_ENUM && H5Tget_size(type) == 1 && H5Tget_nmembers(type) == 2;
@@ -396,6 +411,7 @@ torch::ScalarType Dataset::dtype() const {
     const size_t size = H5Tget_size(type.get());
     switch (H5Tget_class(type.get())) {
     case H5T_FLOAT:
+        if (size == 2) return torch::kFloat16;
         if (size == 4) return torch::kFloat32;
         if (size == 8) return torch::kFloat64;
         break;
