@@ -11,26 +11,14 @@
 #include "core/error.h"
 #include "core/io/demo_image.h"
 #include "core/io/image.h"
+#include "tests/support.h"
 
 using namespace glimpse;
 
 namespace {
 
-template <typename F>
-std::string errorOf(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
-
-bool contains(const std::string& s, std::initializer_list<std::string> words) {
-    for (const auto& w : words)
-        if (s.find(w) == std::string::npos) return false;
-    return true;
-}
+using testing::contains;
+using testing::errorOf;
 
 uint32_t crc32(const unsigned char* p, size_t n) {
     uint32_t c = 0xFFFFFFFFu;

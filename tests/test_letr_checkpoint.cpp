@@ -14,11 +14,17 @@
 #include "core/models/letr/model.h"
 #include "core/models/letr/trace.h"
 #include "core/trace.h"
+#include "tests/support.h"
 
 using namespace glimpse;
 using namespace glimpse::letr;
 
 namespace {
+
+using testing::maxDiff;
+using testing::randomImage;
+template <typename F>
+QString errorOf(F&& f) { return testing::qErrorOf(std::forward<F>(f)); }
 
 // Debian's python3 (python3-torch); GLIMPSE_PYTHON overrides it.
 QString pythonExe() {
@@ -41,19 +47,7 @@ LetrConfig smallConfig() {
     return c;
 }
 
-double maxDiff(const torch::Tensor& a, const torch::Tensor& b) {
-    return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-}
 
-template <typename F>
-QString errorOf(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return QString::fromStdString(e.what());
-    }
-    return QString();
-}
 
 struct Proc {
     int code = -1;

@@ -11,11 +11,17 @@
 #include "core/error.h"
 #include "core/models/letr/config.h"
 #include "core/models/letr/model.h"
+#include "tests/support.h"
 
 using namespace glimpse;
 using namespace glimpse::letr;
 
 namespace {
+
+using testing::maxDiff;
+using testing::randomImage;
+template <typename F>
+QString errorOf(F&& f) { return testing::qErrorOf(std::forward<F>(f)); }
 
 LetrConfig smallConfig() {
     LetrConfig c;
@@ -32,26 +38,8 @@ LetrConfig smallConfig() {
     return c;
 }
 
-cv::Mat randomImage(int h, int w, uint64_t seed) {
-    cv::Mat m(h, w, CV_8UC3);
-    cv::RNG rng(seed);
-    rng.fill(m, cv::RNG::UNIFORM, 0, 256);
-    return m;
-}
 
-double maxDiff(const torch::Tensor& a, const torch::Tensor& b) {
-    return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-}
 
-template <typename F>
-QString errorOf(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return QString::fromStdString(e.what());
-    }
-    return QString();
-}
 
 } // namespace
 

@@ -10,26 +10,14 @@
 #include "core/h5/h5.h"
 #include "core/io/checkpoint.h"
 #include "core/trace.h"
+#include "tests/support.h"
 
 using namespace glimpse;
 
 namespace {
 
-template <typename F>
-std::string errorOf(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
-
-bool contains(const std::string& s, std::initializer_list<std::string> words) {
-    for (const auto& w : words)
-        if (s.find(w) == std::string::npos) return false;
-    return true;
-}
+using testing::contains;
+using testing::errorOf;
 
 } // namespace
 
