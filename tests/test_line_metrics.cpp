@@ -1,0 +1,199 @@
+// core/eval/line_metrics: sAP, sF, APH and FH on hand-made cases whose answers are worked out
+// in the comments (frame 128 x 128 unless a test rescales).
+#include <QtTest>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/eval/line_metrics.h"
+#include "tests/support.h"
+
+using namespace glimpse;
+using namespace glimpse::eval;
+
+namespace {
+
+ScoredLine P(float x1, float y1, float x2, float y2, float s) { return {x1, y1, x2, y2, s}; }
+GtLine G(float x1, float y1, float x2, float y2) { return {x1, y1, x2, y2}; }
+
+// Two GT lines; predictions: exact g1 (.9, TP), duplicate of g1 (.8, FP: g1 taken),
+// g2 moved by (2, 2) at one end (.7, distance 8: TP for t = 10, 15, FP for t = 5),
+// far away (.6, FP).
+void addCaseOne(LineEvaluator& ev, float sx = 1, float sy = 1) {
+    std::vector<GtLine> gt = {G(10 * sx, 10 * sy, 110 * sx, 10 * sy), G(10 * sx, 100 * sy, 110 * sx, 100 * sy)};
+    std::vector<ScoredLine> pred = {
+        P(60 * sx, 50 * sy, 60 * sx, 60 * sy, 0.6f),
+        P(110 * sx, 10 * sy, 10 * sx, 10 * sy, 0.8f),   // reversed endpoints: still g1
+        P(10 * sx, 10 * sy, 110 * sx, 10 * sy, 0.9f),
+        P(12 * sx, 102 * sy, 110 * sx, 100 * sy, 0.7f),
+    };
+    ev.add(pred, gt, int(128 * sx), int(128 * sy));
+}
+
+} // namespace
+
+class TestLineMetrics : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void structuralDistanceTakesTheBetterEndpointOrder() {
+        QCOMPARE(structuralDistance({0, 0, 10, 0}, {0, 1, 10, 0}), 1.0);
+        // same order: (10^2 + 1) + 10^2 = 201; swapped: 0 + 1 = 1
+        QCOMPARE(structuralDistance({0, 0, 10, 0}, {10, 1, 0, 0}), 1.0);
+        QCOMPARE(structuralDistance({0, 0, 3, 4}, {0, 0, 0, 0}), 25.0);
+    }
+
+    void averagePrecisionIsVocArea() {
+        // TP, FP, TP, FP over 2 GT: P = 1, .5, 2/3, .5; R = .5, .5, 1, 1.
+        // Envelope at the recall steps: .5 * 1 + .5 * 2/3 = 5/6.
+        PrCurve c;
+        c.precision = {1, 0.5, 2.0 / 3, 0.5};
+        c.recall = {0.5, 0.5, 1, 1};
+        c.score = {4, 3, 2, 1};
+        QVERIFY(std::abs(averagePrecision(c) - 5.0 / 6) < 1e-12);
+        QVERIFY(std::abs(maxFScore(c) - 0.8) < 1e-12);   // P 2/3, R 1
+        QCOMPARE(averagePrecision(PrCurve{}), 0.0);
+        const PrCurve s = c.subsampled(2);
+        QCOMPARE(int(s.size()), 2);
+        QCOMPARE(s.precision.front(), 1.0);
+        QCOMPARE(s.precision.back(), 0.5);
+        QCOMPARE(int(c.subsampled(10).size()), 4);
+    }
+
+    void sapOnHandMadeCase() {
+        LineEvaluator ev;
+        addCaseOne(ev);
+        const LineMetrics m = ev.compute();
+        QCOMPARE(m.gtLines, int64_t(2));
+        QCOMPARE(m.predLines, int64_t(4));
+        // t = 5: TP FP FP FP -> recall .5 at precision 1: AP .5; best F = 2/3.
+        QVERIFY(std::abs(m.sAPAt(5) - 0.5) < 1e-12);
+        QVERIFY(std::abs(m.sFAt(5) - 2.0 / 3) < 1e-12);
+        // t = 10 and 15: TP FP TP FP -> 5/6, F 0.8.
+        QVERIFY(std::abs(m.sAPAt(10) - 5.0 / 6) < 1e-12);
+        QVERIFY(std::abs(m.sAPAt(15) - 5.0 / 6) < 1e-12);
+        QVERIFY(std::abs(m.sFAt(10) - 0.8) < 1e-12);
+        // The PR curve is in score order.
+        const PrCurve& c = m.curves[1];
+        QCOMPARE(int(c.size()), 4);
+        QCOMPARE(c.score[0], double(0.9f));
+        QCOMPARE(c.recall[2], 1.0);
+        QVERIFY(std::abs(c.precision[2] - 2.0 / 3) < 1e-12);
+        QVERIFY(testing::contains(testing::errorOf([&] { m.sAPAt(7); }), {"threshold"}));
+    }
+
+    void sapRescalesTo128() {
+        // The same scene in a 256 x 512 image: distances are measured after scaling to 128.
+        LineEvaluator a, b;
+        addCaseOne(a);
+        addCaseOne(b, 2, 4);
+        const LineMetrics ma = a.compute(), mb = b.compute();
+        for (size_t k = 0; k < ma.sAP.size(); ++k) {
+            QVERIFY(std::abs(ma.sAP[k] - mb.sAP[k]) < 1e-12);
+            QVERIFY(std::abs(ma.sF[k] - mb.sF[k]) < 1e-12);
+        }
+    }
+
+    void sapPoolsImagesByScore() {
+        // Image A: its prediction is a TP at score .5; image B: an FP at .9. Pooled: FP then TP:
+        // P = 0, .5; R = 0, .5 -> AP = .5 * .5 = .25 (a per-image mean would give .5).
+        LineEvaluator ev;
+        ev.add({P(10, 10, 110, 10, 0.5f)}, {G(10, 10, 110, 10)}, 128, 128);
+        ev.add({P(10, 60, 110, 60, 0.9f)}, {G(10, 10, 110, 10)}, 128, 128);
+        const LineMetrics m = ev.compute();
+        QCOMPARE(m.images, int64_t(2));
+        QVERIFY(std::abs(m.sAPAt(10) - 0.25) < 1e-12);
+        QVERIFY(std::abs(m.sFAt(10) - 0.5) < 1e-12);
+    }
+
+    void sapComparesWithTheNearestGroundTruthOnly() {
+        // g1, g2 two pixels apart. p1 = g1 (TP). p2 lies .5 below g1: nearest is g1 (distance .5)
+        // which is taken, so p2 is an FP although it is within 5 of g2 (distance 4.5).
+        LineEvaluator ev;
+        ev.add({P(10, 10, 110, 10, 0.9f), P(10, 10.5f, 110, 10.5f, 0.8f)},
+               {G(10, 10, 110, 10), G(10, 12, 110, 12)}, 128, 128);
+        const LineMetrics m = ev.compute();
+        QVERIFY(std::abs(m.sAPAt(5) - 0.5) < 1e-12);
+        QCOMPARE(m.curves[0].recall.back(), 0.5);
+    }
+
+    void emptyInputs() {
+        LineEvaluator ev;
+        ev.add({}, {G(0, 0, 10, 10)}, 64, 64);
+        ev.add({P(0, 0, 10, 10, 1)}, {}, 64, 64);
+        const LineMetrics m = ev.compute();
+        QCOMPARE(m.sAPAt(10), 0.0);
+        QCOMPARE(m.sFAt(10), 0.0);
+        QCOMPARE(m.gtLines, int64_t(1));
+        const LineMetrics none = LineEvaluator().compute();
+        QCOMPARE(none.sAPAt(15), 0.0);
+        QCOMPARE(none.APH, 0.0);
+    }
+
+    void heatmapExactAndFarLines() {
+        // Equal-length horizontal lines: GT at y = 40.5; exact copy and a far copy (y = 90.5).
+        const GtLine gt = G(20, 40.5f, 100, 40.5f);
+        {
+            // Exact at .9, far at .8: (P 1, R 1), (P .5, R 1) -> APH 1, FH 1.
+            LineEvaluator ev;
+            ev.add({P(20, 40.5f, 100, 40.5f, 0.9f), P(20, 90.5f, 100, 90.5f, 0.8f)}, {gt}, 128, 128);
+            const LineMetrics m = ev.compute();
+            QCOMPARE(int(m.heatmapCurve.size()), 2);
+            QVERIFY(std::abs(m.APH - 1) < 1e-12);
+            QVERIFY(std::abs(m.FH - 1) < 1e-12);
+            QCOMPARE(m.heatmapCurve.precision[1], 0.5);
+        }
+        {
+            // Far at .9, exact at .8: (P 0, R 0), (P .5, R 1) -> APH .5, FH 2/3.
+            LineEvaluator ev;
+            ev.add({P(20, 40.5f, 100, 40.5f, 0.8f), P(20, 90.5f, 100, 90.5f, 0.9f)}, {gt}, 128, 128);
+            const LineMetrics m = ev.compute();
+            QVERIFY(std::abs(m.APH - 0.5) < 1e-12);
+            QVERIFY(std::abs(m.FH - 2.0 / 3) < 1e-12);
+        }
+    }
+
+    void heatmapToleranceIsOnePixel() {
+        const GtLine gt = G(20, 40.5f, 100, 40.5f);
+        auto run = [&](float dy) {
+            LineEvaluator ev;
+            ev.add({P(20, 40.5f + dy, 100, 40.5f + dy, 1)}, {gt}, 128, 128);
+            return ev.compute();
+        };
+        QVERIFY(std::abs(run(1).APH - 1) < 1e-12);    // neighbouring row: within tolerance
+        QVERIFY(std::abs(run(-1).FH - 1) < 1e-12);
+        QCOMPARE(run(2).APH, 0.0);                    // two rows away: no match
+        QCOMPARE(run(2).FH, 0.0);
+        // Heatmaps are measured in the 128 frame too: 2 pixels in a 256-wide image is 1 there.
+        LineEvaluator ev;
+        ev.add({P(40, 83, 200, 83, 1)}, {G(40, 81, 200, 81)}, 256, 256);
+        QVERIFY(std::abs(ev.compute().APH - 1) < 1e-12);
+    }
+
+    void heatmapPartialLineHasHalfRecall() {
+        // A prediction covering the left half of the GT: precision 1, recall ~ half.
+        LineEvaluator ev;
+        ev.add({P(20, 40.5f, 60, 40.5f, 1)}, {G(20, 40.5f, 100, 40.5f)}, 128, 128);
+        const LineMetrics m = ev.compute();
+        QCOMPARE(m.heatmapCurve.precision[0], 1.0);
+        const double r = m.heatmapCurve.recall[0];
+        QVERIFY2(r > 0.48 && r < 0.56, qPrintable(QString::number(r)));   // 42 of 81 pixels
+    }
+
+    void badInputIsAnError() {
+        using testing::contains;
+        using testing::errorOf;
+        LineEvaluator ev;
+        QVERIFY(contains(errorOf([&] { ev.add({}, {}, 0, 10); }), {"image size", "positive"}));
+        QVERIFY(contains(errorOf([&] { ev.add({P(NAN, 0, 1, 1, 1)}, {}, 10, 10); }), {"non-finite"}));
+        QVERIFY(contains(errorOf([&] { ev.add({}, {G(0, INFINITY, 1, 1)}, 10, 10); }), {"non-finite"}));
+        QVERIFY(contains(errorOf([] { LineEvaluator(std::vector<double>{}); }), {"no sAP thresholds"}));
+        QVERIFY(contains(errorOf([] { LineEvaluator({-1.0}); }), {"positive"}));
+        QCOMPARE(ev.images(), int64_t(0));
+        // Far-away coordinates are clipped, not a crash.
+        ev.add({P(-1e9f, 5, 1e9f, 5, 1)}, {G(0, 5, 10, 5)}, 10, 10);
+        QCOMPARE(ev.images(), int64_t(1));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestLineMetrics)
+#include "test_line_metrics.moc"
