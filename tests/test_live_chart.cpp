@@ -1,0 +1,103 @@
+// widgets/live_chart: points appended incrementally show up in the series and the axes; a
+// second run overlays with its own style and legend entry; the grid makes one chart per series.
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QChart>
+#include <QLegend>
+#include <QtTest>
+
+#include <cmath>
+
+#include "widgets/live_chart.h"
+
+using glimpse::widgets::ChartGrid;
+using glimpse::widgets::LiveChart;
+
+class TestLiveChart : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void appendsIncrementally() {
+        LiveChart c("loss/total");
+        QCOMPARE(c.pointCount(0), 0);
+        c.appendPoints(0, {{0, 2.0}, {10, 1.5}});
+        QCOMPARE(c.pointCount(0), 2);
+        c.appendPoints(0, {{20, 1.0}, {30, 0.5}});
+        QCOMPARE(c.pointCount(0), 4);
+        QCOMPARE(c.lastPoint(0), QPointF(30, 0.5));
+        QCOMPARE(c.xRange(), QPointF(0, 30));
+        // y covers [0.5, 2] plus 5% padding.
+        QVERIFY(std::abs(c.yRange().x() - (0.5 - 0.075)) < 1e-9);
+        QVERIFY(std::abs(c.yRange().y() - (2.0 + 0.075)) < 1e-9);
+        // Non-finite points (a diverged loss) are dropped, not plotted.
+        c.appendPoints(0, {{40, NAN}, {50, INFINITY}, {60, 0.25}});
+        QCOMPARE(c.pointCount(0), 5);
+        QCOMPARE(c.lastPoint(0), QPointF(60, 0.25));
+        c.appendPoints(0, {});
+        QCOMPARE(c.pointCount(0), 5);
+    }
+
+    void overlayHasItsOwnStyleAndLegend() {
+        LiveChart c("lr");
+        c.setRunLabel(0, "run A");
+        c.setRunLabel(1, "run B");
+        c.appendPoints(0, {{0, 1e-4}, {100, 1e-4}});
+        c.appendPoints(1, {{0, 2e-4}, {200, 5e-5}});
+        QCOMPARE(c.runs(), QList<int>({0, 1}));
+        QCOMPARE(c.pointCount(1), 2);
+        QVERIFY(c.runPen(0).color() != c.runPen(1).color());
+        QCOMPARE(c.runPen(0).style(), Qt::SolidLine);
+        QCOMPARE(c.runPen(1).style(), Qt::DashLine);
+        QCOMPARE(c.xRange(), QPointF(0, 200));
+        const auto markers = c.chart()->legend()->markers();
+        QStringList names;
+        for (auto* m : markers) names << m->label();
+        QCOMPARE(names, QStringList({"run A", "run B"}));
+        c.clearRun(1);
+        QCOMPARE(c.runs(), QList<int>({0}));
+        QCOMPARE(c.xRange(), QPointF(0, 100));
+        QCOMPARE(c.chart()->series().size(), 1);
+    }
+
+    void gridMakesOneChartPerSeries() {
+        ChartGrid g;
+        g.setRunLabel(0, "live");
+        g.appendPoints("loss/total", 0, {{1, 3.0}});
+        g.appendPoints("lr", 0, {{1, 1e-4}});
+        g.appendPoints("loss/total", 0, {{2, 2.5}});
+        g.setRunLabel(1, "older");
+        g.appendPoints("loss/total", 1, {{1, 4.0}, {2, 3.5}, {3, 3.0}});
+        QCOMPARE(g.seriesNames(), QStringList({"loss/total", "lr"}));
+        QCOMPARE(g.chart("loss/total")->pointCount(0), 2);
+        QCOMPARE(g.chart("loss/total")->pointCount(1), 3);
+        QCOMPARE(g.chart("loss/total")->runLabel(1), QString("older"));
+        QCOMPARE(g.chart("lr")->pointCount(1), 0);
+        QVERIFY(g.chart("missing") == nullptr);
+        g.clearRun(1);
+        QCOMPARE(g.chart("loss/total")->runs(), QList<int>({0}));
+        g.clearAll();
+        QVERIFY(g.seriesNames().isEmpty());
+    }
+
+    void rendersPixels() {
+        // The line is actually drawn: grab the widget and find the run colour.
+        LiveChart c("loss");
+        c.resize(400, 300);
+        c.appendPoints(0, {{0, 0}, {10, 10}});
+        c.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&c));
+        const QImage img = c.grab().toImage();
+        const QColor want = glimpse::widgets::runColor(0);
+        int hits = 0;
+        for (int y = 0; y < img.height(); ++y)
+            for (int x = 0; x < img.width(); ++x) {
+                const QColor p = img.pixelColor(x, y);
+                if (std::abs(p.red() - want.red()) < 30 && std::abs(p.green() - want.green()) < 30 &&
+                    std::abs(p.blue() - want.blue()) < 30)
+                    ++hits;
+            }
+        QVERIFY2(hits > 50, qPrintable(QString::number(hits)));
+    }
+};
+
+QTEST_MAIN(TestLiveChart)
+#include "test_live_chart.moc"

@@ -1,0 +1,198 @@
+#include "widgets/live_chart.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QGridLayout>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QPen>
+#include <QValueAxis>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace glimpse::widgets {
+
+QColor runColor(int run) {
+    static const QColor palette[] = {QColor(31, 119, 180), QColor(214, 39, 40), QColor(44, 160, 44),
+                                     QColor(148, 103, 189), QColor(255, 127, 14)};
+    return palette[std::abs(run) % 5];
+}
+
+Qt::PenStyle runPenStyle(int run) {
+    static const Qt::PenStyle styles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine};
+    return styles[std::abs(run) % 4];
+}
+
+LiveChart::LiveChart(const QString& title, QWidget* parent) : QWidget(parent), title_(title) {
+    chart_ = new QChart();
+    chart_->setTitle(title);
+    chart_->legend()->setAlignment(Qt::AlignBottom);
+    chart_->setMargins(QMargins(4, 4, 4, 4));
+    axisX_ = new QValueAxis(chart_);
+    axisY_ = new QValueAxis(chart_);
+    axisX_->setTitleText("step");
+    axisX_->setLabelFormat("%g");
+    axisY_->setLabelFormat("%.3g");
+    chart_->addAxis(axisX_, Qt::AlignBottom);
+    chart_->addAxis(axisY_, Qt::AlignLeft);
+    view_ = new QChartView(chart_, this);   // takes ownership of the chart
+    view_->setRenderHint(QPainter::Antialiasing);
+    view_->setMinimumSize(260, 190);
+    auto* lay = new QVBoxLayout(this);
+    lay->setContentsMargins(0, 0, 0, 0);
+    lay->addWidget(view_);
+}
+
+LiveChart::~LiveChart() = default;
+
+QLineSeries* LiveChart::line(int run) {
+    auto it = lines_.find(run);
+    if (it != lines_.end()) return it.value();
+    auto* s = new QLineSeries(chart_);
+    QPen pen(runColor(run));
+    pen.setWidthF(1.6);
+    pen.setStyle(runPenStyle(run));
+    s->setPen(pen);
+    s->setName(runLabel(run));
+    chart_->addSeries(s);
+    s->attachAxis(axisX_);
+    s->attachAxis(axisY_);
+    lines_.insert(run, s);
+    return s;
+}
+
+void LiveChart::setRunLabel(int run, const QString& label) {
+    labels_[run] = label;
+    if (lines_.contains(run)) lines_[run]->setName(label);
+}
+
+QString LiveChart::runLabel(int run) const {
+    return labels_.value(run, run == 0 ? QStringLiteral("run") : QStringLiteral("run %1").arg(run + 1));
+}
+
+void LiveChart::appendPoints(int run, const QVector<QPointF>& points) {
+    if (points.isEmpty()) return;
+    QVector<QPointF> finite;
+    finite.reserve(points.size());
+    for (const QPointF& p : points)   // NaN/inf (a diverged loss) would break the axes
+        if (std::isfinite(p.x()) && std::isfinite(p.y())) finite.push_back(p);
+    if (finite.isEmpty()) return;
+    line(run)->append(QList<QPointF>(finite.begin(), finite.end()));
+    rescale();
+}
+
+void LiveChart::clearRun(int run) {
+    if (!lines_.contains(run)) return;
+    QLineSeries* s = lines_.take(run);
+    chart_->removeSeries(s);
+    delete s;
+    rescale();
+}
+
+void LiveChart::clearAll() {
+    for (int r : lines_.keys()) clearRun(r);
+}
+
+QList<int> LiveChart::runs() const { return lines_.keys(); }
+
+int LiveChart::pointCount(int run) const {
+    return lines_.contains(run) ? int(lines_[run]->count()) : 0;
+}
+
+QPointF LiveChart::lastPoint(int run) const {
+    if (!lines_.contains(run) || lines_[run]->count() == 0) return {};
+    return lines_[run]->at(lines_[run]->count() - 1);
+}
+
+QPen LiveChart::runPen(int run) const {
+    return lines_.contains(run) ? lines_[run]->pen() : QPen();
+}
+
+QPointF LiveChart::xRange() const { return {axisX_->min(), axisX_->max()}; }
+QPointF LiveChart::yRange() const { return {axisY_->min(), axisY_->max()}; }
+
+void LiveChart::rescale() {
+    double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
+    for (QLineSeries* s : lines_) {
+        const int n = int(s->count());
+        if (n == 0) continue;
+        // x ascends within a run: first and last give its extent.
+        x0 = std::min(x0, s->at(0).x());
+        x1 = std::max(x1, s->at(n - 1).x());
+        for (int i = 0; i < n; ++i) {
+            const double y = s->at(i).y();
+            y0 = std::min(y0, y);
+            y1 = std::max(y1, y);
+        }
+    }
+    if (!std::isfinite(x0)) {
+        axisX_->setRange(0, 1);
+        axisY_->setRange(0, 1);
+        return;
+    }
+    if (x1 <= x0) x1 = x0 + 1;
+    if (y1 <= y0) {
+        const double pad = std::max(1e-6, std::abs(y0) * 0.05);
+        y0 -= pad;
+        y1 += pad;
+    } else {
+        const double pad = (y1 - y0) * 0.05;
+        y0 -= pad;
+        y1 += pad;
+    }
+    axisX_->setRange(x0, x1);
+    axisY_->setRange(y0, y1);
+}
+
+ChartGrid::ChartGrid(QWidget* parent, int columns) : QWidget(parent), columns_(std::max(1, columns)) {
+    grid_ = new QGridLayout(this);
+    grid_->setContentsMargins(0, 0, 0, 0);
+    grid_->setSpacing(4);
+}
+
+void ChartGrid::setRunLabel(int run, const QString& label) {
+    labels_[run] = label;
+    for (LiveChart* c : charts_) c->setRunLabel(run, label);
+}
+
+void ChartGrid::appendPoints(const QString& series, int run, const QVector<QPointF>& points) {
+    LiveChart* c = charts_.value(series, nullptr);
+    if (!c) {
+        c = new LiveChart(series, this);
+        for (auto it = labels_.begin(); it != labels_.end(); ++it) c->setRunLabel(it.key(), it.value());
+        charts_.insert(series, c);
+        relayout();
+    }
+    c->appendPoints(run, points);
+}
+
+void ChartGrid::clearRun(int run) {
+    for (LiveChart* c : charts_) c->clearRun(run);
+    labels_.remove(run);
+}
+
+void ChartGrid::clearAll() {
+    for (LiveChart* c : charts_) {
+        grid_->removeWidget(c);
+        delete c;
+    }
+    charts_.clear();
+    labels_.clear();
+}
+
+QStringList ChartGrid::seriesNames() const { return charts_.keys(); }
+
+LiveChart* ChartGrid::chart(const QString& series) const { return charts_.value(series, nullptr); }
+
+void ChartGrid::relayout() {
+    for (LiveChart* c : charts_) grid_->removeWidget(c);
+    int i = 0;
+    for (LiveChart* c : charts_) {   // QMap: sorted by series name
+        grid_->addWidget(c, i / columns_, i % columns_);
+        ++i;
+    }
+}
+
+} // namespace glimpse::widgets

@@ -1,0 +1,81 @@
+#pragma once
+// Live training charts on QtCharts. Plain data only (no core/, no LibTorch): the app feeds
+// (x, y) points read from run logs. Each chart holds one line per run; run 0 is drawn solid,
+// overlaid runs (1, 2, ...) dashed / dotted in other colours, each with its own legend entry.
+#include <QColor>
+#include <QMap>
+#include <QPointF>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+#include <QWidget>
+
+class QChart;
+class QChartView;
+class QLineSeries;
+class QValueAxis;
+class QGridLayout;
+
+namespace glimpse::widgets {
+
+// The style of run `run` (shared by every chart, so a run looks the same everywhere).
+QColor runColor(int run);
+Qt::PenStyle runPenStyle(int run);
+
+class LiveChart : public QWidget {
+    Q_OBJECT
+public:
+    explicit LiveChart(const QString& title, QWidget* parent = nullptr);
+    ~LiveChart() override;
+
+    QString title() const { return title_; }
+    // The legend text of a run (created on first use).
+    void setRunLabel(int run, const QString& label);
+    QString runLabel(int run) const;
+    // Appends points to a run's line (x ascending within a run) and rescales the axes.
+    void appendPoints(int run, const QVector<QPointF>& points);
+    void clearRun(int run);     // removes the run's line
+    void clearAll();
+    QList<int> runs() const;
+    int pointCount(int run) const;   // 0 for an unknown run
+    QPointF lastPoint(int run) const;
+    QPen runPen(int run) const;      // the pen the run's line is drawn with
+    // Axis ranges after the last append (for tests and "fit" behaviour).
+    QPointF xRange() const;
+    QPointF yRange() const;
+    QChart* chart() const { return chart_; }
+
+private:
+    QLineSeries* line(int run);
+    void rescale();
+
+    QString title_;
+    QChart* chart_ = nullptr;
+    QChartView* view_ = nullptr;
+    QValueAxis* axisX_ = nullptr;
+    QValueAxis* axisY_ = nullptr;
+    QMap<int, QLineSeries*> lines_;
+    QMap<int, QString> labels_;
+};
+
+// A grid of LiveCharts, one per series name, created on first append (sorted by name).
+class ChartGrid : public QWidget {
+    Q_OBJECT
+public:
+    explicit ChartGrid(QWidget* parent = nullptr, int columns = 2);
+    void setRunLabel(int run, const QString& label);
+    void appendPoints(const QString& series, int run, const QVector<QPointF>& points);
+    void clearRun(int run);
+    void clearAll();   // removes every chart
+    QStringList seriesNames() const;
+    LiveChart* chart(const QString& series) const;   // nullptr when absent
+
+private:
+    void relayout();
+    int columns_;
+    QGridLayout* grid_ = nullptr;
+    QMap<QString, LiveChart*> charts_;
+    QMap<int, QString> labels_;
+};
+
+} // namespace glimpse::widgets
