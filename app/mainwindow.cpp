@@ -23,6 +23,9 @@
 
 #include <opencv2/core.hpp>
 
+#include "app/training/letr_runner.h"
+#include "app/training/training_job.h"
+#include "app/training/training_panel.h"
 #include "core/error.h"
 #include "core/io/demo_image.h"
 #include "core/io/image.h"
@@ -91,6 +94,11 @@ void MainWindow::buildMenus() {
     });
     open->setShortcut(QKeySequence::Open);
     file->addAction("Open &demo image", this, &MainWindow::openDemoImage);
+    file->addAction("Open r&un...", this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, "Open run log", QString(),
+                                                          "Run logs (*.h5);;All files (*)");
+        if (!path.isEmpty()) openRun(path);
+    });
     recentMenu_ = file->addMenu("Open &recent");
     rebuildRecentMenu();
     file->addSeparator();
@@ -153,6 +161,29 @@ void MainWindow::buildDocks() {
     msgDock->setWidget(messages_);
     addDockWidget(Qt::BottomDockWidgetArea, msgDock);
     msgDock->setMaximumHeight(160);
+
+    trainingJob_ = new TrainingJob(letrRunner(), this);
+    auto* trainDock = new QDockWidget("Training", this);
+    trainDock->setObjectName("dock.training");
+    trainingPanel_ = new TrainingPanel(trainingJob_, trainDock);
+    trainDock->setWidget(trainingPanel_);
+    addDockWidget(Qt::RightDockWidgetArea, trainDock);
+    trainDock->hide();   // View > Training, File > Open run... or a started run shows it
+    connect(trainingPanel_, &TrainingPanel::message, this, &MainWindow::log);
+    connect(trainingPanel_, &TrainingPanel::errorOccurred, this, &MainWindow::reportError);
+}
+
+bool MainWindow::openRun(const QString& path) {
+    QString err;
+    if (!trainingPanel_->openRun(path, &err)) {
+        reportError(err);
+        return false;
+    }
+    if (auto* dock = qobject_cast<QDockWidget*>(trainingPanel_->parentWidget())) {
+        dock->show();
+        dock->raise();
+    }
+    return true;
 }
 
 void MainWindow::log(const QString& message) {

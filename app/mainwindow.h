@@ -16,6 +16,9 @@ struct RgbImage;
 
 namespace glimpse::app {
 
+class TrainingJob;
+class TrainingPanel;
+
 // The main window: menus, the Vulkan image viewport in the centre, dockable panels
 // (image properties, messages), status bar with cursor pixel/value and zoom.
 class MainWindow : public QMainWindow {
@@ -29,6 +32,8 @@ public:
     QString lastError() const { return lastError_; }
     QStringList recentFiles() const;
     bool busy() const { return pending_ > 0; }
+    TrainingPanel* trainingPanel() const { return trainingPanel_; }
+    TrainingJob* trainingJob() const { return trainingJob_; }
 
 public Q_SLOTS:
     // Loads on a worker thread; emits imageLoaded or loadFailed.
@@ -37,6 +42,8 @@ public Q_SLOTS:
     // Renders the current view offscreen at the image's resolution and writes a PNG
     // (atomically) on a worker thread; emits exported or exportFailed.
     void exportViewPng(const QString& path);
+    // Follows a run log in the Training panel (live or finished; a second one overlays).
+    bool openRun(const QString& path);
 
 Q_SIGNALS:
     void imageLoaded(const QString& path);
@@ -68,6 +75,8 @@ private:
     QString currentPath_;
     QString lastError_;
     int pending_ = 0;
+    TrainingJob* trainingJob_ = nullptr;       // owned here: runs outlive the panel
+    TrainingPanel* trainingPanel_ = nullptr;
 };
 
 } // namespace glimpse::app

@@ -5,3 +5,5 @@ target_compile_definitions(test_cli PRIVATE GLIMPSE_EXE="$<TARGET_FILE:glimpse>"
 # Live training charts (widgets/live_chart), offscreen.
 # (glimpse_core only for the shared test PCH, which includes LibTorch.)
 glimpse_add_test(test_live_chart SOURCES test_live_chart.cpp LIBS glimpse_widgets glimpse_core TIMEOUT 120)
+# Training panel (app/training): run-log following, overlay, job control, preview; offscreen.
+glimpse_add_test(test_training_panel SOURCES test_training_panel.cpp LIBS glimpse_app TIMEOUT 300)

@@ -3,6 +3,7 @@
 // (x, y) points read from run logs. Each chart holds one line per run; run 0 is drawn solid,
 // overlaid runs (1, 2, ...) dashed / dotted in other colours, each with its own legend entry.
 #include <QColor>
+#include <QPen>
 #include <QMap>
 #include <QPointF>
 #include <QString>

@@ -1,0 +1,427 @@
+#include "app/training/training_panel.h"
+
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QFutureWatcher>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+#include <filesystem>
+
+#include <opencv2/imgproc.hpp>
+
+#include "app/training/run_follower.h"
+#include "app/training/training_job.h"
+#include "core/error.h"
+#include "core/io/demo_image.h"
+#include "core/models/letr/model.h"
+#include "core/models/letr/trace.h"
+#include "widgets/live_chart.h"
+
+namespace glimpse::app {
+
+namespace {
+
+constexpr int kPollMs = 1000;
+constexpr int kPreviewMs = 15000;
+constexpr float kPreviewThreshold = 0.5f;
+
+QString formatSeconds(double s) {
+    if (s < 0) return "?";
+    const qint64 t = qint64(s + 0.5);
+    if (t >= 3600) return QStringLiteral("%1 h %2 min").arg(t / 3600).arg((t % 3600) / 60, 2, 10, QChar('0'));
+    if (t >= 60) return QStringLiteral("%1 min %2 s").arg(t / 60).arg(t % 60, 2, 10, QChar('0'));
+    return QStringLiteral("%1 s").arg(t);
+}
+
+struct PreviewResult {
+    QImage image;
+    QString caption;
+    QString error;
+};
+
+// The newest LETR model file of a run directory that loadLetr accepts.
+std::shared_ptr<letr::LetrModel> loadLatestModel(const std::string& dir, std::string& used) {
+    namespace fs = std::filesystem;
+    std::vector<fs::path> candidates;
+    for (const char* name : {"model.h5", "checkpoint.h5"})
+        if (fs::exists(fs::path(dir) / name)) candidates.push_back(fs::path(dir) / name);
+    std::sort(candidates.begin(), candidates.end(), [](const fs::path& a, const fs::path& b) {
+        return fs::last_write_time(a) > fs::last_write_time(b);
+    });
+    std::string errors;
+    for (const auto& p : candidates) {
+        try {
+            auto m = letr::loadLetr(p.string());
+            used = p.filename().string();
+            return m;
+        } catch (const std::exception& e) {
+            errors += std::string(errors.empty() ? "" : "; ") + e.what();
+        }
+    }
+    throw Error(candidates.empty() ? "no model.h5 or checkpoint.h5 in " + dir + " yet" : errors);
+}
+
+// Runs the model on the fixed preview image and draws its confident last-layer lines.
+PreviewResult makePreview(const std::string& dir) {
+    PreviewResult r;
+    try {
+        std::string used;
+        auto model = loadLatestModel(dir, used);
+        const cv::Mat image = makeDemoImage(320, 240, 7);   // the fixed validation image
+        const letr::LetrTrace trace = letr::runLetr(*model, image);
+        auto lines = trace.lines(trace.lastStage(), trace.lastLayer(), kPreviewThreshold);
+        cv::Mat canvas = image.clone();
+        for (const auto& l : lines)
+            cv::line(canvas, cv::Point2f(l.x1 - 0.5f, l.y1 - 0.5f), cv::Point2f(l.x2 - 0.5f, l.y2 - 0.5f),
+                     cv::Scalar(255, 40, 40), 1, cv::LINE_AA);
+        r.image = QImage(canvas.data, canvas.cols, canvas.rows, int(canvas.step), QImage::Format_RGB888).copy();
+        r.caption = QStringLiteral("%1: %2 lines with score >= %3 (%4 %5)")
+                        .arg(QString::fromStdString(used))
+                        .arg(lines.size())
+                        .arg(double(kPreviewThreshold))
+                        .arg(letr::stageName(trace.lastStage()))
+                        .arg(trace.lastLayer() + 1);
+    } catch (const std::exception& e) {
+        r.error = QString::fromStdString(e.what());
+    }
+    return r;
+}
+
+} // namespace
+
+struct TrainingPanel::Run {
+    int index = 0;
+    bool live = false;   // the job's run (re-followed when the job restarts)
+    std::unique_ptr<RunFollower> follower;
+    QString label;
+    QString error;
+};
+
+TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent), job_(job) {
+    auto* form = new QFormLayout;
+    auto pathRow = [this](QLineEdit*& edit, const QString& placeholder, bool dir) {
+        auto* row = new QWidget(this);
+        auto* h = new QHBoxLayout(row);
+        h->setContentsMargins(0, 0, 0, 0);
+        edit = new QLineEdit(row);
+        edit->setPlaceholderText(placeholder);
+        auto* browse = new QPushButton("...", row);
+        browse->setMaximumWidth(32);
+        QLineEdit* e = edit;
+        connect(browse, &QPushButton::clicked, this, [this, e, dir] {
+            const QString p = dir ? QFileDialog::getExistingDirectory(this, "Run directory", e->text())
+                                  : QFileDialog::getOpenFileName(this, "Trainer config", e->text(),
+                                                                 "JSON (*.json);;All files (*)");
+            if (!p.isEmpty()) e->setText(p);
+        });
+        h->addWidget(edit);
+        h->addWidget(browse);
+        return row;
+    };
+    form->addRow("Config", pathRow(config_, "trainer config .json (empty: defaults)", false));
+    data_ = new QLineEdit("procedural:2000", this);
+    data_->setPlaceholderText("data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]");
+    form->addRow("Dataset", data_);
+    form->addRow("Output", pathRow(outDir_, "run directory (run.h5, checkpoint.h5, model.h5)", true));
+
+    start_ = new QPushButton("Start", this);
+    pause_ = new QPushButton("Pause", this);
+    pause_->setCheckable(true);
+    stop_ = new QPushButton("Stop", this);
+    resume_ = new QPushButton("Resume", this);
+    resume_->setToolTip("Continue the stopped run in the output directory from its checkpoint");
+    auto* buttons = new QHBoxLayout;
+    for (auto* b : {start_, pause_, stop_, resume_}) buttons->addWidget(b);
+    auto* openRunButton = new QPushButton("Open run...", this);
+    auto* closeRunsButton = new QPushButton("Close runs", this);
+    buttons->addStretch();
+    buttons->addWidget(openRunButton);
+    buttons->addWidget(closeRunsButton);
+
+    progress_ = new QProgressBar(this);
+    progress_->setRange(0, 1000);
+    progress_->setValue(0);
+    progressLabel_ = new QLabel("idle", this);
+
+    runList_ = new QListWidget(this);
+    runList_->setMaximumHeight(70);
+
+    charts_ = new widgets::ChartGrid(this, 2);
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidgetResizable(true);
+    scroll->setWidget(charts_);
+
+    previewLabel_ = new QLabel(this);
+    previewLabel_->setMinimumSize(160, 120);
+    previewLabel_->setAlignment(Qt::AlignCenter);
+    previewLabel_->setText("no preview yet");
+    previewCaption_ = new QLabel(this);
+    previewCaption_->setWordWrap(true);
+    auto* previewBox = new QWidget(this);
+    auto* pv = new QVBoxLayout(previewBox);
+    pv->setContentsMargins(0, 0, 0, 0);
+    pv->addWidget(previewLabel_, 1);
+    pv->addWidget(previewCaption_);
+
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    split->addWidget(scroll);
+    split->addWidget(previewBox);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 1);
+
+    auto* lay = new QVBoxLayout(this);
+    lay->addLayout(form);
+    lay->addLayout(buttons);
+    lay->addWidget(progress_);
+    lay->addWidget(progressLabel_);
+    lay->addWidget(runList_);
+    lay->addWidget(split, 1);
+
+    connect(start_, &QPushButton::clicked, this, [this] { startRun(false); });
+    connect(resume_, &QPushButton::clicked, this, [this] { startRun(true); });
+    connect(pause_, &QPushButton::toggled, this, [this](bool on) {
+        if (job_ && job_->running()) job_->setPaused(on);
+    });
+    connect(stop_, &QPushButton::clicked, this, [this] {
+        if (job_) job_->stop();
+        progressLabel_->setText(progressLabel_->text() + "  (stopping: writing the checkpoint)");
+    });
+    connect(openRunButton, &QPushButton::clicked, this, [this] {
+        const QString p = QFileDialog::getOpenFileName(this, "Open run log", QString(), "Run logs (*.h5);;All files (*)");
+        if (p.isEmpty()) return;
+        QString err;
+        if (!openRun(p, &err)) Q_EMIT errorOccurred(err);
+    });
+    connect(closeRunsButton, &QPushButton::clicked, this, &TrainingPanel::closeRuns);
+
+    if (job_) {
+        connect(job_, &TrainingJob::started, this, [this] {
+            followJobRun();
+            updateButtons();
+            progressLabel_->setText("starting...");
+        });
+        connect(job_, &TrainingJob::progressed, this,
+                [this](qint64 step, qint64 total, double eta, const QString& phase) {
+                    progress_->setValue(total > 0 ? int(1000 * step / total) : 0);
+                    progressLabel_->setText(QStringLiteral("step %1 / %2   %3   ETA %4")
+                                                .arg(step).arg(total).arg(phase, formatSeconds(eta)));
+                });
+        connect(job_, &TrainingJob::pausedChanged, this, [this](bool p) {
+            pause_->setChecked(p);
+            if (p) progressLabel_->setText(progressLabel_->text() + "  (paused)");
+        });
+        connect(job_, &TrainingJob::finished, this, [this](bool ok, const QString& msg) {
+            updateButtons();
+            pollNow();
+            refreshPreview();
+            if (ok) {
+                progressLabel_->setText(progressLabel_->text().section("  (", 0, 0) + "  (ended)");
+                Q_EMIT message("Training ended: " + job_->spec().outDir);
+            } else {
+                progressLabel_->setText("failed: " + msg);
+                Q_EMIT errorOccurred("Training failed: " + msg);
+            }
+        });
+    }
+
+    pollTimer_ = new QTimer(this);
+    connect(pollTimer_, &QTimer::timeout, this, &TrainingPanel::pollNow);
+    pollTimer_->start(kPollMs);
+    previewTimer_ = new QTimer(this);
+    connect(previewTimer_, &QTimer::timeout, this, [this] {
+        if (job_ && job_->running()) refreshPreview();
+    });
+    previewTimer_->start(kPreviewMs);
+    updateButtons();
+}
+
+TrainingPanel::~TrainingPanel() = default;
+
+void TrainingPanel::setConfigPath(const QString& p) { config_->setText(p); }
+void TrainingPanel::setDataSpec(const QString& s) { data_->setText(s); }
+void TrainingPanel::setOutDir(const QString& d) { outDir_->setText(d); }
+QString TrainingPanel::progressText() const { return progressLabel_->text(); }
+int TrainingPanel::progressValue() const { return progress_->value(); }
+
+QString TrainingPanel::runPath(int i) const {
+    return i >= 0 && i < runCount() ? runs_[size_t(i)]->follower->path() : QString();
+}
+
+QString TrainingPanel::runStatus(int i) const {
+    return i >= 0 && i < runCount() ? runs_[size_t(i)]->follower->status() : QString();
+}
+
+int TrainingPanel::nextRunIndex() const {
+    int next = 0;
+    for (const auto& r : runs_) next = std::max(next, r->index + 1);
+    return next;
+}
+
+void TrainingPanel::updateButtons() {
+    const bool running = job_ && job_->running();
+    const bool available = job_ && job_->available();
+    start_->setEnabled(available && !running);
+    resume_->setEnabled(available && !running);
+    pause_->setEnabled(running);
+    stop_->setEnabled(running);
+    if (!running) pause_->setChecked(false);
+    if (!available) start_->setToolTip("Training is not available in this build");
+}
+
+void TrainingPanel::startRun(bool resume) {
+    if (!job_) return;
+    TrainingSpec spec;
+    spec.configPath = config_->text().trimmed();
+    spec.dataSpec = data_->text().trimmed();
+    spec.outDir = outDir_->text().trimmed();
+    spec.resume = resume;
+    if (spec.dataSpec.isEmpty()) {
+        Q_EMIT errorOccurred("Choose a dataset for the run.");
+        return;
+    }
+    if (!spec.outDir.isEmpty() && !QDir().mkpath(spec.outDir)) {
+        Q_EMIT errorOccurred("Cannot create the run directory " + spec.outDir);
+        return;
+    }
+    QString err;
+    if (!job_->start(spec, &err)) {
+        Q_EMIT errorOccurred(err);
+        return;
+    }
+    Q_EMIT message(QStringLiteral("Training %1 in %2").arg(resume ? "resumed" : "started", spec.outDir));
+}
+
+void TrainingPanel::followJobRun() {
+    // The job's run is run 0 (solid); replace an earlier live entry (a resumed run's log is
+    // read again from its first row).
+    for (auto it = runs_.begin(); it != runs_.end(); ++it) {
+        if ((*it)->live) {
+            charts_->clearRun((*it)->index);
+            runs_.erase(it);
+            break;
+        }
+    }
+    auto run = std::make_unique<Run>();
+    run->live = true;
+    run->follower = std::make_unique<RunFollower>(job_->runLogPath());
+    bool zeroTaken = false;
+    for (const auto& r : runs_) zeroTaken |= r->index == 0;
+    run->index = zeroTaken ? nextRunIndex() : 0;
+    run->label = "training: " + QFileInfo(job_->spec().outDir).fileName();
+    charts_->setRunLabel(run->index, run->label);
+    runs_.push_back(std::move(run));
+    rebuildRunList();
+    Q_EMIT runsChanged();
+}
+
+bool TrainingPanel::openRun(const QString& path, QString* error) {
+    auto run = std::make_unique<Run>();
+    run->follower = std::make_unique<RunFollower>(path);
+    RunFollower::Update u;
+    try {
+        u = run->follower->poll(/*mustExist=*/true);
+    } catch (const std::exception& e) {
+        if (error) *error = QString::fromStdString(e.what());
+        return false;
+    }
+    run->index = nextRunIndex();
+    const QFileInfo fi(path);
+    run->label = fi.dir().dirName() + "/" + fi.fileName();
+    charts_->setRunLabel(run->index, run->label);
+    for (auto it = u.points.begin(); it != u.points.end(); ++it)
+        charts_->appendPoints(it.key(), run->index, it.value());
+    runs_.push_back(std::move(run));
+    rebuildRunList();
+    Q_EMIT message("Opened run " + path);
+    Q_EMIT runsChanged();
+    return true;
+}
+
+void TrainingPanel::closeRuns() {
+    for (auto it = runs_.begin(); it != runs_.end();) {
+        if ((*it)->live && job_ && job_->running()) {
+            ++it;
+            continue;
+        }
+        charts_->clearRun((*it)->index);
+        it = runs_.erase(it);
+    }
+    rebuildRunList();
+    Q_EMIT runsChanged();
+}
+
+void TrainingPanel::rebuildRunList() {
+    runList_->clear();
+    for (const auto& r : runs_) {
+        QString text = QStringLiteral("%1  [%2]  %3").arg(r->label, r->follower->status(), r->follower->path());
+        if (!r->error.isEmpty()) text += "  - " + r->error;
+        auto* item = new QListWidgetItem(text, runList_);
+        item->setForeground(widgets::runColor(r->index));
+    }
+}
+
+void TrainingPanel::pollNow() {
+    bool changed = false, listDirty = false;
+    for (auto& r : runs_) {
+        // Finished or failed logs no longer change.
+        if (r->follower->isOpen() && r->follower->status() != "running") continue;
+        try {
+            const RunFollower::Update u = r->follower->poll();
+            for (auto it = u.points.begin(); it != u.points.end(); ++it) {
+                charts_->appendPoints(it.key(), r->index, it.value());
+                changed = true;
+            }
+            if (u.statusChanged || u.opened) listDirty = true;
+            if (!r->error.isEmpty()) {
+                r->error.clear();
+                listDirty = true;
+            }
+        } catch (const std::exception& e) {
+            const QString err = QString::fromStdString(e.what());
+            if (err != r->error) {
+                r->error = err;
+                listDirty = true;
+                Q_EMIT message("Run log " + r->follower->path() + ": " + err);
+            }
+        }
+    }
+    if (listDirty) rebuildRunList();
+    Q_EMIT polled(changed || listDirty);
+}
+
+void TrainingPanel::refreshPreview() {
+    if (previewBusy_) return;
+    QString dir;
+    if (job_ && !job_->spec().outDir.isEmpty()) dir = job_->spec().outDir;
+    else if (!runs_.empty()) dir = QFileInfo(runs_.front()->follower->path()).absolutePath();
+    if (dir.isEmpty()) return;
+    previewBusy_ = true;
+    auto* watcher = new QFutureWatcher<PreviewResult>(this);
+    connect(watcher, &QFutureWatcher<PreviewResult>::finished, this, [this, watcher] {
+        const PreviewResult r = watcher->result();
+        watcher->deleteLater();
+        previewBusy_ = false;
+        if (!r.error.isEmpty()) {
+            previewCaption_->setText("no preview: " + r.error);
+        } else {
+            preview_ = r.image;
+            previewLabel_->setPixmap(QPixmap::fromImage(r.image));
+            previewCaption_->setText(r.caption);
+        }
+        Q_EMIT previewUpdated();
+    });
+    watcher->setFuture(QtConcurrent::run([d = dir.toStdString()] { return makePreview(d); }));
+}
+
+} // namespace glimpse::app

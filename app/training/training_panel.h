@@ -1,0 +1,96 @@
+#pragma once
+// The Training panel (a dock of the main window): trainer config, dataset and output
+// directory; Start / Pause / Stop / Resume of the main window's TrainingJob; progress with
+// ETA; live charts of every series of the run's RunLog (polled on a timer, new rows only);
+// a preview of the latest model's predictions on a fixed validation image, computed on a
+// worker thread; and any number of opened run logs overlaid on the same charts.
+#include <QImage>
+#include <QString>
+#include <QWidget>
+#include <memory>
+#include <vector>
+
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QProgressBar;
+class QPushButton;
+class QTimer;
+
+namespace glimpse::widgets {
+class ChartGrid;
+}
+
+namespace glimpse::app {
+
+class RunFollower;
+class TrainingJob;
+
+class TrainingPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit TrainingPanel(TrainingJob* job, QWidget* parent = nullptr);
+    ~TrainingPanel() override;
+
+    // Follows a run log (live or finished). The first run is drawn solid, later ones overlay
+    // it. Errors (not a run log, corrupt) return false with *error naming the file.
+    bool openRun(const QString& path, QString* error = nullptr);
+    void closeRuns();                 // forgets every run but the job's live one
+    int runCount() const { return int(runs_.size()); }
+    QString runPath(int i) const;
+    QString runStatus(int i) const;
+    widgets::ChartGrid* charts() const { return charts_; }
+    QImage previewImage() const { return preview_; }
+
+    // Form fields (also set by tests).
+    void setConfigPath(const QString& p);
+    void setDataSpec(const QString& s);
+    void setOutDir(const QString& d);
+    QPushButton* startButton() const { return start_; }
+    QPushButton* pauseButton() const { return pause_; }
+    QPushButton* stopButton() const { return stop_; }
+    QPushButton* resumeButton() const { return resume_; }
+    QString progressText() const;
+    int progressValue() const;
+
+public Q_SLOTS:
+    void pollNow();                   // one refresh of every followed run (the timer calls it)
+    void refreshPreview();            // loads the run's latest model on a worker thread
+    void startRun(bool resume);
+
+Q_SIGNALS:
+    void runsChanged();
+    void polled(bool changed);        // after each poll
+    void previewUpdated();
+    void message(const QString& text);   // for the main window's Messages panel
+    void errorOccurred(const QString& text);
+
+private:
+    struct Run;
+    int nextRunIndex() const;
+    void followJobRun();
+    void updateButtons();
+    void rebuildRunList();
+
+    TrainingJob* job_;
+    QLineEdit* config_ = nullptr;
+    QLineEdit* data_ = nullptr;
+    QLineEdit* outDir_ = nullptr;
+    QPushButton* start_ = nullptr;
+    QPushButton* pause_ = nullptr;
+    QPushButton* stop_ = nullptr;
+    QPushButton* resume_ = nullptr;
+    QProgressBar* progress_ = nullptr;
+    QLabel* progressLabel_ = nullptr;
+    QListWidget* runList_ = nullptr;
+    widgets::ChartGrid* charts_ = nullptr;
+    QLabel* previewLabel_ = nullptr;
+    QLabel* previewCaption_ = nullptr;
+    QTimer* pollTimer_ = nullptr;
+    QTimer* previewTimer_ = nullptr;
+    std::vector<std::unique_ptr<Run>> runs_;
+    QImage preview_;
+    bool previewBusy_ = false;
+};
+
+} // namespace glimpse::app
