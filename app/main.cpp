@@ -27,6 +27,7 @@ const char* kUsage =
     "GUI options:\n"
     "  FILE               image to open (default: the built-in demo scene)\n"
     "  --demo             open the built-in demo scene\n"
+    "  --run RUN.h5       follow a run log in the Training panel (repeat to overlay runs)\n"
     "  --screenshot PNG   once the first frame is drawn, save a screenshot of the window\n"
     "                     and quit (for checks under Xvfb)\n"
     "Run 'glimpse COMMAND --help' for a subcommand's options.\n";
@@ -41,6 +42,8 @@ int runGui(int argc, char** argv) {
     parser.addPositionalArgument("file", "Image to open.");
     QCommandLineOption demo("demo", "Open the built-in demo scene.");
     QCommandLineOption shot("screenshot", "Save a screenshot once drawn, then quit.", "png");
+    QCommandLineOption run("run", "Follow a run log in the Training panel.", "run.h5");
+    parser.addOption(run);
     parser.addOption(demo);
     parser.addOption(shot);
     if (!parser.parse(QApplication::arguments())) {
@@ -53,6 +56,7 @@ int runGui(int argc, char** argv) {
     const QStringList files = parser.positionalArguments();
     if (!files.isEmpty()) window.openImage(files.first());
     else window.openDemoImage();
+    for (const QString& r : parser.values(run)) window.openRun(r);
 
     if (parser.isSet(shot)) {
         const QString out = parser.value(shot);

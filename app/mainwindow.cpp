@@ -168,6 +168,7 @@ void MainWindow::buildDocks() {
     trainingPanel_ = new TrainingPanel(trainingJob_, trainDock);
     trainDock->setWidget(trainingPanel_);
     addDockWidget(Qt::RightDockWidgetArea, trainDock);
+    tabifyDockWidget(propsDock, trainDock);
     trainDock->hide();   // View > Training, File > Open run... or a started run shows it
     connect(trainingPanel_, &TrainingPanel::message, this, &MainWindow::log);
     connect(trainingPanel_, &TrainingPanel::errorOccurred, this, &MainWindow::reportError);
@@ -182,6 +183,7 @@ bool MainWindow::openRun(const QString& path) {
     if (auto* dock = qobject_cast<QDockWidget*>(trainingPanel_->parentWidget())) {
         dock->show();
         dock->raise();
+        resizeDocks({dock}, {std::max(560, width() / 2)}, Qt::Horizontal);
     }
     return true;
 }

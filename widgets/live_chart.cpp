@@ -39,7 +39,7 @@ LiveChart::LiveChart(const QString& title, QWidget* parent) : QWidget(parent), t
     chart_->addAxis(axisY_, Qt::AlignLeft);
     view_ = new QChartView(chart_, this);   // takes ownership of the chart
     view_->setRenderHint(QPainter::Antialiasing);
-    view_->setMinimumSize(260, 190);
+    view_->setMinimumSize(240, 200);
     auto* lay = new QVBoxLayout(this);
     lay->setContentsMargins(0, 0, 0, 0);
     lay->addWidget(view_);

@@ -12,7 +12,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
-#include <QSplitter>
+#include <QFrame>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -155,7 +155,6 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
     progressLabel_ = new QLabel("idle", this);
 
     runList_ = new QListWidget(this);
-    runList_->setMaximumHeight(70);
 
     charts_ = new widgets::ChartGrid(this, 2);
     auto* scroll = new QScrollArea(this);
@@ -163,30 +162,30 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
     scroll->setWidget(charts_);
 
     previewLabel_ = new QLabel(this);
-    previewLabel_->setMinimumSize(160, 120);
+    previewLabel_->setFixedSize(176, 132);
     previewLabel_->setAlignment(Qt::AlignCenter);
     previewLabel_->setText("no preview yet");
+    previewLabel_->setFrameShape(QFrame::StyledPanel);
     previewCaption_ = new QLabel(this);
     previewCaption_->setWordWrap(true);
-    auto* previewBox = new QWidget(this);
-    auto* pv = new QVBoxLayout(previewBox);
-    pv->setContentsMargins(0, 0, 0, 0);
-    pv->addWidget(previewLabel_, 1);
-    pv->addWidget(previewCaption_);
-
-    auto* split = new QSplitter(Qt::Horizontal, this);
-    split->addWidget(scroll);
-    split->addWidget(previewBox);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 1);
+    previewCaption_->setMaximumWidth(176);
+    auto* previewBox = new QVBoxLayout;
+    previewBox->addWidget(previewLabel_);
+    previewBox->addWidget(previewCaption_);
+    previewBox->addStretch();
+    runList_->setMaximumHeight(130);
+    runList_->setMinimumHeight(60);
+    auto* middle = new QHBoxLayout;
+    middle->addWidget(runList_, 1);
+    middle->addLayout(previewBox);
 
     auto* lay = new QVBoxLayout(this);
     lay->addLayout(form);
     lay->addLayout(buttons);
     lay->addWidget(progress_);
     lay->addWidget(progressLabel_);
-    lay->addWidget(runList_);
-    lay->addWidget(split, 1);
+    lay->addLayout(middle);
+    lay->addWidget(scroll, 3);
 
     connect(start_, &QPushButton::clicked, this, [this] { startRun(false); });
     connect(resume_, &QPushButton::clicked, this, [this] { startRun(true); });
@@ -416,7 +415,8 @@ void TrainingPanel::refreshPreview() {
             previewCaption_->setText("no preview: " + r.error);
         } else {
             preview_ = r.image;
-            previewLabel_->setPixmap(QPixmap::fromImage(r.image));
+            previewLabel_->setPixmap(QPixmap::fromImage(r.image).scaled(
+                previewLabel_->size(), Qt::KeepAspectRatio, Qt::SmoothTransformation));
             previewCaption_->setText(r.caption);
         }
         Q_EMIT previewUpdated();
