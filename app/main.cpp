@@ -22,6 +22,8 @@ const char* kUsage =
     "       glimpse bench letr ...                         time a model stage by stage\n"
     "       glimpse bench rl [--threads T]                 environment and MCTS throughput\n"
     "       glimpse env list | score [--episodes K]        the built-in arcade games\n"
+    "       glimpse data export --data SPEC --out DIR      write a line dataset as images + JSON\n"
+    "       glimpse train letr --config C.json --data D --out RUN_DIR   train LETR\n"
     "       glimpse --help | --version\n"
     "\n"
     "GUI options:\n"
@@ -109,6 +111,8 @@ int main(int argc, char** argv) {
                 return glimpse::cli::benchRl(std::vector<std::string>(rest.begin() + 1, rest.end()));
             if (cmd == "bench") return glimpse::cli::bench(rest);
             if (cmd == "env") return glimpse::cli::env(rest);
+            if (cmd == "data") return glimpse::cli::data(rest);
+            if (cmd == "train") return glimpse::cli::train(rest);
         } catch (const std::exception& e) {
             std::cerr << "glimpse " << cmd << ": " << e.what() << "\n";
             return 1;

@@ -11,7 +11,7 @@ namespace glimpse::letr {
 
 namespace {
 
-const std::set<std::string> kBackbones = {"resnet18", "resnet34", "resnet50", "resnet101"};
+const std::set<std::string> kBackbones = {"resnet10", "resnet18", "resnet34", "resnet50", "resnet101"};
 
 template <typename T>
 T take(const nlohmann::json& j, const char* key, T def, const std::string& source) {
@@ -55,7 +55,7 @@ std::array<double, 3> takeTriple(const nlohmann::json& j, const char* key,
 void LetrConfig::validate() const {
     auto fail = [](const std::string& msg) { throw Error("invalid LETR config: " + msg); };
     if (!kBackbones.count(backbone))
-        fail("backbone '" + backbone + "' is not one of resnet18, resnet34, resnet50, resnet101");
+        fail("backbone '" + backbone + "' is not one of resnet10, resnet18, resnet34, resnet50, resnet101");
     if (hiddenDim < 1 || hiddenDim > 8192) fail("hidden_dim must be in 1..8192, got " + std::to_string(hiddenDim));
     if (nheads < 1) fail("nheads must be >= 1, got " + std::to_string(nheads));
     if (hiddenDim % nheads != 0)
@@ -175,6 +175,7 @@ LetrConfig LetrConfig::fromFile(const std::string& path) {
 bool LetrConfig::bottleneck() const { return backbone == "resnet50" || backbone == "resnet101"; }
 
 std::array<int, 4> LetrConfig::blocksPerLayer() const {
+    if (backbone == "resnet10") return {1, 1, 1, 1};   // small CPU backbone (BasicBlock)
     if (backbone == "resnet18") return {2, 2, 2, 2};
     if (backbone == "resnet34" || backbone == "resnet50") return {3, 4, 6, 3};
     if (backbone == "resnet101") return {3, 4, 23, 3};

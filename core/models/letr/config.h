@@ -3,7 +3,8 @@
 //
 // JSON form (every key optional; defaults are the published LETR ResNet-50 model):
 //   {
-//     "backbone": "resnet50",          // resnet18 | resnet34 | resnet50 | resnet101
+//     "backbone": "resnet50",          // resnet10 | resnet18 | resnet34 | resnet50 | resnet101
+//                                      (resnet10: BasicBlock x [1,1,1,1], the small CPU model)
 //     "hidden_dim": 256,               // d: transformer width, input_proj output channels
 //     "nheads": 8,                     // attention heads (hidden_dim % nheads == 0)
 //     "dim_feedforward": 2048,         // FFN inner width

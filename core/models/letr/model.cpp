@@ -518,7 +518,8 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
 
     // Backbone: one batch per distinct input size, so every image sees exactly what a
     // single-image run would see (no padded pixels inside its receptive fields).
-    const int maxLevel = std::max(coarse_.level, config_.fineStage ? fine_.level : 2);
+    const bool runFine = config_.fineStage && !opts.coarseOnly;
+    const int maxLevel = std::max(coarse_.level, runFine ? fine_.level : 2);
     std::map<std::array<int64_t, 2>, std::vector<size_t>> groups;
     for (size_t i = 0; i < images.size(); ++i) groups[out.inputSizes[i]].push_back(i);
     std::vector<std::vector<torch::Tensor>> levels(images.size());   // per image: C2..C(maxLevel)
@@ -538,13 +539,13 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
 
     const int64_t B = int64_t(images.size());
     const int64_t N = config_.numQueries, d = config_.hiddenDim;
-    out.stages.resize(size_t(config_.numStages()));
+    out.stages.resize(runFine ? 2 : 1);
     runStage(coarse_, levelFeats(coarse_.level), queryEmbed_->weight.unsqueeze(0).expand({B, N, d}),
              opts.record, out.stages[0]);
     out.timings.coarse = timer.lap();
     runHeads(coarse_, out.stages[0]);
     out.timings.heads = timer.lap();
-    if (config_.fineStage) {
+    if (runFine) {
         auto qp = out.stages[0].hs[out.stages[0].hs.size(0) - 1];
         runStage(fine_, levelFeats(fine_.level), qp, opts.record, out.stages[1]);
         out.timings.fine = timer.lap();

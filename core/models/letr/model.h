@@ -226,6 +226,7 @@ struct LetrOutput {
 struct LetrForwardOptions {
     bool record = false;   // keep per-layer entity states (selfIn / crossIn)
     bool time = false;     // measure stage timings (synchronizes CUDA)
+    bool coarseOnly = false;   // run the coarse stage only (training stage 1); stages.size() == 1
 };
 
 // ---- the model ----------------------------------------------------------------------------

@@ -1,0 +1,16 @@
+#pragma once
+// Opens a line dataset from a spec string (CLI --data, training configs, the GUI):
+//   PATH.json                        a Wireframe/YorkUrban JSON file (core/data/wireframe.h)
+//   DIR                              DIR/train.json (the training split of a dataset folder)
+//   procedural:COUNT[:SEED[:WxH]]    the built-in generator (defaults: seed 0, 256x256)
+// Throws glimpse::Error naming the spec on anything else.
+#include <memory>
+#include <string>
+
+#include "core/data/lines.h"
+
+namespace glimpse::data {
+
+std::unique_ptr<LineDataset> openLineDataset(const std::string& spec);
+
+} // namespace glimpse::data

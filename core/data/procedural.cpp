@@ -1,0 +1,472 @@
+#include "core/data/procedural.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <torch/torch.h>
+
+#include "core/data/augment.h"
+#include "core/error.h"
+
+namespace glimpse::data {
+
+namespace {
+
+using P = cv::Point2d;
+
+uint64_t splitmix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+// A ground-truth segment and the parts of it still visible, as parameter intervals on [0, 1].
+struct Segment {
+    P a, b;
+    std::vector<std::pair<double, double>> visible{{0.0, 1.0}};
+};
+
+class Scene {
+public:
+    void addSegment(P a, P b) {
+        if (cv::norm(b - a) > 1e-6) segs_.push_back({a, b});
+    }
+    void addPolygon(const std::vector<P>& poly) {
+        for (size_t i = 0; i < poly.size(); ++i) addSegment(poly[i], poly[(i + 1) % poly.size()]);
+    }
+    // Removes from every segment added so far the part strictly inside the convex polygon
+    // (shrunk by `margin` pixels, so edges lying on the polygon's boundary stay).
+    void occlude(const std::vector<P>& poly, double margin = 0.75) {
+        if (poly.size() < 3) return;
+        P c(0, 0);
+        for (const auto& p : poly) c += p;
+        c *= 1.0 / poly.size();
+        for (auto& s : segs_) {
+            double t0 = 0.0, t1 = 1.0;
+            bool empty = false;
+            const P d = s.b - s.a;
+            for (size_t i = 0; i < poly.size() && !empty; ++i) {
+                const P v = poly[i], w = poly[(i + 1) % poly.size()];
+                P n(-(w.y - v.y), w.x - v.x);
+                const double len = cv::norm(n);
+                if (len < 1e-9) continue;
+                n *= 1.0 / len;
+                if (n.dot(c - v) < 0) n = -n;   // inward
+                // n . (a + t d - v) >= margin
+                const double num = margin - n.dot(s.a - v), den = n.dot(d);
+                if (std::abs(den) < 1e-12) {
+                    if (num > 0) empty = true;
+                } else if (den > 0) {
+                    t0 = std::max(t0, num / den);
+                } else {
+                    t1 = std::min(t1, num / den);
+                }
+                if (t1 <= t0) empty = true;
+            }
+            if (empty) continue;
+            std::vector<std::pair<double, double>> out;
+            for (auto [u0, u1] : s.visible) {
+                if (t1 <= u0 || t0 >= u1) {
+                    out.push_back({u0, u1});
+                    continue;
+                }
+                if (t0 > u0) out.push_back({u0, t0});
+                if (t1 < u1) out.push_back({t1, u1});
+            }
+            s.visible = std::move(out);
+        }
+    }
+    // Visible pieces after the affine map `m` (2x3), clipped to the image, >= minLength.
+    torch::Tensor lines(const cv::Matx23d& m, int w, int h, double minLength) const {
+        std::vector<float> out;
+        for (const auto& s : segs_) {
+            for (auto [u0, u1] : s.visible) {
+                P a = s.a + (s.b - s.a) * u0, b = s.a + (s.b - s.a) * u1;
+                double ax = m(0, 0) * a.x + m(0, 1) * a.y + m(0, 2);
+                double ay = m(1, 0) * a.x + m(1, 1) * a.y + m(1, 2);
+                double bx = m(0, 0) * b.x + m(0, 1) * b.y + m(0, 2);
+                double by = m(1, 0) * b.x + m(1, 1) * b.y + m(1, 2);
+                if (!clipSegment(ax, ay, bx, by, 0, 0, w, h)) continue;
+                if (std::hypot(bx - ax, by - ay) < minLength) continue;
+                out.insert(out.end(), {float(ax), float(ay), float(bx), float(by)});
+            }
+        }
+        return torch::from_blob(out.data(), {int64_t(out.size() / 4), 4}, torch::kFloat).clone();
+    }
+
+private:
+    std::vector<Segment> segs_;
+};
+
+class Renderer {
+public:
+    Renderer(int w, int h, uint64_t seed) : w_(w), h_(h), rng_(seed), cvrng_(splitmix(seed ^ 0x51u)) {
+        img_ = cv::Mat(h, w, CV_32FC3, cv::Scalar::all(0));
+    }
+    double uni(double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng_); }
+    int uniInt(int a, int b) { return std::uniform_int_distribution<int>(a, b)(rng_); }
+    bool chance(double p) { return uni(0, 1) < p; }
+
+    cv::Vec3f randomColor(double lo = 30, double hi = 230) {
+        return cv::Vec3f(float(uni(lo, hi)), float(uni(lo, hi)), float(uni(lo, hi)));
+    }
+    cv::Vec3f shade(cv::Vec3f c, double f) { return c * float(f); }
+
+    // A full-frame texture: base color, low-frequency blotches, grain, optional grid tiles.
+    cv::Mat texture(cv::Vec3f base) {
+        cv::Mat t(h_, w_, CV_32FC3, cv::Scalar(base[0], base[1], base[2]));
+        const int cells = uniInt(2, 12);
+        cv::Mat low(cells, cells, CV_32FC1);
+        cvrng_.fill(low, cv::RNG::NORMAL, 0, uni(3, 28));
+        cv::resize(low, low, cv::Size(w_, h_), 0, 0, cv::INTER_CUBIC);
+        cv::Mat grain(h_, w_, CV_32FC1);
+        cvrng_.fill(grain, cv::RNG::NORMAL, 0, uni(0, 10));
+        cv::Mat lum = low + grain, lum3;
+        cv::cvtColor(lum, lum3, cv::COLOR_GRAY2RGB);
+        t += lum3;
+        return t;
+    }
+    // Alpha-blends `tex` into the image inside the polygon (anti-aliased edge).
+    void fill(const std::vector<P>& poly, const cv::Mat& tex) {
+        cv::Mat mask(h_, w_, CV_8UC1, cv::Scalar(0));
+        std::vector<cv::Point> pts;
+        for (const auto& p : poly) pts.push_back(fixed(p));
+        cv::fillConvexPoly(mask, pts, cv::Scalar(255), cv::LINE_AA, kShift);
+        blend(mask, tex);
+    }
+    void fill(const std::vector<P>& poly, cv::Vec3f color) { fill(poly, texture(color)); }
+    void blend(const cv::Mat& mask8, const cv::Mat& tex) {
+        cv::Mat a, a3;
+        mask8.convertTo(a, CV_32FC1, 1.0 / 255);
+        cv::cvtColor(a, a3, cv::COLOR_GRAY2RGB);
+        cv::Mat one(h_, w_, CV_32FC3, cv::Scalar::all(1.0));
+        img_ = img_.mul(one - a3) + tex.mul(a3);
+    }
+    void line(P a, P b, cv::Vec3f c, int thickness) {
+        cv::line(img_, fixed(a), fixed(b), cv::Scalar(c[0], c[1], c[2]), thickness, cv::LINE_AA, kShift);
+    }
+    cv::Mat& image() { return img_; }
+    cv::RNG& cvrng() { return cvrng_; }
+    std::mt19937_64& rng() { return rng_; }
+
+    static constexpr int kShift = 4;
+    // Continuous coordinates (pixel centers at +0.5) -> OpenCV's fixed-point drawing ones.
+    static cv::Point fixed(P p) {
+        return cv::Point(int(std::lround((p.x - 0.5) * (1 << kShift))),
+                         int(std::lround((p.y - 0.5) * (1 << kShift))));
+    }
+
+private:
+    int w_, h_;
+    std::mt19937_64 rng_;
+    cv::RNG cvrng_;
+    cv::Mat img_;
+};
+
+// Where the ray from `from` through `through` leaves the rectangle [0,w]x[0,h] (from inside).
+P rayExit(P from, P through, double w, double h) {
+    const P d = through - from;
+    double t = 1e9;
+    if (d.x > 1e-12) t = std::min(t, (w - from.x) / d.x);
+    if (d.x < -1e-12) t = std::min(t, (0 - from.x) / d.x);
+    if (d.y > 1e-12) t = std::min(t, (h - from.y) / d.y);
+    if (d.y < -1e-12) t = std::min(t, (0 - from.y) / d.y);
+    t = std::max(t, 1.0);
+    return from + d * t;
+}
+
+} // namespace
+
+LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int height, double minLength) {
+    Renderer r(width, height, splitmix(splitmix(seed) ^ uint64_t(index)));
+    Scene scene;
+    const double W = width, H = height;
+
+    // --- the room: back wall rectangle, vanishing point inside it ---------------------------
+    const double bw = W * r.uni(0.25, 0.75), bh = H * r.uni(0.25, 0.75);
+    const double x0 = r.uni(-0.05 * W, W - bw + 0.05 * W), y0 = r.uni(-0.05 * H, H - bh + 0.05 * H);
+    const double x1 = x0 + bw, y1 = y0 + bh;
+    const P vp(r.uni(x0 + 0.2 * bw, x1 - 0.2 * bw), r.uni(y0 + 0.2 * bh, y1 - 0.2 * bh));
+    const P tl(x0, y0), tr(x1, y0), br(x1, y1), bl(x0, y1);
+
+    // Region of each pixel: 0 back, 1 ceiling, 2 right wall, 3 floor, 4 left wall.
+    cv::Mat label(height, width, CV_8UC1);
+    auto cross = [](P a, P b) { return a.x * b.y - a.y * b.x; };
+    for (int y = 0; y < height; ++y) {
+        auto* row = label.ptr<uint8_t>(y);
+        for (int x = 0; x < width; ++x) {
+            const P p(x + 0.5, y + 0.5);
+            if (p.x >= x0 && p.x < x1 && p.y >= y0 && p.y < y1) {
+                row[x] = 0;
+                continue;
+            }
+            const P d = p - vp;
+            // Sectors between the rays vp->tl, vp->tr, vp->br, vp->bl (clockwise in image coords).
+            const bool afterTl = cross(tl - vp, d) >= 0, afterTr = cross(tr - vp, d) >= 0;
+            const bool afterBr = cross(br - vp, d) >= 0, afterBl = cross(bl - vp, d) >= 0;
+            if (afterTl && !afterTr) row[x] = 1;
+            else if (afterTr && !afterBr) row[x] = 2;
+            else if (afterBr && !afterBl) row[x] = 3;
+            else row[x] = 4;
+        }
+    }
+    const cv::Vec3f wallBase = r.randomColor(60, 220);
+    std::array<cv::Vec3f, 5> regionColor;
+    regionColor[0] = wallBase;
+    regionColor[1] = r.shade(wallBase, r.uni(0.75, 1.2));
+    regionColor[2] = r.shade(wallBase, r.uni(0.6, 1.1));
+    regionColor[3] = r.randomColor(30, 200);
+    regionColor[4] = r.shade(wallBase, r.uni(0.6, 1.1));
+    for (int k = 0; k < 5; ++k) {
+        cv::Mat mask = (label == k);
+        cv::GaussianBlur(mask, mask, cv::Size(3, 3), 0.6);   // soft, sub-pixel-ish boundary
+        r.blend(mask, r.texture(regionColor[k]));
+    }
+    // Room edges: back rectangle and the four corner rays out to the border.
+    scene.addPolygon({tl, tr, br, bl});
+    for (P c : {tl, tr, br, bl}) scene.addSegment(c, rayExit(vp, c, W, H));
+    // Trim: some room edges get a painted line.
+    if (r.chance(0.4)) {
+        const cv::Vec3f trim = r.randomColor(20, 240);
+        for (P c : {tl, tr, br, bl})
+            if (r.chance(0.5)) r.line(c, rayExit(vp, c, W, H), trim, 1);
+        if (r.chance(0.5)) r.line(bl, br, trim, 2);
+    }
+
+    // --- decorations on the back wall: windows, a door, picture frames -------------------------
+    const int backItems = r.uniInt(0, 3);
+    for (int i = 0; i < backItems && bw > 40 && bh > 40; ++i) {
+        const int kind = r.uniInt(0, 2);   // 0 window, 1 door, 2 frame
+        const double iw = bw * r.uni(0.15, 0.4);
+        const double ih = kind == 1 ? bh * r.uni(0.5, 0.8) : bh * r.uni(0.15, 0.4);
+        const double ix = r.uni(x0 + 4, x1 - iw - 4);
+        const double iy = kind == 1 ? y1 - ih : r.uni(y0 + 4, y1 - ih - 4);
+        const P a(ix, iy), b(ix + iw, iy), c(ix + iw, iy + ih), d(ix, iy + ih);
+        const cv::Vec3f col = kind == 0 ? cv::Vec3f(float(r.uni(150, 250)), float(r.uni(170, 250)), float(r.uni(190, 255)))
+                                        : r.randomColor(20, 230);
+        r.fill({a, b, c, d}, col);
+        if (kind == 1) {
+            scene.addSegment(d, a);
+            scene.addSegment(a, b);
+            scene.addSegment(b, c);
+        } else {
+            scene.addPolygon({a, b, c, d});
+            const cv::Vec3f frame = r.randomColor(10, 250);
+            r.line(a, b, frame, 2);
+            r.line(b, c, frame, 2);
+            r.line(c, d, frame, 2);
+            r.line(d, a, frame, 2);
+            if (kind == 0 && r.chance(0.7)) {   // mullions
+                const P mt(ix + iw / 2, iy), mb(ix + iw / 2, iy + ih);
+                const P ml(ix, iy + ih / 2), mr(ix + iw, iy + ih / 2);
+                r.line(mt, mb, frame, 1);
+                r.line(ml, mr, frame, 1);
+                scene.addSegment(mt, mb);
+                scene.addSegment(ml, mr);
+            }
+        }
+    }
+
+    // --- windows and doors on the side walls (edges towards the vanishing point) ---------------
+    for (int side = 0; side < 2; ++side) {
+        const bool left = side == 0;
+        const double edgeX = left ? x0 : x1;
+        const double span = left ? x0 : W - x1;
+        if (span < 30 || !r.chance(0.6)) continue;
+        const P top = left ? tl : tr, bot = left ? bl : br;
+        auto yAt = [&](P corner, double x) {
+            return vp.y + (x - vp.x) * (corner.y - vp.y) / (corner.x - vp.x);
+        };
+        double xa = left ? r.uni(std::max(0.0, x0 - span), x0 - 12) : r.uni(x1 + 12, std::min(W, x1 + span));
+        double xb = xa + (left ? 1 : -1) * r.uni(8, std::max(9.0, 0.5 * span));
+        if (left) xb = std::min(xb, edgeX - 4);
+        else xb = std::max(xb, edgeX + 4);
+        const bool door = r.chance(0.35);
+        const double fa = door ? r.uni(0.2, 0.45) : r.uni(0.15, 0.45);
+        const double fb = door ? 1.0 : r.uni(0.55, 0.85);
+        auto pt = [&](double x, double f) {
+            const double yc = yAt(top, x), yf = yAt(bot, x);
+            return P(x, yc + f * (yf - yc));
+        };
+        const P a = pt(xa, fa), b = pt(xb, fa), c = pt(xb, fb), d = pt(xa, fb);
+        const cv::Vec3f col = door ? r.randomColor(20, 200)
+                                   : cv::Vec3f(float(r.uni(150, 250)), float(r.uni(170, 250)), float(r.uni(190, 255)));
+        r.fill({a, b, c, d}, col);
+        scene.addSegment(a, b);
+        scene.addSegment(b, c);
+        scene.addSegment(d, a);
+        if (!door) {
+            scene.addSegment(c, d);
+            const cv::Vec3f frame = r.randomColor(10, 250);
+            r.line(a, b, frame, 2);
+            r.line(b, c, frame, 2);
+            r.line(c, d, frame, 2);
+            r.line(d, a, frame, 2);
+        }
+    }
+
+    // --- boxes on the floor, far to near ------------------------------------------------------
+    struct Box { double fx0, fy0, fx1, fy1, k; };
+    std::vector<Box> boxes;
+    const int nBoxes = r.uniInt(0, 3);
+    for (int i = 0; i < nBoxes; ++i) {
+        Box bx;
+        const double fw = W * r.uni(0.1, 0.35), fh = H * r.uni(0.08, 0.3);
+        bx.fy1 = r.uni(std::max(y1 + 0.1 * H, vp.y + 20), H * 1.05);
+        bx.fy0 = bx.fy1 - fh;
+        bx.fx0 = r.uni(-0.1 * W, W - 0.6 * fw);
+        bx.fx1 = bx.fx0 + fw;
+        bx.k = r.uni(0.12, 0.35);   // depth: back face = front pulled towards vp by k
+        boxes.push_back(bx);
+    }
+    std::sort(boxes.begin(), boxes.end(), [](const Box& a, const Box& b) { return a.fy1 < b.fy1; });
+    for (const auto& bx : boxes) {
+        const std::array<P, 4> f{P(bx.fx0, bx.fy0), P(bx.fx1, bx.fy0), P(bx.fx1, bx.fy1), P(bx.fx0, bx.fy1)};
+        std::array<P, 4> g;
+        for (int j = 0; j < 4; ++j) g[j] = f[j] + (vp - f[j]) * bx.k;
+        std::vector<cv::Point2f> all;
+        for (int j = 0; j < 4; ++j) {
+            all.emplace_back(float(f[j].x), float(f[j].y));
+            all.emplace_back(float(g[j].x), float(g[j].y));
+        }
+        std::vector<cv::Point2f> hull;
+        cv::convexHull(all, hull);
+        std::vector<P> hullD;
+        for (const auto& h : hull) hullD.emplace_back(h.x, h.y);
+        scene.occlude(hullD);
+        const cv::Vec3f base = r.randomColor(30, 230);
+        // Faces: top (f0 f1 g1 g0), right (f1 f2 g2 g1), bottom (f3 f2 g2 g3), left (f0 f3 g3 g0).
+        const bool showTop = vp.y < bx.fy0, showBottom = vp.y > bx.fy1;
+        const bool showLeft = vp.x < bx.fx0, showRight = vp.x > bx.fx1;
+        auto face = [&](int i0, int i1, double s) {
+            std::vector<P> q{f[i0], f[i1], g[i1], g[i0]};
+            r.fill(q, r.shade(base, s));
+            scene.addSegment(f[i1], g[i1]);
+            scene.addSegment(g[i1], g[i0]);
+            scene.addSegment(g[i0], f[i0]);
+        };
+        if (showTop) face(0, 1, r.uni(1.05, 1.3));
+        if (showBottom) face(3, 2, r.uni(0.5, 0.8));
+        if (showLeft) face(0, 3, r.uni(0.6, 0.9));
+        if (showRight) face(1, 2, r.uni(0.6, 0.9));
+        r.fill({f[0], f[1], f[2], f[3]}, base);
+        scene.addPolygon({f[0], f[1], f[2], f[3]});
+    }
+    // Duplicate edges (a face edge shared with the front face) are removed below.
+
+    // --- clutter: filled ellipses occlude; curves and text are distractors --------------------
+    const int nEllipses = r.uniInt(0, 4);
+    for (int i = 0; i < nEllipses; ++i) {
+        const cv::Point2d c(r.uni(0, W), r.uni(0, H));
+        const cv::Size2d ax(r.uni(4, 0.12 * W), r.uni(4, 0.12 * H));
+        std::vector<cv::Point2d> pts;
+        cv::ellipse2Poly(c, ax, int(r.uni(0, 180)), 0, 360, 10, pts);
+        scene.occlude(pts, 1.5);   // slightly generous: anti-aliased rim
+        r.fill(std::vector<P>(pts.begin(), pts.end()), r.randomColor(10, 245));
+    }
+    const int nCurves = r.uniInt(1, 5);
+    for (int i = 0; i < nCurves; ++i) {
+        P p0(r.uni(0, W), r.uni(0, H)), p1(r.uni(0, W), r.uni(0, H)), p2(r.uni(0, W), r.uni(0, H));
+        const cv::Vec3f col = r.randomColor(10, 245);
+        P prev = p0;
+        for (int s = 1; s <= 24; ++s) {
+            const double t = s / 24.0;
+            const P q = p0 * ((1 - t) * (1 - t)) + p1 * (2 * t * (1 - t)) + p2 * (t * t);
+            r.line(prev, q, col, 1);
+            prev = q;
+        }
+    }
+    if (r.chance(0.5)) {
+        static const char* kWords[] = {"EXIT", "ROOM 12", "open", "Lab", "no. 7", "B2"};
+        const std::string txt = kWords[r.uniInt(0, 5)];
+        cv::putText(r.image(), txt, cv::Point(int(r.uni(0, W * 0.7)), int(r.uni(10, H))),
+                    cv::FONT_HERSHEY_SIMPLEX, r.uni(0.25, 0.6), cv::Scalar::all(r.uni(0, 255)), 1, cv::LINE_AA);
+    }
+
+    // --- lighting, rotation, blur, noise, compression ---------------------------------------
+    {
+        cv::Mat light(3, 3, CV_32FC1);
+        r.cvrng().fill(light, cv::RNG::UNIFORM, 0.65, 1.25);
+        cv::resize(light, light, cv::Size(width, height), 0, 0, cv::INTER_CUBIC);
+        cv::Mat l3;
+        cv::cvtColor(light, l3, cv::COLOR_GRAY2RGB);
+        r.image() = r.image().mul(l3);
+    }
+    cv::Matx23d m(1, 0, 0, 0, 1, 0);
+    if (r.chance(0.5)) {
+        const double deg = r.uni(-12, 12), th = std::abs(deg) * CV_PI / 180;
+        const double scale = 1.01 * (std::cos(th) + std::sin(th) * std::max(W / H, H / W));
+        cv::Mat rot = cv::getRotationMatrix2D(cv::Point2f(float(W / 2 - 0.5), float(H / 2 - 0.5)), deg, scale);
+        // OpenCV's matrix acts on pixel-center coordinates; convert to continuous ones.
+        cv::Matx23d mc;
+        for (int i = 0; i < 2; ++i)
+            for (int j = 0; j < 3; ++j) mc(i, j) = rot.at<double>(i, j);
+        m = mc;
+        m(0, 2) += 0.5 - (mc(0, 0) * 0.5 + mc(0, 1) * 0.5);
+        m(1, 2) += 0.5 - (mc(1, 0) * 0.5 + mc(1, 1) * 0.5);
+        cv::Mat out;
+        cv::warpAffine(r.image(), out, rot, r.image().size(), cv::INTER_LINEAR, cv::BORDER_REFLECT101);
+        r.image() = out;
+    }
+    const double sigma = r.uni(0.3, 1.4);
+    cv::GaussianBlur(r.image(), r.image(), cv::Size(0, 0), sigma);
+    cv::Mat noise(height, width, CV_32FC3);
+    r.cvrng().fill(noise, cv::RNG::NORMAL, 0, r.uni(2, 12));
+    r.image() += noise;
+    LineSample s;
+    s.name = "procedural/" + std::to_string(seed) + "/" + std::to_string(index);
+    r.image().convertTo(s.image, CV_8UC3);
+    if (r.chance(0.5)) {
+        std::vector<uchar> buf;
+        cv::imencode(".jpg", s.image, buf, {cv::IMWRITE_JPEG_QUALITY, r.uniInt(35, 90)});
+        s.image = cv::imdecode(buf, cv::IMREAD_COLOR);   // channel order kept as written
+    }
+    auto lines = scene.lines(m, width, height, minLength);
+    // Remove exact duplicates (shared face edges), either endpoint order.
+    std::vector<std::array<float, 4>> uniq;
+    auto acc = lines.accessor<float, 2>();
+    for (int64_t i = 0; i < lines.size(0); ++i) {
+        std::array<float, 4> l{acc[i][0], acc[i][1], acc[i][2], acc[i][3]};
+        bool dup = false;
+        for (const auto& u : uniq) {
+            const float d1 = std::abs(u[0] - l[0]) + std::abs(u[1] - l[1]) + std::abs(u[2] - l[2]) + std::abs(u[3] - l[3]);
+            const float d2 = std::abs(u[0] - l[2]) + std::abs(u[1] - l[3]) + std::abs(u[2] - l[0]) + std::abs(u[3] - l[1]);
+            if (std::min(d1, d2) < 0.5f) dup = true;
+        }
+        if (!dup) uniq.push_back(l);
+    }
+    s.lines = torch::zeros({int64_t(uniq.size()), 4}, torch::kFloat);
+    for (size_t i = 0; i < uniq.size(); ++i)
+        for (int j = 0; j < 4; ++j) s.lines[int64_t(i)][j] = uniq[i][j];
+    return s;
+}
+
+ProceduralLines::ProceduralLines(const ProceduralOptions& opts) : opts_(opts) {
+    if (opts.count < 0 || opts.count > (int64_t(1) << 40))
+        throw Error("procedural dataset: bad image count " + std::to_string(opts.count));
+    if (opts.width < 32 || opts.height < 32 || opts.width > 4096 || opts.height > 4096)
+        throw Error("procedural dataset: image size " + std::to_string(opts.width) + "x" +
+                    std::to_string(opts.height) + " is outside 32..4096");
+}
+
+LineSample ProceduralLines::get(int64_t index) const {
+    if (index < 0 || index >= opts_.count)
+        throw Error("procedural dataset: index " + std::to_string(index) + " out of range (" +
+                    std::to_string(opts_.count) + " images)");
+    return renderProceduralScene(opts_.seed, index, opts_.width, opts_.height, opts_.minLength);
+}
+
+std::string ProceduralLines::describe() const {
+    std::ostringstream s;
+    s << "procedural:" << opts_.count << ":" << opts_.seed << ":" << opts_.width << "x" << opts_.height
+      << " (" << opts_.count << " images)";
+    return s.str();
+}
+
+} // namespace glimpse::data

@@ -1,0 +1,87 @@
+#pragma once
+// LETR training (dissertation ch. 2.3.5 and 2.4.2): the two-stage schedule (coarse stage with
+// the backbone; then the fine stage initialized from the coarse transformer and heads, with
+// backbone and coarse stage frozen; optionally a focal-loss fine-tuning phase of the fine
+// stage), AdamW with weight decay, step decay, gradient clipping, batches of differently sized
+// images with padding masks, deep supervision, a live RunLog, atomic resumable checkpoints.
+//
+// Config JSON (every key optional; unknown keys are an error):
+//   {
+//     "model": { LetrConfig JSON (config.h) },    // default: the small CPU model below
+//     "seed": 0,                // model init, data order, augmentation and dropout
+//     "batch_size": 4,
+//     "coarse_steps": 3000, "fine_steps": 1500, "focal_steps": 0,
+//     "lr": 1e-4, "lr_backbone": 1e-4,   // backbone lr (paper: 1e-5 with a pretrained one)
+//     "weight_decay": 1e-4, "lr_gamma": 0.1,
+//     "lr_drop_coarse": 0, "lr_drop_fine": 0,     // step decay every K steps of a phase (0: off)
+//     "clip_max_norm": 0.1,     // gradient clipping (global L2 norm; 0: off)
+//     "checkpoint_every": 200,  // steps between checkpoints (and one at the end / on stop)
+//     "threads": 0,             // LibTorch intra-op threads (0: leave as is)
+//     "loss": {"cost_class": 1, "cost_line": 5, "cls_coef": 1, "line_coef": 5,
+//              "eos_coef": 0.1, "gamma": 2},
+//     "augment": {"enabled": true, "hflip": 0.5, "vflip": 0.5, "min_short_side": 224,
+//                 "max_short_side": 288, "max_long_side": 512, "crop": 0.5, "crop_min": 0.6,
+//                 "brightness": 0.2, "contrast": 0.2, "saturation": 0.2}
+//   }
+// With "model": {"stages": "coarse"} only the coarse phase runs.
+//
+// Files in the output folder: run.h5 (RunLog: series letrSeriesNames(), config = this JSON plus
+// "data" and "series"), checkpoint.h5 (training state, family "letr-train"), model.h5 (the
+// final model, a normal LETR checkpoint that loadLetr reads).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/data/augment.h"
+#include "core/models/letr/config.h"
+#include "core/models/letr/loss.h"
+#include "core/train/control.h"
+
+namespace glimpse::letr {
+
+struct LetrTrainConfig {
+    LetrConfig model = smallModel();
+    uint64_t seed = 0;
+    int64_t batchSize = 4;
+    int64_t coarseSteps = 3000, fineSteps = 1500, focalSteps = 0;
+    double lr = 1e-4, lrBackbone = 1e-4, weightDecay = 1e-4, lrGamma = 0.1;
+    int64_t lrDropCoarse = 0, lrDropFine = 0;
+    double clipMaxNorm = 0.1;
+    int64_t checkpointEvery = 200;
+    int threads = 0;
+    LetrLossConfig loss;
+    bool augmentEnabled = true;
+    data::AugmentConfig augment;
+
+    // The small CPU model: resnet10, d = 128, 4 heads, FFN 512, 2+2 layers per stage, 100
+    // entities, short side 256.
+    static LetrConfig smallModel();
+
+    int64_t totalSteps() const;   // coarse + (fine + focal if the model has a fine stage)
+    void validate() const;        // glimpse::Error naming the field
+    nlohmann::json toJson() const;
+    static LetrTrainConfig fromJson(const nlohmann::json& j, const std::string& source = "config");
+    static LetrTrainConfig fromFile(const std::string& path);
+};
+
+// Every RunLog series a LETR run writes (the GUI reads this list, also stored in the RunLog's
+// config under "series"): loss/total, loss/cls, loss/l1 (last decoder layer of the stage being
+// trained), loss/cls_layer_<k>, loss/l1_layer_<k> (k = 0.. decoder layers - 1), lr, grad_norm,
+// throughput (images/s), phase (0 coarse, 1 fine, 2 focal).
+std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg);
+
+// Trains on `dataSpec` (core/data/open.h) into `outDir` (created if needed). With `resume`,
+// continues from outDir/checkpoint.h5 and ends with the same weights as an uninterrupted run.
+// The checkpoint's config must equal cfg except checkpoint_every, threads and the schedule
+// (step counts, lr drops), which may change only where the steps already done are unaffected. A stop request
+// (control) writes a checkpoint and returns without model.h5. Throws glimpse::Error on bad
+// data/config/checkpoint.
+void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const std::string& outDir,
+               bool resume, train::Control& control, const train::ProgressFn& progress);
+
+// Training-time input: RGB CV_8UC3 -> normalized [3, H, W] float (mean/std of `model`).
+torch::Tensor letrInputTensor(const cv::Mat& rgb, const LetrConfig& model);
+
+} // namespace glimpse::letr

@@ -1,0 +1,291 @@
+// core/data: augmentation line transforms and clipping (exact), the Wireframe JSON loader's
+// validation (a bad record names the file and its index), export -> load round trip, the
+// procedural generator (deterministic, exact ground truth inside the image), dataset specs.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <fstream>
+
+#include <opencv2/imgproc.hpp>
+#include <torch/torch.h>
+
+#include "core/data/augment.h"
+#include "core/data/open.h"
+#include "core/data/procedural.h"
+#include "core/data/wireframe.h"
+#include "core/error.h"
+#include "core/io/image.h"
+#include "tests/support.h"
+
+using namespace glimpse;
+using namespace glimpse::data;
+using testing::contains;
+using testing::errorOf;
+using testing::maxDiff;
+
+namespace {
+
+void writeText(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+}
+
+// A sample whose image marks each segment endpoint pixel, so image and line transforms can be
+// checked against each other.
+LineSample markedSample(int w, int h) {
+    LineSample s;
+    s.name = "marked";
+    s.image = cv::Mat(h, w, CV_8UC3, cv::Scalar::all(0));
+    s.lines = torch::tensor({{2.5f, 3.5f, 10.5f, 7.5f}, {20.5f, 1.5f, 20.5f, 13.5f}}, torch::kFloat);
+    for (int i = 0; i < 2; ++i) {
+        s.image.at<cv::Vec3b>(int(s.lines[i][1].item<float>()), int(s.lines[i][0].item<float>())) = cv::Vec3b(255, 0, 0);
+        s.image.at<cv::Vec3b>(int(s.lines[i][3].item<float>()), int(s.lines[i][2].item<float>())) = cv::Vec3b(0, 255, 0);
+    }
+    return s;
+}
+
+} // namespace
+
+class TestLineData : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void clipSegmentCases() {
+        double ax = -10, ay = 5, bx = 30, by = 5;
+        QVERIFY(clipSegment(ax, ay, bx, by, 0, 0, 20, 10));
+        QCOMPARE(ax, 0.0);
+        QCOMPARE(bx, 20.0);
+        QCOMPARE(ay, 5.0);
+        // Diagonal through a corner region: (−5, −5) -> (15, 15) in [0,10]^2 -> (0,0)-(10,10).
+        ax = -5; ay = -5; bx = 15; by = 15;
+        QVERIFY(clipSegment(ax, ay, bx, by, 0, 0, 10, 10));
+        QCOMPARE(ax, 0.0);
+        QCOMPARE(ay, 0.0);
+        QCOMPARE(bx, 10.0);
+        QCOMPARE(by, 10.0);
+        // Entirely outside, and parallel outside.
+        ax = 11; ay = 0; bx = 20; by = 5;
+        QVERIFY(!clipSegment(ax, ay, bx, by, 0, 0, 10, 10));
+        ax = -3; ay = -1; bx = 5; by = -1;
+        QVERIFY(!clipSegment(ax, ay, bx, by, 0, 0, 10, 10));
+        // Inside: unchanged.
+        ax = 1; ay = 2; bx = 3; by = 4;
+        QVERIFY(clipSegment(ax, ay, bx, by, 0, 0, 10, 10));
+        QCOMPARE(ax, 1.0);
+        QCOMPARE(by, 4.0);
+    }
+
+    void clipLinesDropsShort() {
+        auto l = torch::tensor({{-4.f, 2.f, 6.f, 2.f}, {9.f, 9.f, 30.f, 9.f}, {50.f, 50.f, 60.f, 60.f}});
+        auto c = clipLines(l, 10, 10, 2.0);
+        // Row 0 -> (0,2)-(6,2); row 1 -> (9,9)-(10,9) is 1 px long: dropped; row 2 outside.
+        QCOMPARE(c.size(0), int64_t(1));
+        QVERIFY(maxDiff(c[0], torch::tensor({0.f, 2.f, 6.f, 2.f})) < 1e-6);
+    }
+
+    void flipsAreExactAndInvolutive() {
+        const auto s = markedSample(32, 16);
+        auto h = flipHorizontal(s);
+        QVERIFY(maxDiff(h.lines, torch::tensor({{29.5f, 3.5f, 21.5f, 7.5f}, {11.5f, 1.5f, 11.5f, 13.5f}})) < 1e-6);
+        // The marked endpoint pixels moved with the lines.
+        for (int i = 0; i < 2; ++i) {
+            const int x = int(h.lines[i][0].item<float>()), y = int(h.lines[i][1].item<float>());
+            QCOMPARE(h.image.at<cv::Vec3b>(y, x), cv::Vec3b(255, 0, 0));
+        }
+        auto v = flipVertical(s);
+        QVERIFY(maxDiff(v.lines, torch::tensor({{2.5f, 12.5f, 10.5f, 8.5f}, {20.5f, 14.5f, 20.5f, 2.5f}})) < 1e-6);
+        QCOMPARE(v.image.at<cv::Vec3b>(int(v.lines[0][3].item<float>()), int(v.lines[0][2].item<float>())),
+                 cv::Vec3b(0, 255, 0));
+        QVERIFY(maxDiff(flipHorizontal(h).lines, s.lines) < 1e-6);
+        QCOMPARE(cv::norm(flipVertical(v).image, s.image, cv::NORM_INF), 0.0);
+    }
+
+    void resizeScalesLines() {
+        const auto s = markedSample(32, 16);
+        auto r = resizeSample(s, 64, 8);
+        QCOMPARE(r.image.cols, 64);
+        QCOMPARE(r.image.rows, 8);
+        QVERIFY(maxDiff(r.lines, torch::tensor({{5.f, 1.75f, 21.f, 3.75f}, {41.f, 0.75f, 41.f, 6.75f}})) < 1e-5);
+        QVERIFY(!errorOf([&] { resizeSample(s, 0, 8); }).empty());
+    }
+
+    void cropClipsExactly() {
+        const auto s = markedSample(32, 16);
+        // Crop x in [5, 25), y in [4, 14): line 0 (2.5,3.5)-(10.5,7.5) enters at x = 5
+        // (t = 2.5 / 8: y = 3.5 + 4 * 0.3125 = 4.75); line 1 is cut at y = 4 and ends at 13.5.
+        auto c = cropSample(s, cv::Rect(5, 4, 20, 10), 0.5);
+        QCOMPARE(c.image.cols, 20);
+        QCOMPARE(c.image.rows, 10);
+        QCOMPARE(c.lines.size(0), int64_t(2));
+        QVERIFY(maxDiff(c.lines[0], torch::tensor({0.f, 0.75f, 5.5f, 3.5f})) < 1e-5);
+        QVERIFY(maxDiff(c.lines[1], torch::tensor({15.5f, 0.f, 15.5f, 9.5f})) < 1e-5);
+        // Pixels agree with the crop.
+        QCOMPARE(c.image.at<cv::Vec3b>(3, 5), s.image.at<cv::Vec3b>(7, 10));
+        // A crop that leaves only a short stub drops the line.
+        auto d = cropSample(s, cv::Rect(0, 0, 3, 4), 2.0);
+        QCOMPARE(d.lines.size(0), int64_t(0));
+        QVERIFY(contains(errorOf([&] { cropSample(s, cv::Rect(30, 0, 5, 5), 1.0); }), {"marked", "outside"}));
+    }
+
+    void colorJitterIdentityAndRange() {
+        const cv::Mat img = testing::randomImage(12, 10, 3);
+        QCOMPARE(cv::norm(colorJitter(img, 1.0, 1.0, 1.0), img, cv::NORM_INF) <= 1.0, true);
+        cv::Mat bright = colorJitter(img, 2.0, 1.0, 1.0);
+        QVERIFY(cv::mean(bright)[0] > cv::mean(img)[0]);
+        cv::Mat gray = colorJitter(img, 1.0, 1.0, 0.0);   // saturation 0: all channels equal
+        std::vector<cv::Mat> ch;
+        cv::split(gray, ch);
+        QVERIFY(cv::norm(ch[0], ch[1], cv::NORM_INF) <= 1.0);
+    }
+
+    void augmentPipelineKeepsLinesInside() {
+        ProceduralLines ds({4, 3, 96, 80, 6.0});
+        AugmentConfig cfg;
+        cfg.minShortSide = 64;
+        cfg.maxShortSide = 100;
+        cfg.maxLongSide = 160;
+        cfg.crop = 1.0;
+        for (int64_t i = 0; i < ds.size(); ++i) {
+            auto s = ds.get(i);
+            std::mt19937_64 rng{uint64_t(i)};
+            auto a = augment(s, cfg, rng);
+            const int shortSide = std::min(a.image.rows, a.image.cols);
+            QVERIFY(shortSide >= 64 && shortSide <= 100);
+            QVERIFY(std::max(a.image.rows, a.image.cols) <= 160);
+            if (a.lines.numel()) {
+                const float minX = a.lines.select(1, 0).min().item().toFloat();
+                const float maxX = a.lines.select(1, 2).max().item().toFloat();
+                const float maxY = a.lines.select(1, 3).max().item().toFloat();
+                QVERIFY(minX >= 0.f);
+                QVERIFY(maxX <= float(a.image.cols) + 1e-4f);
+                QVERIFY(maxY <= float(a.image.rows) + 1e-4f);
+            }
+            std::mt19937_64 rng2{uint64_t(i)};
+            auto b = augment(s, cfg, rng2);   // same draws -> same result
+            QCOMPARE(cv::norm(a.image, b.image, cv::NORM_INF), 0.0);
+            QCOMPARE(a.lines.sizes(), b.lines.sizes());
+        }
+    }
+
+    void proceduralIsDeterministic() {
+        ProceduralLines a({10, 5, 128, 96, 8.0}), b({10, 5, 128, 96, 8.0}), c({10, 6, 128, 96, 8.0});
+        int64_t total = 0;
+        for (int64_t i : {0, 3, 9}) {
+            auto x = a.get(i), y = b.get(i), z = c.get(i);
+            QCOMPARE(x.image.cols, 128);
+            QCOMPARE(x.image.rows, 96);
+            QCOMPARE(x.image.type(), CV_8UC3);
+            QCOMPARE(cv::norm(x.image, y.image, cv::NORM_INF), 0.0);
+            QVERIFY(torch::equal(x.lines, y.lines));
+            QVERIFY(cv::norm(x.image, z.image, cv::NORM_L1) > 0);
+            QVERIFY(x.lines.size(0) >= 4);   // the back wall alone has 4 edges + rays
+            total += x.lines.size(0);
+            auto len = (x.lines.narrow(1, 0, 2) - x.lines.narrow(1, 2, 2)).norm(2, 1);
+            QVERIFY(len.min().item<float>() >= 8.0f - 1e-3f);
+            QVERIFY(x.lines.min().item<float>() >= 0.f);
+            QVERIFY(x.lines.select(1, 0).max().item<float>() <= 128.f);
+            QVERIFY(x.lines.select(1, 1).max().item<float>() <= 96.f);
+        }
+        QVERIFY(total > 12);
+        QVERIFY(contains(errorOf([&] { a.get(10); }), {"index 10", "out of range"}));
+        QVERIFY(contains(errorOf([] { ProceduralLines({1, 0, 8, 8, 8.0}); }), {"8x8", "outside"}));
+    }
+
+    void proceduralEdgesAreImageEdges() {
+        // Ground-truth segments lie on intensity edges: the gradient magnitude along them is
+        // well above the image's median gradient.
+        ProceduralLines ds({6, 11, 256, 256, 8.0});
+        double onLines = 0, count = 0, median = 0;
+        for (int64_t i = 0; i < ds.size(); ++i) {
+            auto s = ds.get(i);
+            cv::Mat g, gx, gy, mag;
+            cv::cvtColor(s.image, g, cv::COLOR_RGB2GRAY);
+            cv::GaussianBlur(g, g, cv::Size(3, 3), 0);
+            cv::Sobel(g, gx, CV_32F, 1, 0);
+            cv::Sobel(g, gy, CV_32F, 0, 1);
+            cv::magnitude(gx, gy, mag);
+            cv::Mat flat = mag.reshape(1, 1).clone();
+            cv::sort(flat, flat, cv::SORT_ASCENDING);
+            median += flat.at<float>(0, flat.cols / 2);
+            auto l = s.lines.accessor<float, 2>();
+            for (int64_t k = 0; k < s.lines.size(0); ++k)
+                for (double t = 0.2; t <= 0.8; t += 0.1) {
+                    const double x = l[k][0] + t * (l[k][2] - l[k][0]), y = l[k][1] + t * (l[k][3] - l[k][1]);
+                    // best response within 1 px (anti-aliasing and blur)
+                    float best = 0;
+                    for (int dy = -1; dy <= 1; ++dy)
+                        for (int dx = -1; dx <= 1; ++dx) {
+                            const int xi = std::clamp(int(x) + dx, 0, 255), yi = std::clamp(int(y) + dy, 0, 255);
+                            best = std::max(best, mag.at<float>(yi, xi));
+                        }
+                    onLines += best;
+                    count += 1;
+                }
+        }
+        QVERIFY(count > 0);
+        const double meanOn = onLines / count, med = median / ds.size();
+        QVERIFY2(meanOn > 2.5 * med, qPrintable(QString("on lines %1, median %2").arg(meanOn).arg(med)));
+    }
+
+    void wireframeValidation() {
+        QTemporaryDir dir;
+        const std::string d = dir.path().toStdString();
+        const std::string p = d + "/train.json";
+        auto err = [&](const std::string& text) {
+            writeText(p, text);
+            return errorOf([&] { WireframeLines w(p); });
+        };
+        QVERIFY(contains(err("{not json"), {p, "not valid JSON"}));
+        QVERIFY(contains(err("{\"a\": 1}"), {p, "list of records"}));
+        QVERIFY(contains(err(R"([{"filename": "a.png", "lines": []}, {"lines": []}])"), {p, "record 1", "filename"}));
+        QVERIFY(contains(err(R"([{"filename": "a.png", "lines": [[1, 2, 3]]}])"), {p, "record 0", "a.png", "line 0"}));
+        QVERIFY(contains(err(R"([{"filename": "a.png", "lines": [[1, 2, 3, "x"]]}])"), {"record 0", "non-numeric"}));
+        QVERIFY(contains(err(R"([{"filename": "a.png", "width": 10, "height": 10, "lines": [[1, 2, 3, 4], [1, 2, 30, 4]]}])"),
+                         {"record 0", "line 1", "outside"}));
+        QVERIFY(contains(err(R"([{"filename": "../a.png", "lines": []}])"), {"record 0", "relative"}));
+        QVERIFY(contains(err(R"([{"filename": "a.png", "width": -3, "lines": []}])"), {"record 0", "width"}));
+        QVERIFY(contains(err(R"([{"filename": "a.png"}])"), {"record 0", "lines"}));
+        // Valid file, but the image is missing / of another size: reported at get().
+        writeText(p, R"([{"filename": "a.png", "width": 16, "height": 8, "lines": [[1, 2, 3, 4]]}])");
+        WireframeLines w(p);
+        QCOMPARE(w.size(), int64_t(1));
+        QVERIFY(contains(errorOf([&] { w.get(0); }), {p, "record 0", "a.png"}));
+        saveImagePNG(d + "/a.png", cv::Mat(9, 16, CV_8UC3, cv::Scalar::all(7)));
+        QVERIFY(contains(errorOf([&] { w.get(0); }), {"record 0", "16x9", "16x8"}));
+        saveImagePNG(d + "/a.png", cv::Mat(8, 16, CV_8UC3, cv::Scalar::all(7)));
+        auto s = w.get(0);
+        QVERIFY(maxDiff(s.lines, torch::tensor({{1.f, 2.f, 3.f, 4.f}})) == 0);
+        // A directory spec opens its train.json.
+        QCOMPARE(openLineDataset(d)->size(), int64_t(1));
+    }
+
+    void exportRoundTrip() {
+        QTemporaryDir dir;
+        const std::string d = dir.path().toStdString() + "/set";
+        ProceduralLines ds({3, 9, 64, 48, 6.0});
+        const std::string json = exportLineDataset(ds, d, "valid", {}, true);
+        QVERIFY(QFile::exists(QString::fromStdString(d + "/overlays/000002.png")));
+        auto back = openLineDataset(json);
+        QCOMPARE(back->size(), int64_t(3));
+        for (int64_t i = 0; i < 3; ++i) {
+            auto a = ds.get(i), b = back->get(i);
+            QCOMPARE(cv::norm(a.image, b.image, cv::NORM_INF), 0.0);   // PNG is lossless
+            QVERIFY(maxDiff(a.lines, b.lines) < 1e-4);
+        }
+    }
+
+    void specs() {
+        auto p = openLineDataset("procedural:7");
+        QCOMPARE(p->size(), int64_t(7));
+        auto q = openLineDataset("procedural:5:3:64x48");
+        QCOMPARE(q->get(0).image.cols, 64);
+        QCOMPARE(q->get(0).image.rows, 48);
+        QVERIFY(contains(q->describe(), {"procedural", "64x48"}));
+        for (const char* bad : {"procedural:", "procedural:x", "procedural:0", "procedural:5:-1", "procedural:5:1:64",
+                                "procedural:5:1:10x10", "procedural:5:1:64x48:9"})
+            QVERIFY2(contains(errorOf([&] { openLineDataset(bad); }), {bad}), bad);
+        QVERIFY(contains(errorOf([] { openLineDataset("/no/such/file.json"); }), {"/no/such/file.json", "no such"}));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestLineData)
+#include "test_line_data.moc"
