@@ -24,6 +24,7 @@ const char* kUsage =
     "       glimpse env list | score [--episodes K]        the built-in arcade games\n"
     "       glimpse data export --data SPEC --out DIR      write a line dataset as images + JSON\n"
     "       glimpse train letr --config C.json --data D --out RUN_DIR   train LETR\n"
+    "       glimpse eval letr --checkpoint C.h5 --data D   sAP/APH per decoder layer and LSD\n"
     "       glimpse --help | --version\n"
     "\n"
     "GUI options:\n"
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
             if (cmd == "env") return glimpse::cli::env(rest);
             if (cmd == "data") return glimpse::cli::data(rest);
             if (cmd == "train") return glimpse::cli::train(rest);
+            if (cmd == "eval") return glimpse::cli::eval(rest);
         } catch (const std::exception& e) {
             std::cerr << "glimpse " << cmd << ": " << e.what() << "\n";
             return 1;

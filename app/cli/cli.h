@@ -16,6 +16,7 @@ int env(const std::vector<std::string>& args);     // glimpse env list | score
 int benchRl(const std::vector<std::string>& args); // glimpse bench rl [--threads T]
 int data(const std::vector<std::string>& args);    // glimpse data export ...
 int train(const std::vector<std::string>& args);   // glimpse train letr ...
+int eval(const std::vector<std::string>& args);    // glimpse eval letr --checkpoint C --data D
 
 // Minimal option parser shared by the subcommands: "--key value", "--flag", positionals.
 class Args {

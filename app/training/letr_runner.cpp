@@ -1,8 +1,17 @@
 #include "app/training/letr_runner.h"
 
+#include "core/models/letr/train.h"
+
 namespace glimpse::app {
 
-// letr::trainLetr (core/models/letr/train.h) is not on this branch yet.
-TrainingJob::Runner letrRunner() { return {}; }
+TrainingJob::Runner letrRunner() {
+    return [](const TrainingSpec& spec, train::Control& control, const train::ProgressFn& progress) {
+        const letr::LetrTrainConfig cfg = spec.configPath.isEmpty()
+                                              ? letr::LetrTrainConfig{}
+                                              : letr::LetrTrainConfig::fromFile(spec.configPath.toStdString());
+        letr::trainLetr(cfg, spec.dataSpec.toStdString(), spec.outDir.toStdString(), spec.resume, control,
+                        progress);
+    };
+}
 
 } // namespace glimpse::app

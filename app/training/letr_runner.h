@@ -4,7 +4,7 @@
 
 namespace glimpse::app {
 
-// An empty Runner when this build has no LETR trainer (the panel then disables Start).
+// Loads the config JSON (empty path: LetrTrainConfig defaults) and calls trainLetr.
 TrainingJob::Runner letrRunner();
 
 } // namespace glimpse::app

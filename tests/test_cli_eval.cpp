@@ -1,0 +1,111 @@
+// `glimpse eval letr` end to end: a tiny random checkpoint on a tiny procedural dataset prints
+// one table row per decoder layer plus LSD, writes an eval file, and rejects bad usage.
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "core/models/letr/model.h"
+#include "core/runlog.h"
+
+using namespace glimpse;
+
+class TestCliEval : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    QString ckpt_;
+
+    struct Result {
+        int code = -1;
+        QString out, err;
+    };
+    static Result run(const QStringList& args) {
+        QProcess p;
+        p.start(GLIMPSE_EXE, args);
+        Result r;
+        if (!p.waitForFinished(240000)) return r;
+        r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+        r.out = QString::fromUtf8(p.readAllStandardOutput());
+        r.err = QString::fromUtf8(p.readAllStandardError());
+        return r;
+    }
+    // Table rows: lines that start with a row label.
+    static QStringList rowLabels(const QString& out) {
+        QStringList labels;
+        for (const QString& line : out.split('\n')) {
+            const QString first = line.section(' ', 0, 0);
+            if (first == "coarse" || first == "fine") labels << first + " " + line.section(' ', 1, 1, QString::SectionSkipEmpty);
+            else if (first == "LSD") labels << "LSD";
+        }
+        return labels;
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY(dir_.isValid());
+        letr::LetrConfig c;
+        c.backbone = "resnet18";
+        c.hiddenDim = 32;
+        c.nheads = 2;
+        c.dimFeedforward = 64;
+        c.coarseEncLayers = 1;
+        c.coarseDecLayers = 2;
+        c.fineEncLayers = 1;
+        c.fineDecLayers = 2;
+        c.numQueries = 10;
+        c.shortSide = 64;
+        letr::LetrModel m(c, 11);
+        ckpt_ = dir_.filePath("tiny.h5");
+        letr::saveLetr(m, ckpt_.toStdString());
+    }
+
+    void printsOneRowPerLayerAndLsd() {
+        const QString out = dir_.filePath("eval.h5");
+        const Result r = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:3:1:96x96", "--out", out});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        for (const char* col : {"sAP5", "sAP10", "sAP15", "sF10", "sF15", "APH", "FH"})
+            QVERIFY2(r.out.contains(col), qPrintable(r.out));
+        QCOMPARE(rowLabels(r.out), QStringList({"coarse 1", "coarse 2", "fine 1", "fine 2", "LSD"}));
+        QVERIFY2(r.err.contains("3 / 3 images"), qPrintable(r.err));   // progress on stderr
+        const RunLog log = RunLog::load(out.toStdString());
+        QCOMPARE(log.status, RunStatus::Finished);
+        QCOMPARE(log.config["images"].get<int64_t>(), int64_t(3));
+        QCOMPARE(log.config["layers"].get<std::string>(), std::string("all"));
+        QVERIFY(log.eval.count("fine_2/sAP10"));
+        QVERIFY(log.eval.count("lsd/APH"));
+        const double v = log.eval.at("coarse_1/sAP10").item<double>();
+        QVERIFY(v >= 0 && v <= 1);
+    }
+
+    void lastLayersOnly() {
+        const Result r = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:1:2:64x64",
+                              "--layers", "last", "--no-lsd"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(rowLabels(r.out), QStringList({"coarse 2", "fine 2"}));
+    }
+
+    void badUsage() {
+        Result r = run({"eval"});
+        QCOMPARE(r.code, 2);
+        QVERIFY(r.out.contains("usage: glimpse eval letr"));
+        r = run({"eval", "letr", "--help"});
+        QCOMPARE(r.code, 0);
+        QVERIFY(r.out.contains("--layers all|last"));
+        r = run({"eval", "coat"});
+        QCOMPARE(r.code, 2);
+        r = run({"eval", "letr", "--data", "procedural:1"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("--checkpoint"), qPrintable(r.err));
+        r = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:1", "--layers", "some"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("--layers"), qPrintable(r.err));
+        r = run({"eval", "letr", "--checkpoint", ckpt_, "--data", dir_.filePath("nowhere.json")});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("nowhere.json"), qPrintable(r.err));
+        r = run({"eval", "letr", "--checkpoint", dir_.filePath("none.h5"), "--data", "procedural:1"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("none.h5"), qPrintable(r.err));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCliEval)
+#include "test_cli_eval.moc"
