@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app/cli/cli.h"
+#include "app/letr_inspector.h"
 #include "app/mainwindow.h"
 #include "widgets/viewport.h"
 
@@ -21,6 +22,7 @@ const char* kUsage =
     "       glimpse infer --model letr ...                 run a model headless, write a trace\n"
     "       glimpse bench letr ...                         time a model stage by stage\n"
     "       glimpse bench rl [--threads T]                 environment and MCTS throughput\n"
+    "       glimpse bench inspector [--reps R]             LETR inspector redraw times\n"
     "       glimpse env list | score [--episodes K]        the built-in arcade games\n"
     "       glimpse --help | --version\n"
     "\n"
@@ -29,6 +31,10 @@ const char* kUsage =
     "  --demo             open the built-in demo scene\n"
     "  --screenshot PNG   once the first frame is drawn, save a screenshot of the window\n"
     "                     and quit (for checks under Xvfb)\n"
+    "  --checkpoint C.h5  load this LETR checkpoint (default: letr_demo.h5 when installed)\n"
+    "  --run-letr         run LETR on the opened image once the model is loaded\n"
+    "  --entity K         then select line entity K (K = -1: the highest-scoring line)\n"
+    "                     (with --screenshot, the screenshot waits for the trace)\n"
     "Run 'glimpse COMMAND --help' for a subcommand's options.\n";
 
 int runGui(int argc, char** argv) {
@@ -41,8 +47,14 @@ int runGui(int argc, char** argv) {
     parser.addPositionalArgument("file", "Image to open.");
     QCommandLineOption demo("demo", "Open the built-in demo scene.");
     QCommandLineOption shot("screenshot", "Save a screenshot once drawn, then quit.", "png");
+    QCommandLineOption ckpt("checkpoint", "LETR checkpoint to load.", "h5");
+    QCommandLineOption runLetr("run-letr", "Run LETR on the opened image.");
+    QCommandLineOption entity("entity", "Select this line entity after the run.", "k");
     parser.addOption(demo);
     parser.addOption(shot);
+    parser.addOption(ckpt);
+    parser.addOption(runLetr);
+    parser.addOption(entity);
     if (!parser.parse(QApplication::arguments())) {
         std::cerr << "glimpse: " << parser.errorText().toStdString() << "\n" << kUsage;
         return 2;
@@ -51,6 +63,36 @@ int runGui(int argc, char** argv) {
     glimpse::app::MainWindow window;
     window.show();
     const QStringList files = parser.positionalArguments();
+    auto* inspector = window.letrInspector();
+    const bool wantRun = parser.isSet(runLetr);
+    if (wantRun) {
+        // Run once both the image and the model are there (either may come second).
+        auto tryRun = [&window, inspector] {
+            static bool started = false;
+            if (!started && inspector->hasModel() && window.viewport()->hasImage() && !window.busy()) {
+                started = true;
+                inspector->run(false);
+            }
+        };
+        QObject::connect(&window, &glimpse::app::MainWindow::imageLoaded, &window, tryRun);
+        QObject::connect(inspector, &glimpse::app::LetrInspector::checkpointLoaded, &window, tryRun);
+        QObject::connect(inspector, &glimpse::app::LetrInspector::busyChanged, &window, tryRun);
+        if (parser.isSet(entity)) {
+            const int k = parser.value(entity).toInt();
+            QObject::connect(inspector, &glimpse::app::LetrInspector::traceReady, &window, [inspector, k] {
+                static bool done = false;
+                if (done) return;
+                done = true;
+                int e = k;
+                if (e < 0) {
+                    const auto rows = inspector->tableEntities();   // sorted by score, highest first
+                    e = rows.empty() ? 0 : rows.front();
+                }
+                inspector->setEntity(e);
+            });
+        }
+    }
+    if (parser.isSet(ckpt)) inspector->loadCheckpoint(parser.value(ckpt));
     if (!files.isEmpty()) window.openImage(files.first());
     else window.openDemoImage();
 
@@ -66,9 +108,10 @@ int runGui(int argc, char** argv) {
             QApplication::exit(ok ? 0 : 1);
         };
         // Wait for the image to be drawn a few times (swapchain settled), then grab.
-        QObject::connect(vp, &glimpse::widgets::ImageViewport::frameDrawn, &window, [vp, take] {
+        QObject::connect(vp, &glimpse::widgets::ImageViewport::frameDrawn, &window, [vp, take, wantRun, inspector] {
             static bool scheduled = false;
-            if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3) {
+            if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 &&
+                (!wantRun || inspector->hasTrace() || !inspector->lastFailure().isEmpty())) {
                 scheduled = true;
                 QTimer::singleShot(300, take);
             }
@@ -103,6 +146,8 @@ int main(int argc, char** argv) {
             if (cmd == "infer") return glimpse::cli::infer(rest);
             if (cmd == "bench" && !rest.empty() && rest[0] == "rl")
                 return glimpse::cli::benchRl(std::vector<std::string>(rest.begin() + 1, rest.end()));
+            if (cmd == "bench" && !rest.empty() && rest[0] == "inspector")
+                return glimpse::cli::benchInspector(std::vector<std::string>(rest.begin() + 1, rest.end()));
             if (cmd == "bench") return glimpse::cli::bench(rest);
             if (cmd == "env") return glimpse::cli::env(rest);
         } catch (const std::exception& e) {
