@@ -19,6 +19,8 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include <chrono>
+
 #include <opencv2/imgproc.hpp>
 
 #include "core/error.h"
@@ -56,6 +58,7 @@ widgets::RgbImage toRgb(const cv::Mat& m) {
 
 struct RunResult {
     std::shared_ptr<const letr::LetrTrace> trace;
+    double ms = 0;
     QString error;
 };
 
@@ -325,6 +328,8 @@ void LetrInspector::run(bool interactive) {
             fail(r.error);
             return;
         }
+        Q_EMIT message(QStringLiteral("LETR finished in %1 ms (%2 entities)")
+                           .arg(r.ms, 0, 'f', 0).arg(r.trace->numQueries()));
         cache_.insert(key, r.trace);
         cacheOrder_.removeAll(key);
         cacheOrder_.append(key);
@@ -335,7 +340,9 @@ void LetrInspector::run(bool interactive) {
         RunResult r;
         try {
             std::lock_guard<std::mutex> lock(*mutex);   // one pass at a time per model
+            const auto t0 = std::chrono::steady_clock::now();
             r.trace = std::make_shared<const letr::LetrTrace>(letr::runLetr(*model, image));
+            r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         } catch (const std::exception& e) {
             r.error = QStringLiteral("LETR failed: %1").arg(e.what());
         }

@@ -8,6 +8,7 @@
 #include <QVulkanInstance>
 #include <QWheelEvent>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace glimpse::widgets {
@@ -54,8 +55,12 @@ public:
         renderer_->setBackground(0.12f, 0.13f, 0.15f);
         owner_->imageDirty_ = true;   // a new device needs the image again
         owner_->sceneDirty_ = true;
+        shownValid_ = false;
     }
-    void releaseResources() override { renderer_.reset(); }
+    void releaseResources() override {
+        renderer_.reset();
+        shownValid_ = false;
+    }
 
     void startNextFrame() override {
         const QSize sz = window_->swapChainImageSize();
@@ -72,7 +77,9 @@ public:
             owner_->imageDirty_ = false;
         }
         if (owner_->sceneDirty_) {
-            owner_->scene_.applyTo(*renderer_);
+            owner_->scene_.applyTo(*renderer_, shownValid_ ? &shown_ : nullptr);
+            shown_ = owner_->scene_;
+            shownValid_ = true;
             owner_->sceneDirty_ = false;
         }
         renderer_->setView(owner_->view_);
@@ -104,6 +111,8 @@ private:
     QVulkanWindow* window_;
     ImageViewport* owner_;
     std::unique_ptr<render::Renderer> renderer_;
+    ViewportScene shown_;        // what renderer_ was last given (uploads only what changed)
+    bool shownValid_ = false;
 };
 
 class VulkanViewWindow : public QVulkanWindow {
@@ -233,10 +242,22 @@ int ViewportScene::lineNear(double ix, double iy, double maxDist) const {
     return best;
 }
 
-void ViewportScene::applyTo(render::Renderer& r) const {
-    r.setLines(lines);
-    if (hasHeatmap()) r.setHeatmap(heatW, heatH, heat.data(), heatMin, heatMax);
-    else r.clearHeatmap();
+void ViewportScene::applyTo(render::Renderer& r, const ViewportScene* previous) const {
+    auto sameLines = [&] {
+        return previous && previous->lines.size() == lines.size() &&
+               (lines.empty() || std::memcmp(previous->lines.data(), lines.data(),
+                                             lines.size() * sizeof(render::LineSegment)) == 0);
+    };
+    auto sameHeat = [&] {
+        return previous && previous->hasHeatmap() == hasHeatmap() && previous->heatW == heatW &&
+               previous->heatH == heatH && previous->heatMin == heatMin && previous->heatMax == heatMax &&
+               previous->heat == heat;
+    };
+    if (!sameLines()) r.setLines(lines);
+    if (!sameHeat()) {
+        if (hasHeatmap()) r.setHeatmap(heatW, heatH, heat.data(), heatMin, heatMax);
+        else r.clearHeatmap();
+    }
     r.setColormap(colormap);
     r.setHeatmapOpacity(opacity);
 }

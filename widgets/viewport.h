@@ -54,8 +54,10 @@ struct ViewportScene {
     // Index into `lines` of the pickable line nearest to image point (ix, iy) within
     // `maxDist` image pixels, or -1.
     int lineNear(double ix, double iy, double maxDist) const;
-    // Sets everything except the image, view and overlay on `r`.
-    void applyTo(render::Renderer& r) const;
+    // Sets everything except the image, view and overlay on `r`. With `previous` (what `r`
+    // shows now), only what differs is handed over, so unchanged lines or heatmaps are not
+    // uploaded again.
+    void applyTo(render::Renderer& r, const ViewportScene* previous = nullptr) const;
 };
 
 // Renders `image` with `scene` (overlay hidden) offscreen at the image's own resolution (view
