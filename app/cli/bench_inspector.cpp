@@ -27,7 +27,7 @@ namespace {
 
 const char* kUsage =
     "usage: glimpse bench inspector [--trace T.h5] [--image I.png] [--queries N] [--reps R]\n"
-    "                               [--size WxH] [--threads T]\n"
+    "                               [--size WxH] [--threads T] [--no-heatmap] [--no-lines]\n"
     "Builds a LETR trace of a 1024x768 image (--image resized to 1024x768, default the demo scene)\n"
     "with a randomly initialized LETR (resnet18 backbone, d 256, 8 heads, 6+6 decoder layers,\n"
     "--queries entities, default 1000; the feature grids are those of a 1024x768 input: 24x32\n"
@@ -36,7 +36,8 @@ const char* kUsage =
     "them to the viewport's buffers, render one frame offscreen at --size (default 1280x800)\n"
     "and read it back. Prints per kind the median, 95th percentile and maximum wall time, the\n"
     "median scene-building time and the median CPU time of the whole process (all threads,\n"
-    "lavapipe's included) per request, in milliseconds; 'none' redraws an unchanged scene.\n";
+    "lavapipe's included) per request, in milliseconds; 'none' redraws an unchanged scene.\n"
+    "--no-heatmap / --no-lines leave that layer out (to see what each costs).\n";
 
 double percentile(std::vector<double> v, double p) {
     if (v.empty()) return 0.0;
@@ -53,9 +54,9 @@ int benchInspector(const std::vector<std::string>& argv) {
         std::cout << kUsage;
         return 0;
     }
-    Args a(argv);
+    Args a(argv, {"--no-heatmap", "--no-lines"});
     try {
-        a.checkKnown({"--trace", "--image", "--queries", "--reps", "--size", "--threads"});
+        a.checkKnown({"--trace", "--image", "--queries", "--reps", "--size", "--threads", "--no-heatmap", "--no-lines"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
     } catch (const Error& e) {
         std::cerr << "glimpse bench inspector: " << e.what() << "\n" << kUsage;
@@ -126,6 +127,8 @@ int benchInspector(const std::vector<std::string>& argv) {
     s.position = positions - 1;
     s.entity = 0;
     s.threshold = 0.0f;   // every entity's line drawn: the heaviest case
+    s.showHeatmap = !a.has("--no-heatmap");
+    s.showLines = !a.has("--no-lines");
     std::mt19937 rng(1);
 
     // One request: build the scene (lines + attention), hand what changed to the renderer
