@@ -460,8 +460,10 @@ void LetrInspector::openTrace(const QString& path) {
         cache_.insert(key, r.trace);
         cacheOrder_.removeAll(key);
         cacheOrder_.append(key);
+        lsdCache_.remove(key);   // the file may have changed since it was last opened
+        sourceKey_ = key;
+        // The main window shows the image and calls sourceChanged(key): a cache hit.
         Q_EMIT showImageRequested(QFileInfo(path).fileName(), r.image);
-        // The main window called sourceChanged(); make sure the trace is shown either way.
         sourceKey_ = key;
         if (trace() != r.trace) setTrace(r.trace);
         Q_EMIT message("Opened trace " + path);
