@@ -15,6 +15,8 @@
 #include <QPushButton>
 #include <QSlider>
 #include <QSpinBox>
+#include <QSplitter>
+#include <QTimer>
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -634,8 +636,14 @@ void LetrInspector::refresh() {
 void LetrInspector::refreshCompare() {
     if (!compare_) return;
     const bool on = view_ && compareMode_ > -2;
+    const bool wasOn = !compare_->isHidden();
     compare_->setVisible(on);
     if (!on) return;
+    if (!wasOn) {
+        // Side by side at equal widths, then fit once the panes have their new sizes.
+        if (auto* split = qobject_cast<QSplitter*>(compare_->parentWidget())) split->setSizes({1, 1});
+        QTimer::singleShot(50, viewport_, &widgets::ImageViewport::fitToWindow);
+    }
     if (compare_->image().width != viewport_->image().width ||
         compare_->image().height != viewport_->image().height || compare_->image().rgb != viewport_->image().rgb) {
         compare_->setImage(viewport_->image());

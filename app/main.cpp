@@ -34,6 +34,7 @@ const char* kUsage =
     "  --checkpoint C.h5  load this LETR checkpoint (default: letr_demo.h5 when installed)\n"
     "  --run-letr         run LETR on the opened image once the model is loaded\n"
     "  --entity K         then select line entity K (K = -1: the highest-scoring line)\n"
+    "  --compare M        then show the compare pane: 'lsd' or a layer position (1-based)\n"
     "                     (with --screenshot, the screenshot waits for the trace)\n"
     "Run 'glimpse COMMAND --help' for a subcommand's options.\n";
 
@@ -50,11 +51,13 @@ int runGui(int argc, char** argv) {
     QCommandLineOption ckpt("checkpoint", "LETR checkpoint to load.", "h5");
     QCommandLineOption runLetr("run-letr", "Run LETR on the opened image.");
     QCommandLineOption entity("entity", "Select this line entity after the run.", "k");
+    QCommandLineOption compare("compare", "Compare pane after the run: lsd or a layer position.", "m");
     parser.addOption(demo);
     parser.addOption(shot);
     parser.addOption(ckpt);
     parser.addOption(runLetr);
     parser.addOption(entity);
+    parser.addOption(compare);
     if (!parser.parse(QApplication::arguments())) {
         std::cerr << "glimpse: " << parser.errorText().toStdString() << "\n" << kUsage;
         return 2;
@@ -77,6 +80,12 @@ int runGui(int argc, char** argv) {
         QObject::connect(&window, &glimpse::app::MainWindow::imageLoaded, &window, tryRun);
         QObject::connect(inspector, &glimpse::app::LetrInspector::checkpointLoaded, &window, tryRun);
         QObject::connect(inspector, &glimpse::app::LetrInspector::busyChanged, &window, tryRun);
+        if (parser.isSet(compare)) {
+            const QString m = parser.value(compare);
+            const int mode = m.compare("lsd", Qt::CaseInsensitive) == 0 ? -1 : m.toInt() - 1;
+            QObject::connect(inspector, &glimpse::app::LetrInspector::traceReady, &window,
+                             [inspector, mode] { inspector->setCompare(mode); });
+        }
         if (parser.isSet(entity)) {
             const int k = parser.value(entity).toInt();
             QObject::connect(inspector, &glimpse::app::LetrInspector::traceReady, &window, [inspector, k] {
