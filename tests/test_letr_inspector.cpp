@@ -9,6 +9,7 @@
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QThreadPool>
 #include <QtTest>
 
 #include <opencv2/imgcodecs.hpp>
@@ -240,6 +241,23 @@ private Q_SLOTS:
         QVERIFY(!vp->scene().heat.empty());
         QCOMPARE(vp->scene().lineIds.back(), expected);   // selected line drawn last
 
+        // Hovering the line: the overlay names its entity and gives the attention under the cursor.
+        QTest::mouseMove(vp->viewWindow(), click + QPoint(40, 40));   // Qt drops moves to the same point
+        QTest::mouseMove(vp->viewWindow(), click);
+        QVERIFY(QTest::qWaitFor([&] {
+            for (const auto& row : vp->overlay().rows)
+                if (row.first == "hover") return true;
+            return false;
+        }, 5000));
+        bool hoverOk = false, attentionRow = false;
+        for (const auto& row : vp->overlay().rows) {
+            if (row.first == "hover")
+                hoverOk = QString::fromStdString(row.second).startsWith(QStringLiteral("entity %1 ").arg(expected));
+            if (row.first == "attention") attentionRow = true;
+        }
+        QVERIFY(hoverOk);
+        QVERIFY(attentionRow);
+
         // Pixels: the selected line is red at the click point.
         QVERIFY(waitFrames(vp, 2));
         frame = vp->grabFrame();
@@ -435,6 +453,25 @@ private Q_SLOTS:
         QVERIFY(vfail.wait(20000));
         QVERIFY2(vfail.first().at(1).toString().contains("broken.mp4"), qPrintable(vfail.first().at(1).toString()));
         QCOMPARE(w2.videoFrameCount(), 0);
+
+        // Cancel: the UI is idle at once and the abandoned pass's result never shows.
+        {
+            MainWindow w3;
+            runOn(w3);
+            if (QTest::currentTestFailed()) return;
+            LetrInspector* in3 = w3.letrInspector();
+            const auto first = in3->trace();
+            QSignalSpy ready3(in3, &LetrInspector::traceReady);
+            in3->run(false);
+            QVERIFY(in3->running());
+            in3->cancel();
+            QVERIFY(!in3->running());
+            QThreadPool::globalInstance()->waitForDone();
+            QCoreApplication::processEvents();
+            QCoreApplication::processEvents();
+            QCOMPARE(ready3.count(), 0);
+            QCOMPARE(in3->trace().get(), first.get());
+        }
 
         // Run without a model (non-interactive): a clear message, no crash.
         QSignalSpy nomodel(in2, &LetrInspector::failed);

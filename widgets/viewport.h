@@ -98,6 +98,8 @@ public:
     void setOverlayVisible(bool on);
     bool overlayVisible() const { return overlay_.visible; }
     void setOverlayTitle(const QString& title);
+    // What the ImGui overlay shows now (title and rows, including the hover and heat rows).
+    const render::Overlay& overlay() const { return overlay_; }
 
     // True once the Vulkan window exists and has drawn at least one frame.
     bool isRendering() const;
