@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app/cli/cli.h"
+#include "app/letr_inspector.h"
 #include "app/mainwindow.h"
 #include "widgets/viewport.h"
 
@@ -21,6 +22,7 @@ const char* kUsage =
     "       glimpse infer --model letr ...                 run a model headless, write a trace\n"
     "       glimpse bench letr ...                         time a model stage by stage\n"
     "       glimpse bench rl [--threads T]                 environment and MCTS throughput\n"
+    "       glimpse bench inspector [--reps R]             LETR inspector redraw times\n"
     "       glimpse env list | score [--episodes K]        the built-in arcade games\n"
     "       glimpse data export --data SPEC --out DIR      write a line dataset as images + JSON\n"
     "       glimpse train letr --config C.json --data D --out RUN_DIR   train LETR\n"
@@ -33,6 +35,11 @@ const char* kUsage =
     "  --run RUN.h5       follow a run log in the Training panel (repeat to overlay runs)\n"
     "  --screenshot PNG   once the first frame is drawn, save a screenshot of the window\n"
     "                     and quit (for checks under Xvfb)\n"
+    "  --checkpoint C.h5  load this LETR checkpoint (default: letr_demo.h5 when installed)\n"
+    "  --run-letr         run LETR on the opened image once the model is loaded\n"
+    "  --entity K         then select line entity K (K = -1: the highest-scoring line)\n"
+    "  --compare M        then show the compare pane: 'lsd' or a layer position (1-based)\n"
+    "                     (with --screenshot, the screenshot waits for the trace)\n"
     "Run 'glimpse COMMAND --help' for a subcommand's options.\n";
 
 int runGui(int argc, char** argv) {
@@ -47,8 +54,16 @@ int runGui(int argc, char** argv) {
     QCommandLineOption shot("screenshot", "Save a screenshot once drawn, then quit.", "png");
     QCommandLineOption run("run", "Follow a run log in the Training panel.", "run.h5");
     parser.addOption(run);
+    QCommandLineOption ckpt("checkpoint", "LETR checkpoint to load.", "h5");
+    QCommandLineOption runLetr("run-letr", "Run LETR on the opened image.");
+    QCommandLineOption entity("entity", "Select this line entity after the run.", "k");
+    QCommandLineOption compare("compare", "Compare pane after the run: lsd or a layer position.", "m");
     parser.addOption(demo);
     parser.addOption(shot);
+    parser.addOption(ckpt);
+    parser.addOption(runLetr);
+    parser.addOption(entity);
+    parser.addOption(compare);
     if (!parser.parse(QApplication::arguments())) {
         std::cerr << "glimpse: " << parser.errorText().toStdString() << "\n" << kUsage;
         return 2;
@@ -57,6 +72,42 @@ int runGui(int argc, char** argv) {
     glimpse::app::MainWindow window;
     window.show();
     const QStringList files = parser.positionalArguments();
+    auto* inspector = window.letrInspector();
+    const bool wantRun = parser.isSet(runLetr);
+    if (wantRun) {
+        // Run once both the image and the model are there (either may come second).
+        auto tryRun = [&window, inspector] {
+            static bool started = false;
+            if (!started && inspector->hasModel() && window.viewport()->hasImage() && !window.busy()) {
+                started = true;
+                inspector->run(false);
+            }
+        };
+        QObject::connect(&window, &glimpse::app::MainWindow::imageLoaded, &window, tryRun);
+        QObject::connect(inspector, &glimpse::app::LetrInspector::checkpointLoaded, &window, tryRun);
+        QObject::connect(inspector, &glimpse::app::LetrInspector::busyChanged, &window, tryRun);
+        if (parser.isSet(compare)) {
+            const QString m = parser.value(compare);
+            const int mode = m.compare("lsd", Qt::CaseInsensitive) == 0 ? -1 : m.toInt() - 1;
+            QObject::connect(inspector, &glimpse::app::LetrInspector::traceReady, &window,
+                             [inspector, mode] { inspector->setCompare(mode); });
+        }
+        if (parser.isSet(entity)) {
+            const int k = parser.value(entity).toInt();
+            QObject::connect(inspector, &glimpse::app::LetrInspector::traceReady, &window, [inspector, k] {
+                static bool done = false;
+                if (done) return;
+                done = true;
+                int e = k;
+                if (e < 0) {
+                    const auto rows = inspector->tableEntities();   // sorted by score, highest first
+                    e = rows.empty() ? 0 : rows.front();
+                }
+                inspector->setEntity(e);
+            });
+        }
+    }
+    if (parser.isSet(ckpt)) inspector->loadCheckpoint(parser.value(ckpt));
     if (!files.isEmpty()) window.openImage(files.first());
     else window.openDemoImage();
     for (const QString& r : parser.values(run)) window.openRun(r);
@@ -73,9 +124,10 @@ int runGui(int argc, char** argv) {
             QApplication::exit(ok ? 0 : 1);
         };
         // Wait for the image to be drawn a few times (swapchain settled), then grab.
-        QObject::connect(vp, &glimpse::widgets::ImageViewport::frameDrawn, &window, [vp, take] {
+        QObject::connect(vp, &glimpse::widgets::ImageViewport::frameDrawn, &window, [vp, take, wantRun, inspector] {
             static bool scheduled = false;
-            if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3) {
+            if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 &&
+                (!wantRun || inspector->hasTrace() || !inspector->lastFailure().isEmpty())) {
                 scheduled = true;
                 QTimer::singleShot(300, take);
             }
@@ -110,6 +162,8 @@ int main(int argc, char** argv) {
             if (cmd == "infer") return glimpse::cli::infer(rest);
             if (cmd == "bench" && !rest.empty() && rest[0] == "rl")
                 return glimpse::cli::benchRl(std::vector<std::string>(rest.begin() + 1, rest.end()));
+            if (cmd == "bench" && !rest.empty() && rest[0] == "inspector")
+                return glimpse::cli::benchInspector(std::vector<std::string>(rest.begin() + 1, rest.end()));
             if (cmd == "bench") return glimpse::cli::bench(rest);
             if (cmd == "env") return glimpse::cli::env(rest);
             if (cmd == "data") return glimpse::cli::data(rest);

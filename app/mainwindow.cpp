@@ -18,7 +18,13 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QSettings>
+#include <QCheckBox>
+#include <QSlider>
+#include <QSplitter>
 #include <QStatusBar>
+#include <QTimer>
+#include <QToolBar>
+#include <QToolButton>
 #include <QtConcurrent/QtConcurrentRun>
 
 #include <opencv2/core.hpp>
@@ -29,6 +35,8 @@
 #include "core/error.h"
 #include "core/io/demo_image.h"
 #include "core/io/image.h"
+#include "core/io/video.h"
+#include "app/letr_inspector.h"
 #include "renderer/renderer.h"
 #include "widgets/viewport.h"
 
@@ -59,9 +67,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setWindowTitle("Glimpse");
     setAcceptDrops(true);
     viewport_ = new widgets::ImageViewport(this);
-    setCentralWidget(viewport_);
+    // Split view: the compare pane (another layer or the LSD baseline) beside the main one.
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    split->addWidget(viewport_);
+    compare_ = new widgets::ImageViewport(split);
+    compare_->setOverlayTitle("compare");
+    split->addWidget(compare_);
+    compare_->hide();
+    setCentralWidget(split);
     buildDocks();
     buildMenus();
+    buildVideoBar();
 
     cursorLabel_ = new QLabel(this);
     zoomLabel_ = new QLabel(this);
@@ -76,6 +92,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         zoomLabel_->setText(QStringLiteral("%1 %").arg(zoom * 100.0, 0, 'f', 1));
     });
     if (!viewport_->vulkanError().isEmpty()) log(viewport_->vulkanError());
+
+    // The demo LETR checkpoint, when installed, is loaded at start (worker thread).
+    const QString demo = defaultLetrCheckpoint();
+    if (!demo.isEmpty()) inspector_->loadCheckpoint(demo);
 
     QSettings settings;
     if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1280, 860);
@@ -99,6 +119,17 @@ void MainWindow::buildMenus() {
                                                           "Run logs (*.h5);;All files (*)");
         if (!path.isEmpty()) openRun(path);
     });
+    file->addAction("Open &video...", this, [this] {
+        const QString path = QFileDialog::getOpenFileName(
+            this, "Open video", QString(),
+            "Videos (*.mp4 *.avi *.mkv *.mov *.webm *.m4v *.mpg *.mpeg *.wmv *.ogv *.mjpeg);;All files (*)");
+        if (!path.isEmpty()) openVideo(path);
+    });
+    file->addAction("Open &trace...", this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, "Open LETR trace", QString(),
+                                                          "Glimpse traces (*.h5);;All files (*)");
+        if (!path.isEmpty()) inspector_->openTrace(path);
+    });
     recentMenu_ = file->addMenu("Open &recent");
     rebuildRecentMenu();
     file->addSeparator();
@@ -112,6 +143,18 @@ void MainWindow::buildMenus() {
         if (!path.isEmpty()) exportViewPng(path);
     });
     exportAct->setShortcut(QKeySequence("Ctrl+E"));
+    file->addAction("&Save trace...", QKeySequence::Save, this, [this] {
+        if (!inspector_->hasTrace()) return reportError("No trace to save: run LETR first.");
+        const QString path = QFileDialog::getSaveFileName(this, "Save LETR trace", "trace.h5",
+                                                          "Glimpse traces (*.h5)");
+        if (!path.isEmpty()) inspector_->saveTrace(path);
+    });
+    file->addAction("Export &lines...", this, [this] {
+        if (!inspector_->hasTrace()) return reportError("No lines to export: run LETR first.");
+        const QString path = QFileDialog::getSaveFileName(this, "Export lines of the current layer",
+                                                          "lines.json", "JSON (*.json);;CSV (*.csv)");
+        if (!path.isEmpty()) inspector_->exportLines(path);
+    });
     file->addSeparator();
     QAction* quit = file->addAction("&Quit", this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
@@ -132,6 +175,17 @@ void MainWindow::buildMenus() {
     connect(overlay, &QAction::toggled, viewport_, &widgets::ImageViewport::setOverlayVisible);
     view->addSeparator();
     for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
+
+    QMenu* model = menuBar()->addMenu("&Model");
+    model->addAction("Open &checkpoint...", this, [this] { inspector_->openCheckpointDialog(); });
+    QAction* runAct = model->addAction("&Run LETR", this, [this] { inspector_->run(true); });
+    runAct->setShortcut(QKeySequence("Ctrl+R"));
+    QAction* cancelAct = model->addAction("&Cancel run", inspector_, &LetrInspector::cancel);
+    cancelAct->setShortcut(QKeySequence("Ctrl+."));
+    QToolBar* tools = addToolBar("Model");
+    tools->setObjectName("toolbar.model");
+    tools->addAction(runAct);
+    tools->addAction(cancelAct);
 
     QMenu* help = menuBar()->addMenu("&Help");
     help->addAction("&About Glimpse", this, [this] {
@@ -154,6 +208,24 @@ void MainWindow::buildDocks() {
     form->addRow("Size", propSize_);
     propsDock->setWidget(props);
     addDockWidget(Qt::RightDockWidgetArea, propsDock);
+
+    auto* letrDock = new QDockWidget("LETR", this);
+    letrDock->setObjectName("dock.letr");
+    inspector_ = new LetrInspector(viewport_, compare_, letrDock);
+    letrDock->setWidget(inspector_);
+    addDockWidget(Qt::RightDockWidgetArea, letrDock);
+    connect(inspector_, &LetrInspector::failed, this, &MainWindow::reportError);
+    connect(inspector_, &LetrInspector::message, this, [this](const QString& m) {
+        log(m);
+        statusBar()->showMessage(m, 4000);
+    });
+    connect(inspector_, &LetrInspector::showImageRequested, this,
+            [this](const QString& label, const widgets::RgbImage& image) {
+                closeVideo();
+                currentPath_ = QString();
+                propPath_->setText(label);
+                showImage(label, image, inspector_->sourceKey());
+            });
 
     auto* msgDock = new QDockWidget("Messages", this);
     msgDock->setObjectName("dock.messages");
@@ -203,6 +275,8 @@ void MainWindow::reportError(const QString& message) {
 }
 
 void MainWindow::openImage(const QString& path) {
+    if (isVideoFileName(path.toStdString())) return openVideo(path);
+    if (path.endsWith(".h5", Qt::CaseInsensitive)) return inspector_->openTrace(path);
     ++pending_;
     statusBar()->showMessage("Loading " + path + " ...");
     auto* watcher = new QFutureWatcher<LoadResult>(this);
@@ -215,9 +289,10 @@ void MainWindow::openImage(const QString& path) {
             Q_EMIT loadFailed(path, r.error);
             return;
         }
+        closeVideo();
         currentPath_ = path;
         addRecent(path);
-        showImage(QFileInfo(path).fileName(), std::move(r.image));
+        showImage(QFileInfo(path).fileName(), std::move(r.image), QFileInfo(path).absoluteFilePath());
         propPath_->setText(path);
         Q_EMIT imageLoaded(path);
     });
@@ -233,20 +308,25 @@ void MainWindow::openImage(const QString& path) {
 }
 
 void MainWindow::openDemoImage() {
+    closeVideo();
     currentPath_ = QString();
-    showImage("demo", toRgbImage(makeDemoImage()));
+    showImage("demo", toRgbImage(makeDemoImage()), "demo");
     propPath_->setText("built-in demo scene");
     Q_EMIT imageLoaded(QString());
 }
 
-void MainWindow::showImage(const QString& label, widgets::RgbImage image) {
+void MainWindow::showImage(const QString& label, widgets::RgbImage image, const QString& key,
+                           bool keepView) {
     propSize_->setText(QStringLiteral("%1 x %2").arg(image.width).arg(image.height));
-    log(QStringLiteral("Opened %1 (%2 x %3)").arg(label).arg(image.width).arg(image.height));
+    if (!keepView) log(QStringLiteral("Opened %1 (%2 x %3)").arg(label).arg(image.width).arg(image.height));
     viewport_->setOverlayTitle(label);
-    viewport_->setImage(std::move(image));
+    viewport_->setImage(std::move(image), keepView);
     setWindowTitle(label + " - Glimpse");
-    statusBar()->showMessage("Opened " + label, 3000);
+    if (!keepView) statusBar()->showMessage("Opened " + label, 3000);
+    inspector_->sourceChanged(key);
 }
+
+bool MainWindow::busy() const { return pending_ > 0 || decodeRunning_ > 0 || inspector_->busy(); }
 
 void MainWindow::exportViewPng(const QString& path) {
     if (!viewport_->hasImage()) {
@@ -255,7 +335,8 @@ void MainWindow::exportViewPng(const QString& path) {
         return;
     }
     ++pending_;
-    auto image = viewport_->image();   // copy: the worker must not touch widget state
+    auto image = viewport_->image();   // copies: the worker must not touch widget state
+    auto scene = viewport_->scene();
     auto* watcher = new QFutureWatcher<QString>(this);
     connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, path] {
         const QString err = watcher->result();
@@ -269,21 +350,12 @@ void MainWindow::exportViewPng(const QString& path) {
             Q_EMIT exported(path);
         }
     });
-    watcher->setFuture(QtConcurrent::run([image = std::move(image), p = path.toStdString()]() -> QString {
+    watcher->setFuture(QtConcurrent::run([image = std::move(image), scene = std::move(scene),
+                                          p = path.toStdString()]() -> QString {
         try {
-            render::OffscreenTarget target(image.width, image.height);
-            target.renderer().setImage(image.width, image.height, 3, image.rgb.data());
-            target.renderer().setView(render::View::oneToOne(image.width, image.height));
-            render::Overlay none;
-            none.visible = false;
-            target.renderer().setOverlay(none);
-            std::vector<uint8_t> rgba = target.render();
-            cv::Mat rgb(image.height, image.width, CV_8UC3);
-            for (size_t i = 0, n = size_t(image.width) * image.height; i < n; ++i) {
-                rgb.data[i * 3 + 0] = rgba[i * 4 + 0];
-                rgb.data[i * 3 + 1] = rgba[i * 4 + 1];
-                rgb.data[i * 3 + 2] = rgba[i * 4 + 2];
-            }
+            // The image with the lines and heatmap of the current view, at image resolution.
+            widgets::RgbImage out = widgets::renderSceneAtImageResolution(image, scene);
+            cv::Mat rgb(out.height, out.width, CV_8UC3, out.rgb.data());
             saveImagePNG(p, rgb);
             return {};
         } catch (const std::exception& e) {
@@ -335,6 +407,165 @@ void MainWindow::closeEvent(QCloseEvent* e) {
     settings.setValue("window/geometry", saveGeometry());
     settings.setValue("window/state", saveState());
     QMainWindow::closeEvent(e);
+}
+
+// --- video ------------------------------------------------------------------------
+
+namespace {
+struct VideoOpenResult {
+    std::shared_ptr<VideoReader> reader;
+    widgets::RgbImage first;
+    QString error;
+};
+struct FrameResult {
+    widgets::RgbImage image;
+    QString error;
+};
+} // namespace
+
+void MainWindow::buildVideoBar() {
+    videoBar_ = new QToolBar("Video", this);
+    videoBar_->setObjectName("toolbar.video");
+    playButton_ = new QToolButton(videoBar_);
+    playButton_->setText("Play");
+    playButton_->setCheckable(true);
+    playButton_->setToolTip("Play / pause (Space)");
+    playButton_->setShortcut(QKeySequence("Space"));
+    frameSlider_ = new QSlider(Qt::Horizontal, videoBar_);
+    frameSlider_->setMinimumWidth(300);
+    frameLabel_ = new QLabel(videoBar_);
+    frameLabel_->setMinimumWidth(110);
+    runEachFrame_ = new QCheckBox("Run LETR on shown frames", videoBar_);
+    runEachFrame_->setToolTip("When paused, run LETR on each frame shown that has no cached trace");
+    videoBar_->addWidget(playButton_);
+    videoBar_->addWidget(frameSlider_);
+    videoBar_->addWidget(frameLabel_);
+    videoBar_->addWidget(runEachFrame_);
+    addToolBar(Qt::BottomToolBarArea, videoBar_);
+    videoBar_->hide();
+    playTimer_ = new QTimer(this);
+    connect(playTimer_, &QTimer::timeout, this, [this] {
+        if (!video_ || decodeRunning_ > 0) return;   // wait for the previous frame
+        const int next = videoFrame_ + 1;
+        if (next >= video_->frameCount()) return setPlaying(false);
+        frameSlider_->setValue(next);
+    });
+    connect(playButton_, &QToolButton::toggled, this, &MainWindow::setPlaying);
+    connect(frameSlider_, &QSlider::valueChanged, this, &MainWindow::showVideoFrame);
+}
+
+int MainWindow::videoFrameCount() const { return video_ ? video_->frameCount() : 0; }
+
+void MainWindow::closeVideo() {
+    setPlaying(false);
+    video_.reset();
+    videoPath_.clear();
+    videoFrame_ = -1;
+    if (videoBar_) videoBar_->hide();
+}
+
+void MainWindow::setPlaying(bool on) {
+    if (on && !video_) on = false;
+    if (playButton_->isChecked() != on) {
+        const QSignalBlocker b(playButton_);
+        playButton_->setChecked(on);
+    }
+    playButton_->setText(on ? "Pause" : "Play");
+    if (on) playTimer_->start(int(1000.0 / std::max(1.0, video_->fps())));
+    else playTimer_->stop();
+    if (!on && video_ && runEachFrame_->isChecked() && !inspector_->hasTrace() && inspector_->hasModel())
+        inspector_->run(false);
+}
+
+void MainWindow::openVideo(const QString& path) {
+    ++pending_;
+    statusBar()->showMessage("Opening video " + path + " ...");
+    auto* watcher = new QFutureWatcher<VideoOpenResult>(this);
+    connect(watcher, &QFutureWatcher<VideoOpenResult>::finished, this, [this, watcher, path] {
+        VideoOpenResult r = watcher->result();
+        watcher->deleteLater();
+        --pending_;
+        if (!r.error.isEmpty()) {
+            reportError(r.error);
+            Q_EMIT loadFailed(path, r.error);
+            return;
+        }
+        closeVideo();
+        video_ = r.reader;
+        videoPath_ = QFileInfo(path).absoluteFilePath();
+        currentPath_ = path;
+        addRecent(path);
+        propPath_->setText(path);
+        {
+            const QSignalBlocker b(frameSlider_);
+            frameSlider_->setRange(0, video_->frameCount() - 1);
+            frameSlider_->setValue(0);
+        }
+        videoFrame_ = 0;
+        frameLabel_->setText(QStringLiteral("frame 1 / %1").arg(video_->frameCount()));
+        videoBar_->show();
+        showImage(QFileInfo(path).fileName(), std::move(r.first), videoPath_ + "#0");
+        log(QStringLiteral("Video: %1 frames at %2 fps").arg(video_->frameCount()).arg(video_->fps()));
+        Q_EMIT videoOpened(path, video_->frameCount());
+        Q_EMIT frameShown(0);
+    });
+    watcher->setFuture(QtConcurrent::run([p = path.toStdString()] {
+        VideoOpenResult r;
+        try {
+            r.reader = std::make_shared<VideoReader>(p);
+            r.first = toRgbImage(r.reader->frame(0));
+        } catch (const std::exception& e) {
+            r.error = QString::fromStdString(e.what());
+        }
+        return r;
+    }));
+}
+
+void MainWindow::showVideoFrame(int index) {
+    if (!video_) return;
+    index = std::clamp(index, 0, video_->frameCount() - 1);
+    if (frameSlider_->value() != index) {
+        frameSlider_->setValue(index);   // comes back here
+        return;
+    }
+    if (decodeRunning_ > 0) {   // coalesce: decode the latest request when the current one ends
+        decodeWanted_ = index;
+        return;
+    }
+    ++decodeRunning_;
+    decodeWanted_ = -1;
+    auto* watcher = new QFutureWatcher<FrameResult>(this);
+    connect(watcher, &QFutureWatcher<FrameResult>::finished, this,
+            [this, watcher, index, reader = video_] {
+                FrameResult r = watcher->result();
+                watcher->deleteLater();
+                --decodeRunning_;
+                if (reader == video_) {
+                    if (!r.error.isEmpty()) {
+                        setPlaying(false);
+                        reportError(r.error);
+                    } else {
+                        videoFrame_ = index;
+                        frameLabel_->setText(QStringLiteral("frame %1 / %2").arg(index + 1).arg(video_->frameCount()));
+                        showImage(QFileInfo(videoPath_).fileName(), std::move(r.image),
+                                  videoPath_ + "#" + QString::number(index), true);
+                        if (!playTimer_->isActive() && runEachFrame_->isChecked() && !inspector_->hasTrace() &&
+                            inspector_->hasModel())
+                            inspector_->run(false);
+                        Q_EMIT frameShown(index);
+                    }
+                    if (decodeWanted_ >= 0 && decodeWanted_ != index) showVideoFrame(decodeWanted_);
+                }
+            });
+    watcher->setFuture(QtConcurrent::run([reader = video_, index] {
+        FrameResult r;
+        try {
+            r.image = toRgbImage(reader->frame(index));   // only this worker reads: serialized
+        } catch (const std::exception& e) {
+            r.error = QString::fromStdString(e.what());
+        }
+        return r;
+    }));
 }
 
 } // namespace glimpse::app

@@ -2,12 +2,22 @@
 #include <QMainWindow>
 #include <QString>
 #include <QStringList>
+#include <memory>
 
 class QAction;
 class QLabel;
 class QListWidget;
 class QMenu;
 class QFormLayout;
+class QSlider;
+class QTimer;
+class QToolBar;
+class QToolButton;
+class QCheckBox;
+
+namespace glimpse {
+class VideoReader;
+}
 
 namespace glimpse::widgets {
 class ImageViewport;
@@ -18,6 +28,7 @@ namespace glimpse::app {
 
 class TrainingJob;
 class TrainingPanel;
+class LetrInspector;
 
 // The main window: menus, the Vulkan image viewport in the centre, dockable panels
 // (image properties, messages), status bar with cursor pixel/value and zoom.
@@ -31,14 +42,25 @@ public:
     QString currentPath() const { return currentPath_; }
     QString lastError() const { return lastError_; }
     QStringList recentFiles() const;
-    bool busy() const { return pending_ > 0; }
     TrainingPanel* trainingPanel() const { return trainingPanel_; }
     TrainingJob* trainingJob() const { return trainingJob_; }
+    bool busy() const;
+    LetrInspector* letrInspector() const { return inspector_; }
+    widgets::ImageViewport* compareViewport() const { return compare_; }
+    // Video: frames of the open video (0 when the current source is not a video).
+    int videoFrameCount() const;
+    int videoFrame() const { return videoFrame_; }
 
 public Q_SLOTS:
     // Loads on a worker thread; emits imageLoaded or loadFailed.
     void openImage(const QString& path);
     void openDemoImage();
+    // Opens a video (OpenCV) on a worker thread and shows frame 0; emits videoOpened or
+    // loadFailed. Files with a video extension given to openImage() come here too.
+    void openVideo(const QString& path);
+    // Shows frame `index` of the open video (decoded on a worker thread; emits frameShown).
+    void showVideoFrame(int index);
+    void setPlaying(bool on);
     // Renders the current view offscreen at the image's resolution and writes a PNG
     // (atomically) on a worker thread; emits exported or exportFailed.
     void exportViewPng(const QString& path);
@@ -50,6 +72,8 @@ Q_SIGNALS:
     void loadFailed(const QString& path, const QString& message);
     void exported(const QString& path);
     void exportFailed(const QString& path, const QString& message);
+    void videoOpened(const QString& path, int frames);
+    void frameShown(int index);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* e) override;
@@ -59,13 +83,29 @@ protected:
 private:
     void buildMenus();
     void buildDocks();
-    void showImage(const QString& label, widgets::RgbImage image);
+    void showImage(const QString& label, widgets::RgbImage image, const QString& key = QString(),
+                   bool keepView = false);
+    void buildVideoBar();
+    void closeVideo();
     void reportError(const QString& message);
     void log(const QString& message);
     void addRecent(const QString& path);
     void rebuildRecentMenu();
 
     widgets::ImageViewport* viewport_ = nullptr;
+    widgets::ImageViewport* compare_ = nullptr;
+    LetrInspector* inspector_ = nullptr;
+    std::shared_ptr<VideoReader> video_;
+    QString videoPath_;
+    int videoFrame_ = -1;
+    int decodeRunning_ = 0;
+    int decodeWanted_ = -1;
+    QToolBar* videoBar_ = nullptr;
+    QSlider* frameSlider_ = nullptr;
+    QLabel* frameLabel_ = nullptr;
+    QToolButton* playButton_ = nullptr;
+    QCheckBox* runEachFrame_ = nullptr;
+    QTimer* playTimer_ = nullptr;
     QMenu* recentMenu_ = nullptr;
     QListWidget* messages_ = nullptr;
     QLabel* propPath_ = nullptr;

@@ -5,3 +5,4 @@ glimpse_add_test(test_checkpoint SOURCES test_checkpoint.cpp LIBS glimpse_core T
 glimpse_add_test(test_trace SOURCES test_trace.cpp LIBS glimpse_core TIMEOUT 60 LABELS core io)
 glimpse_add_test(test_runlog SOURCES test_runlog.cpp LIBS glimpse_core TIMEOUT 60 LABELS core io)
 glimpse_add_test(test_image SOURCES test_image.cpp LIBS glimpse_core TIMEOUT 60 LABELS core io)
+glimpse_add_test(test_video SOURCES test_video.cpp LIBS glimpse_core TIMEOUT 60 LABELS core io)

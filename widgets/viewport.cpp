@@ -8,6 +8,8 @@
 #include <QVulkanInstance>
 #include <QWheelEvent>
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 namespace glimpse::widgets {
 
@@ -52,8 +54,13 @@ public:
             window_->sampleCountFlagBits(), uint32_t(window_->concurrentFrameCount()));
         renderer_->setBackground(0.12f, 0.13f, 0.15f);
         owner_->imageDirty_ = true;   // a new device needs the image again
+        owner_->sceneDirty_ = true;
+        shownValid_ = false;
     }
-    void releaseResources() override { renderer_.reset(); }
+    void releaseResources() override {
+        renderer_.reset();
+        shownValid_ = false;
+    }
 
     void startNextFrame() override {
         const QSize sz = window_->swapChainImageSize();
@@ -68,6 +75,12 @@ public:
             const auto& im = owner_->image_;
             renderer_->setImage(im.width, im.height, 3, im.rgb.empty() ? nullptr : im.rgb.data());
             owner_->imageDirty_ = false;
+        }
+        if (owner_->sceneDirty_) {
+            owner_->scene_.applyTo(*renderer_, shownValid_ ? &shown_ : nullptr);
+            shown_ = owner_->scene_;
+            shownValid_ = true;
+            owner_->sceneDirty_ = false;
         }
         renderer_->setView(owner_->view_);
         renderer_->setOverlay(owner_->overlay_);
@@ -98,6 +111,8 @@ private:
     QVulkanWindow* window_;
     ImageViewport* owner_;
     std::unique_ptr<render::Renderer> renderer_;
+    ViewportScene shown_;        // what renderer_ was last given (uploads only what changed)
+    bool shownValid_ = false;
 };
 
 class VulkanViewWindow : public QVulkanWindow {
@@ -111,14 +126,33 @@ protected:
     void mousePressEvent(QMouseEvent* e) override {
         if (e->button() == Qt::LeftButton || e->button() == Qt::MiddleButton) {
             dragging_ = true;
-            last_ = e->position();
+            moved_ = false;
+            last_ = press_ = e->position();
             owner_->pushHistory();
         }
     }
-    void mouseReleaseEvent(QMouseEvent*) override { dragging_ = false; }
+    void mouseReleaseEvent(QMouseEvent* e) override {
+        const bool click = dragging_ && !moved_ && e->button() == Qt::LeftButton;
+        dragging_ = false;
+        if (!click) return;
+        // A click, not a drag: the view did not change, so drop the undo step it pushed.
+        if (!owner_->history_.empty() && owner_->history_.back() == owner_->view_)
+            owner_->history_.pop_back();
+        const QPointF p = e->position();
+        const int li = owner_->lineAtPosition(p.x(), p.y());
+        if (li >= 0) {
+            Q_EMIT owner_->lineClicked(owner_->scene_.lineIds[size_t(li)]);
+        } else {
+            int px, py;
+            if (!owner_->pixelAt(p.x(), p.y(), px, py)) px = py = -1;
+            Q_EMIT owner_->imageClicked(px, py);
+        }
+    }
     void mouseMoveEvent(QMouseEvent* e) override {
         const QPointF p = e->position();
-        if (dragging_) {
+        if (dragging_ && !moved_ && std::hypot(p.x() - press_.x(), p.y() - press_.y()) >= 3.0)
+            moved_ = true;
+        if (dragging_ && moved_) {
             const double dpr = devicePixelRatio();
             render::View v = owner_->view_;
             v.panByScreen((p.x() - last_.x()) * dpr, (p.y() - last_.y()) * dpr);
@@ -134,6 +168,7 @@ protected:
             owner_->cursorX_ = owner_->cursorY_ = -1;
             Q_EMIT owner_->cursorPixel(-1, -1, QString());
         }
+        owner_->hoverLine_ = dragging_ ? -1 : owner_->lineAtPosition(p.x(), p.y());
         owner_->updateOverlayRows();
         owner_->requestRedraw();
     }
@@ -157,6 +192,7 @@ protected:
         if (e->type() == QEvent::Leave) {
             wheelGesture_ = false;   // the next wheel gesture is a new undo step
             owner_->cursorX_ = owner_->cursorY_ = -1;
+            owner_->hoverLine_ = -1;
             Q_EMIT owner_->cursorPixel(-1, -1, QString());
             owner_->updateOverlayRows();
             owner_->requestRedraw();
@@ -167,9 +203,86 @@ protected:
 private:
     ImageViewport* owner_;
     bool dragging_ = false;
+    bool moved_ = false;
     bool wheelGesture_ = false;
-    QPointF last_;
+    QPointF last_, press_;
 };
+
+// --- ViewportScene ------------------------------------------------------------------
+
+float ViewportScene::heatAt(double ix, double iy, int imageW, int imageH) const {
+    if (!hasHeatmap() || imageW <= 0 || imageH <= 0) return std::numeric_limits<float>::quiet_NaN();
+    // Cell (i, j) has its centre at image ((j + 0.5) * W / w, (i + 0.5) * H / h).
+    const double gx = std::clamp(ix * heatW / imageW - 0.5, 0.0, double(heatW - 1));
+    const double gy = std::clamp(iy * heatH / imageH - 0.5, 0.0, double(heatH - 1));
+    const int x0 = int(std::floor(gx)), y0 = int(std::floor(gy));
+    const int x1 = std::min(x0 + 1, heatW - 1), y1 = std::min(y0 + 1, heatH - 1);
+    const double fx = gx - x0, fy = gy - y0;
+    auto at = [this](int x, int y) { return double(heat[size_t(y) * heatW + x]); };
+    return float((at(x0, y0) * (1 - fx) + at(x1, y0) * fx) * (1 - fy) +
+                 (at(x0, y1) * (1 - fx) + at(x1, y1) * fx) * fy);
+}
+
+int ViewportScene::lineNear(double ix, double iy, double maxDist) const {
+    int best = -1;
+    double bestD = maxDist;
+    for (size_t i = 0; i < lines.size(); ++i) {
+        if (i >= lineIds.size() || lineIds[i] < 0) continue;
+        const auto& l = lines[i];
+        const double dx = l.x2 - l.x1, dy = l.y2 - l.y1;
+        const double len2 = dx * dx + dy * dy;
+        double t = len2 > 0 ? ((ix - l.x1) * dx + (iy - l.y1) * dy) / len2 : 0.0;
+        t = std::clamp(t, 0.0, 1.0);
+        const double d = std::hypot(ix - (l.x1 + t * dx), iy - (l.y1 + t * dy));
+        if (d <= bestD) {   // later lines are drawn on top: ties go to them
+            bestD = d;
+            best = int(i);
+        }
+    }
+    return best;
+}
+
+void ViewportScene::applyTo(render::Renderer& r, const ViewportScene* previous) const {
+    auto sameLines = [&] {
+        return previous && previous->lines.size() == lines.size() &&
+               (lines.empty() || std::memcmp(previous->lines.data(), lines.data(),
+                                             lines.size() * sizeof(render::LineSegment)) == 0);
+    };
+    auto sameHeat = [&] {
+        return previous && previous->hasHeatmap() == hasHeatmap() && previous->heatW == heatW &&
+               previous->heatH == heatH && previous->heatMin == heatMin && previous->heatMax == heatMax &&
+               previous->heat == heat;
+    };
+    if (!sameLines()) r.setLines(lines);
+    if (!sameHeat()) {
+        if (hasHeatmap()) r.setHeatmap(heatW, heatH, heat.data(), heatMin, heatMax);
+        else r.clearHeatmap();
+    }
+    r.setColormap(colormap);
+    r.setHeatmapOpacity(opacity);
+}
+
+RgbImage renderSceneAtImageResolution(const RgbImage& image, const ViewportScene& scene) {
+    RgbImage out;
+    if (image.empty()) return out;
+    render::OffscreenTarget target(image.width, image.height);
+    target.renderer().setImage(image.width, image.height, 3, image.rgb.data());
+    scene.applyTo(target.renderer());
+    target.renderer().setView(render::View::oneToOne(image.width, image.height));
+    render::Overlay none;
+    none.visible = false;
+    target.renderer().setOverlay(none);
+    const std::vector<uint8_t> rgba = target.render();
+    out.width = image.width;
+    out.height = image.height;
+    out.rgb.resize(size_t(image.width) * image.height * 3);
+    for (size_t i = 0, n = size_t(image.width) * image.height; i < n; ++i) {
+        out.rgb[i * 3 + 0] = rgba[i * 4 + 0];
+        out.rgb[i * 3 + 1] = rgba[i * 4 + 1];
+        out.rgb[i * 3 + 2] = rgba[i * 4 + 2];
+    }
+    return out;
+}
 
 // --- ImageViewport ------------------------------------------------------------------
 
@@ -197,7 +310,14 @@ ImageViewport::ImageViewport(QWidget* parent) : QWidget(parent) {
 
 ImageViewport::~ImageViewport() = default;
 
-void ImageViewport::setImage(RgbImage image) {
+void ImageViewport::setImage(RgbImage image, bool keepView) {
+    if (keepView && image.width == image_.width && image.height == image_.height && !image.empty()) {
+        image_ = std::move(image);
+        imageDirty_ = true;
+        updateOverlayRows();
+        requestRedraw();
+        return;
+    }
     image_ = std::move(image);
     imageDirty_ = true;
     history_.clear();
@@ -215,6 +335,30 @@ void ImageViewport::setImage(RgbImage image) {
 }
 
 void ImageViewport::setView(const render::View& v) { applyView(v, true); }
+
+void ImageViewport::followView(const ImageViewport& other) {
+    history_ = other.history_;
+    applyView(other.view_, false);
+}
+
+void ImageViewport::setScene(ViewportScene scene) {
+    scene_ = std::move(scene);
+    sceneDirty_ = true;
+    hoverLine_ = -1;
+    updateOverlayRows();
+    requestRedraw();
+}
+
+QWindow* ImageViewport::viewWindow() const { return window_; }
+
+int ImageViewport::lineAtPosition(double x, double y) const {
+    if (!hasImage() || scene_.lines.empty()) return -1;
+    const double dpr = devicePixelRatioF_();
+    const QSize sz = viewportPixelSize();
+    double ix, iy;
+    view_.screenToImage(x * dpr, y * dpr, sz.width(), sz.height(), ix, iy);
+    return scene_.lineNear(ix, iy, pickRadius_ * dpr / view_.zoom);
+}
 
 void ImageViewport::applyView(const render::View& v, bool record) {
     if (record) pushHistory();
@@ -328,6 +472,13 @@ void ImageViewport::updateOverlayRows() {
         overlay_.rows.push_back({"pixel", std::to_string(cursorX_) + ", " + std::to_string(cursorY_)});
         overlay_.rows.push_back({"value", valueText(cursorX_, cursorY_).toStdString()});
     }
+    for (const auto& row : scene_.overlayRows) overlay_.rows.push_back(row);
+    if (cursorX_ >= 0 && scene_.hasHeatmap()) {
+        const float v = scene_.heatAt(cursorX_ + 0.5, cursorY_ + 0.5, image_.width, image_.height);
+        overlay_.rows.push_back({scene_.heatLabel, QString::number(double(v), 'g', 4).toStdString()});
+    }
+    if (hoverLine_ >= 0 && size_t(hoverLine_) < scene_.lineLabels.size())
+        overlay_.rows.push_back({"hover", scene_.lineLabels[size_t(hoverLine_)]});
 }
 
 void ImageViewport::requestRedraw() {

@@ -17,6 +17,7 @@ int benchRl(const std::vector<std::string>& args); // glimpse bench rl [--thread
 int data(const std::vector<std::string>& args);    // glimpse data export ...
 int train(const std::vector<std::string>& args);   // glimpse train letr ...
 int eval(const std::vector<std::string>& args);    // glimpse eval letr --checkpoint C --data D
+int benchInspector(const std::vector<std::string>& args); // glimpse bench inspector
 
 // Minimal option parser shared by the subcommands: "--key value", "--flag", positionals.
 class Args {

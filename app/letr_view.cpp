@@ -1,0 +1,216 @@
+#include "app/letr_view.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "core/io/atomic_file.h"
+
+namespace glimpse::app {
+
+using letr::Stage;
+
+std::string LetrPosition::label() const {
+    return std::string(letr::stageName(stage)) + " " + std::to_string(layer + 1);
+}
+
+std::vector<LetrPosition> letrPositions(const letr::LetrTrace& trace) {
+    std::vector<LetrPosition> out;
+    for (int s = 0; s < trace.numStages(); ++s)
+        for (int l = 0; l < trace.numLayers(Stage(s)); ++l) out.push_back({Stage(s), l});
+    return out;
+}
+
+render::LineSegment scoreColoredLine(float x1, float y1, float x2, float y2, float score) {
+    const float t = std::clamp(score, 0.0f, 1.0f);
+    render::LineSegment l;
+    l.x1 = x1; l.y1 = y1; l.x2 = x2; l.y2 = y2;
+    l.r = t;
+    l.g = 0.85f + 0.1f * t;
+    l.b = 1.0f - t;
+    l.a = 1.0f;
+    l.widthPx = kLineWidthPx;
+    return l;
+}
+
+LetrView::LetrView(std::shared_ptr<const letr::LetrTrace> trace) : trace_(std::move(trace)) {
+    if (!trace_) throw Error("LetrView: no trace");
+    positions_ = letrPositions(*trace_);
+    rows_.resize(positions_.size());
+}
+
+void LetrView::checkPosition(int position) const {
+    if (position < 0 || position >= int(positions_.size()))
+        throw Error("LETR view: layer position " + std::to_string(position) + " out of range 0.." +
+                    std::to_string(int(positions_.size()) - 1));
+}
+
+const std::vector<LetrEntityRow>& LetrView::entities(int position) {
+    checkPosition(position);
+    auto& rows = rows_[size_t(position)];
+    if (!rows.empty()) return rows;
+    const LetrPosition& p = positions_[size_t(position)];
+    const torch::Tensor ep = trace_->endpoints(p.stage, p.layer).to(torch::kFloat32).contiguous();
+    const torch::Tensor sc = trace_->scores(p.stage, p.layer).to(torch::kFloat32).contiguous();
+    const float* e = ep.data_ptr<float>();
+    const float* s = sc.data_ptr<float>();
+    const int64_t n = sc.size(0);
+    rows.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) {
+        LetrEntityRow& r = rows[size_t(i)];
+        r.entity = int(i);
+        r.score = s[i];
+        r.x1 = e[i * 4 + 0]; r.y1 = e[i * 4 + 1]; r.x2 = e[i * 4 + 2]; r.y2 = e[i * 4 + 3];
+        const float dx = r.x2 - r.x1, dy = r.y2 - r.y1;
+        r.length = std::hypot(dx, dy);
+        float a = float(std::atan2(-dy, dx) * 180.0 / M_PI);   // image y points down
+        if (a < 0) a += 180.0f;
+        if (a >= 180.0f) a -= 180.0f;
+        r.angle = a;
+    }
+    return rows;
+}
+
+std::vector<LetrEntityRow> LetrView::visible(int position, float threshold) {
+    const auto& all = entities(position);
+    std::vector<LetrEntityRow> out;
+    out.reserve(all.size());
+    for (const auto& r : all)
+        if (r.score >= threshold) out.push_back(r);
+    std::stable_sort(out.begin(), out.end(),
+                     [](const LetrEntityRow& a, const LetrEntityRow& b) { return a.score > b.score; });
+    return out;
+}
+
+const std::vector<float>& LetrView::attention(int position, int head, int entity, int& h, int& w) {
+    checkPosition(position);
+    if (entity < 0) {
+        static const std::vector<float> none;
+        h = w = 0;
+        return none;
+    }
+    if (position != attnPos_ || head != attnHead_ || entity != attnEntity_) {
+        const LetrPosition& p = positions_[size_t(position)];
+        const torch::Tensor a = trace_->attention(p.stage, p.layer, head, entity).contiguous();
+        attnH_ = int(a.size(0));
+        attnW_ = int(a.size(1));
+        attn_.assign(a.data_ptr<float>(), a.data_ptr<float>() + a.numel());
+        attnPos_ = position;
+        attnHead_ = head;
+        attnEntity_ = entity;
+    }
+    h = attnH_;
+    w = attnW_;
+    return attn_;
+}
+
+widgets::ViewportScene LetrView::scene(const LetrViewSettings& s) {
+    checkPosition(s.position);
+    widgets::ViewportScene sc;
+    const auto& all = entities(s.position);
+    const bool haveEntity = s.entity >= 0 && s.entity < int(all.size());
+    std::vector<LetrEntityRow> vis = visible(s.position, s.threshold);
+    if (s.showLines) {
+        sc.lines.reserve(vis.size() + 1);
+        sc.lineIds.reserve(vis.size() + 1);
+        sc.lineLabels.reserve(vis.size() + 1);
+        char buf[64];
+        for (auto it = vis.rbegin(); it != vis.rend(); ++it) {   // lowest score first
+            if (it->entity == s.entity) continue;
+            sc.lines.push_back(scoreColoredLine(it->x1, it->y1, it->x2, it->y2, it->score));
+            sc.lineIds.push_back(it->entity);
+            std::snprintf(buf, sizeof buf, "entity %d  score %.3f", it->entity, double(it->score));
+            sc.lineLabels.emplace_back(buf);
+        }
+    }
+    if (haveEntity) {
+        const LetrEntityRow& r = all[size_t(s.entity)];
+        render::LineSegment l{r.x1, r.y1, r.x2, r.y2, kSelectedRgb[0], kSelectedRgb[1], kSelectedRgb[2],
+                              1.0f, kSelectedWidthPx};
+        sc.lines.push_back(l);
+        sc.lineIds.push_back(r.entity);
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "entity %d  score %.3f (selected)", r.entity, double(r.score));
+        sc.lineLabels.emplace_back(buf);
+        if (s.showHeatmap) {
+            int h = 0, w = 0;
+            const auto& a = attention(s.position, s.head, s.entity, h, w);
+            sc.heatW = w;
+            sc.heatH = h;
+            sc.heat = a;
+            sc.heatMin = 0.0f;
+            const float mx = a.empty() ? 1.0f : *std::max_element(a.begin(), a.end());
+            sc.heatMax = mx > 0 ? mx : 1.0f;
+            sc.heatLabel = "attention";
+        }
+    }
+    sc.colormap = s.colormap;
+    sc.opacity = s.opacity;
+    const LetrPosition& p = positions_[size_t(s.position)];
+    sc.overlayRows.push_back({"layer", p.label()});
+    sc.overlayRows.push_back({"head", s.head < 0 ? std::string("mean of ") + std::to_string(trace_->numHeads())
+                                                 : std::to_string(s.head + 1) + " / " + std::to_string(trace_->numHeads())});
+    if (haveEntity) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.3f", double(all[size_t(s.entity)].score));
+        sc.overlayRows.push_back({"entity", std::to_string(s.entity)});
+        sc.overlayRows.push_back({"score", buf});
+    } else {
+        sc.overlayRows.push_back({"entity", "none (click a line)"});
+    }
+    sc.overlayRows.push_back({"lines", std::to_string(vis.size()) + " of " + std::to_string(all.size())});
+    return sc;
+}
+
+widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines) {
+    widgets::ViewportScene sc;
+    const size_t n = lines.size();
+    for (size_t i = n; i-- > 0;) {   // strongest drawn last (on top)
+        const auto& l = lines[i];
+        const float t = n > 1 ? 1.0f - float(i) / float(n - 1) : 1.0f;
+        sc.lines.push_back(scoreColoredLine(l.x1, l.y1, l.x2, l.y2, t));
+        sc.lineIds.push_back(-1);
+        sc.lineLabels.emplace_back();
+    }
+    sc.overlayRows.push_back({"layer", "LSD (OpenCV)"});
+    sc.overlayRows.push_back({"lines", std::to_string(n)});
+    return sc;
+}
+
+void writeLines(const std::string& path, const std::string& layerLabel,
+                const std::vector<LetrEntityRow>& rows) {
+    auto endsWith = [&](const std::string& ext) {
+        if (path.size() < ext.size()) return false;
+        std::string tail = path.substr(path.size() - ext.size());
+        std::transform(tail.begin(), tail.end(), tail.begin(), ::tolower);
+        return tail == ext;
+    };
+    std::string text;
+    if (endsWith(".json")) {
+        nlohmann::json j;
+        j["layer"] = layerLabel;
+        j["lines"] = nlohmann::json::array();
+        for (const auto& r : rows)
+            j["lines"].push_back({{"entity", r.entity}, {"score", r.score}, {"x1", r.x1}, {"y1", r.y1},
+                                  {"x2", r.x2}, {"y2", r.y2}, {"length", r.length}, {"angle", r.angle}});
+        text = j.dump(1) + "\n";
+    } else if (endsWith(".csv")) {
+        std::ostringstream os;
+        os.precision(7);
+        os << "entity,score,x1,y1,x2,y2,length,angle\n";
+        for (const auto& r : rows)
+            os << r.entity << ',' << r.score << ',' << r.x1 << ',' << r.y1 << ',' << r.x2 << ','
+               << r.y2 << ',' << r.length << ',' << r.angle << '\n';
+        text = os.str();
+    } else {
+        throw Error(path + ": unknown line export format (use a .json or .csv file name)");
+    }
+    writeBytesAtomically(path, text.data(), text.size());
+}
+
+} // namespace glimpse::app

@@ -1,0 +1,91 @@
+#pragma once
+// LetrView: turns a LetrTrace and the inspector's settings (layer position, head, entity,
+// threshold, colour map, opacity) into the plain buffers the viewport draws
+// (widgets::ViewportScene). No widgets: the inspector panel and `glimpse bench inspector`
+// share it. Per-layer predictions are unpacked once per position; the attention map is
+// recomputed only when the (layer, head, entity) it depends on changes.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/models/letr/trace.h"
+#include "core/eval/lsd.h"
+#include "renderer/renderer.h"
+#include "widgets/viewport.h"
+
+namespace glimpse::app {
+
+// One step of the layer stepper: coarse decoder layers first, then fine ones.
+struct LetrPosition {
+    letr::Stage stage = letr::Stage::Coarse;
+    int layer = 0;   // 0-based
+    std::string label() const;   // "coarse 1" (1-based for people)
+};
+std::vector<LetrPosition> letrPositions(const letr::LetrTrace& trace);
+
+struct LetrViewSettings {
+    int position = 0;          // index into letrPositions()
+    int head = -1;             // -1 = mean over heads
+    int entity = -1;           // selected line entity, -1 = none
+    float threshold = 0.5f;    // lines with score >= threshold are shown
+    render::Colormap colormap = render::Colormap::Viridis;
+    float opacity = 0.6f;
+    bool showLines = true;
+    bool showHeatmap = true;
+};
+
+// One predicted line of a layer, with what the entity table lists.
+struct LetrEntityRow {
+    int entity = 0;
+    float score = 0;
+    float x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+    float length = 0;    // original-image pixels
+    float angle = 0;     // degrees in [0, 180), counter-clockwise from the image's x axis
+};
+
+// Colours shared by every LETR view (and checked by tests).
+constexpr float kSelectedRgb[3] = {1.0f, 0.1f, 0.1f};   // the selected entity's line
+constexpr float kLineWidthPx = 2.0f;
+constexpr float kSelectedWidthPx = 4.0f;
+// Score colour of an unselected line: cyan (low) to yellow (high).
+render::LineSegment scoreColoredLine(float x1, float y1, float x2, float y2, float score);
+
+class LetrView {
+public:
+    explicit LetrView(std::shared_ptr<const letr::LetrTrace> trace);
+    const letr::LetrTrace& trace() const { return *trace_; }
+    std::shared_ptr<const letr::LetrTrace> tracePtr() const { return trace_; }
+    const std::vector<LetrPosition>& positions() const { return positions_; }
+
+    // Every entity of the position (unsorted, entity order).
+    const std::vector<LetrEntityRow>& entities(int position);
+    // Entities with score >= threshold, highest score first.
+    std::vector<LetrEntityRow> visible(int position, float threshold);
+    // [h, w] attention of the settings' entity (mean or one head) at the position; empty
+    // when no entity is selected. Cached for the last request.
+    const std::vector<float>& attention(int position, int head, int entity, int& h, int& w);
+
+    // The scene for the viewport: visible lines coloured by score (lowest drawn first), the
+    // selected entity's line in red on top (even below the threshold), its attention heatmap
+    // (0 .. max of the map), and the overlay rows (layer, head, entity, score, lines).
+    widgets::ViewportScene scene(const LetrViewSettings& s);
+
+private:
+    void checkPosition(int position) const;
+    std::shared_ptr<const letr::LetrTrace> trace_;
+    std::vector<LetrPosition> positions_;
+    std::vector<std::vector<LetrEntityRow>> rows_;   // per position, filled on first use
+    int attnPos_ = -1, attnHead_ = -2, attnEntity_ = -1, attnH_ = 0, attnW_ = 0;
+    std::vector<float> attn_;
+};
+
+// LSD baseline lines as a scene (all lines, coloured by rank, not pickable).
+widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines);
+
+// Writes the entity rows as JSON (an object with "layer" and "lines") or CSV (header
+// entity,score,x1,y1,x2,y2,length,angle), chosen by the extension (.json / .csv), atomically.
+// Throws glimpse::Error naming the file for other extensions or write failures.
+void writeLines(const std::string& path, const std::string& layerLabel,
+                const std::vector<LetrEntityRow>& rows);
+
+} // namespace glimpse::app
