@@ -22,6 +22,8 @@ const char* kUsage =
     "       glimpse bench letr ...                         time a model stage by stage\n"
     "       glimpse bench rl [--threads T]                 environment and MCTS throughput\n"
     "       glimpse env list | score [--episodes K]        the built-in arcade games\n"
+    "       glimpse train efficientzero --env NAME ...     train EfficientZero on a game\n"
+    "       glimpse play --checkpoint C --env NAME         evaluate (and --record) episodes\n"
     "       glimpse --help | --version\n"
     "\n"
     "GUI options:\n"
@@ -105,6 +107,9 @@ int main(int argc, char** argv) {
                 return glimpse::cli::benchRl(std::vector<std::string>(rest.begin() + 1, rest.end()));
             if (cmd == "bench") return glimpse::cli::bench(rest);
             if (cmd == "env") return glimpse::cli::env(rest);
+            if (cmd == "train" && !rest.empty() && rest[0] == "efficientzero")
+                return glimpse::cli::trainEfficientZero(std::vector<std::string>(rest.begin() + 1, rest.end()));
+            if (cmd == "play") return glimpse::cli::play(rest);
         } catch (const std::exception& e) {
             std::cerr << "glimpse " << cmd << ": " << e.what() << "\n";
             return 1;

@@ -14,6 +14,8 @@ int infer(const std::vector<std::string>& args);   // glimpse infer --model letr
 int bench(const std::vector<std::string>& args);   // glimpse bench letr ...
 int env(const std::vector<std::string>& args);     // glimpse env list | score
 int benchRl(const std::vector<std::string>& args); // glimpse bench rl [--threads T]
+int trainEfficientZero(const std::vector<std::string>& args);  // glimpse train efficientzero ...
+int play(const std::vector<std::string>& args);    // glimpse play --checkpoint C --env NAME
 
 // Minimal option parser shared by the subcommands: "--key value", "--flag", positionals.
 class Args {
