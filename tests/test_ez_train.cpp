@@ -53,7 +53,7 @@ private Q_SLOTS:
     void initTestCase() { torch::set_num_threads(1); }
 
     void shortRunWritesLogAndCheckpoints() {
-        const auto r = train(tiny(6), path("run"));
+        const auto r = trainAgent(tiny(6), path("run"));
         QCOMPARE(r.updates, int64_t(6));
         QVERIFY(r.envSteps >= 30);
         QVERIFY(r.episodes >= 1);
@@ -80,7 +80,7 @@ private Q_SLOTS:
         const torch::Tensor momentum = state.readTensor("optimizer");
         state.close();
         QVERIFY(momentum.numel() > 0);
-        const auto r = train(tiny(9), path("run"));
+        const auto r = trainAgent(tiny(9), path("run"));
         QCOMPARE(r.updates, int64_t(9));
         QVERIFY(r.envSteps > envBefore);
         const RunLog log = RunLog::load(path("run/runlog.h5"));
@@ -95,7 +95,7 @@ private Q_SLOTS:
     void stopWritesCheckpoint() {
         train::Control control;
         control.requestStop();
-        const auto r = train(tiny(50), path("stopped"), &control);
+        const auto r = trainAgent(tiny(50), path("stopped"), &control);
         QVERIFY(r.stopped);
         QCOMPARE(r.updates, int64_t(0));
         QVERIFY(std::filesystem::exists(path("stopped/state.h5")));
@@ -135,12 +135,12 @@ private Q_SLOTS:
     void badInput() {
         TrainConfig c = tiny(2);
         c.env = "tetris";
-        auto e = errorOf([&] { train(c, path("x")); });
+        auto e = errorOf([&] { trainAgent(c, path("x")); });
         QVERIFY2(contains(e, {"tetris", "breakout"}), e.c_str());
         // Resuming a run of another game.
         c = tiny(2);
         c.env = "demon";
-        e = errorOf([&] { train(c, path("run")); });
+        e = errorOf([&] { trainAgent(c, path("run")); });
         QVERIFY2(contains(e, {"state.h5", "breakout"}), e.c_str());
         // A checkpoint of another game's action-set size.
         auto invaders = rl::makeEnv("invaders");

@@ -99,7 +99,7 @@ int trainEfficientZero(const std::vector<std::string>& args) {
     };
     efficientzero::TrainResult r;
     try {
-        r = efficientzero::train(cfg, out, &control, progress);
+        r = efficientzero::trainAgent(cfg, out, &control, progress);
     } catch (...) {
         std::signal(SIGINT, previous);
         std::fprintf(stderr, "\n");

@@ -301,7 +301,7 @@ const std::vector<std::string> kSeries = {
 
 // ---- training ------------------------------------------------------------------------------
 
-TrainResult train(const TrainConfig& cfg, const std::string& runDir, train::Control* control,
+TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train::Control* control,
                   const train::ProgressFn& progress) {
     cfg.validate();
     rl::EnvOptions envOpts;

@@ -63,7 +63,7 @@ struct TrainResult {
 // Files in runDir: model.h5 (glimpse.checkpoint, family "efficientzero", for play),
 // state.h5 (glimpse.ez_state: everything to resume), runlog.h5. When state.h5 exists the run
 // resumes from it (its env and network must match), continuing to config.steps updates.
-TrainResult train(const TrainConfig& config, const std::string& runDir, train::Control* control = nullptr,
+TrainResult trainAgent(const TrainConfig& config, const std::string& runDir, train::Control* control = nullptr,
                   const train::ProgressFn& progress = {});
 
 // Loads model.h5 (or any efficientzero checkpoint) for `env`; errors when the checkpoint's
