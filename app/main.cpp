@@ -27,6 +27,8 @@ const char* kUsage =
     "       glimpse data export --data SPEC --out DIR      write a line dataset as images + JSON\n"
     "       glimpse train letr --config C.json --data D --out RUN_DIR   train LETR\n"
     "       glimpse eval letr --checkpoint C.h5 --data D   sAP/APH per decoder layer and LSD\n"
+    "       glimpse train efficientzero --env NAME ...     train EfficientZero on a game\n"
+    "       glimpse play --checkpoint C --env NAME         evaluate (and --record) episodes\n"
     "       glimpse --help | --version\n"
     "\n"
     "GUI options:\n"
@@ -167,8 +169,11 @@ int main(int argc, char** argv) {
             if (cmd == "bench") return glimpse::cli::bench(rest);
             if (cmd == "env") return glimpse::cli::env(rest);
             if (cmd == "data") return glimpse::cli::data(rest);
+            if (cmd == "train" && !rest.empty() && rest[0] == "efficientzero")
+                return glimpse::cli::trainEfficientZero(std::vector<std::string>(rest.begin() + 1, rest.end()));
             if (cmd == "train") return glimpse::cli::train(rest);
             if (cmd == "eval") return glimpse::cli::eval(rest);
+            if (cmd == "play") return glimpse::cli::play(rest);
         } catch (const std::exception& e) {
             std::cerr << "glimpse " << cmd << ": " << e.what() << "\n";
             return 1;

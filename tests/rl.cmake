@@ -2,3 +2,7 @@
 glimpse_add_test(test_rl_envs SOURCES test_rl_envs.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl)
 glimpse_add_test(test_mcts SOURCES test_mcts.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl)
 glimpse_add_test(test_efficientzero SOURCES test_efficientzero.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl)
+glimpse_add_test(test_ez_replay SOURCES test_ez_replay.cpp LIBS glimpse_core TIMEOUT 60 LABELS rl)
+glimpse_add_test(test_ez_loss SOURCES test_ez_loss.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl)
+glimpse_add_test(test_ez_train SOURCES test_ez_train.cpp LIBS glimpse_core TIMEOUT 300 LABELS rl)
+glimpse_add_test(test_episode SOURCES test_episode.cpp LIBS glimpse_core TIMEOUT 60 LABELS rl)

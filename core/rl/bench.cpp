@@ -8,6 +8,8 @@
 #include <torch/torch.h>
 
 #include "core/models/efficientzero/search.h"
+#include "core/models/efficientzero/loss.h"
+#include "core/models/efficientzero/train.h"
 #include "core/rl/env.h"
 
 namespace glimpse::rl {
@@ -69,6 +71,47 @@ void runRlBench(std::ostream& os) {
        << "x" << net.config().stateWidth() << ") on invaders\n"
        << "  " << std::fixed << std::setprecision(0) << kEnvs * config.numSimulations * kRepeats / t
        << " simulations/s, " << std::setprecision(1) << 1000.0 * t / kRepeats << " ms per batched search\n";
+
+    // The CPU training network of `glimpse train efficientzero` (cpuNetwork): search and
+    // learner throughput.
+    auto probe = makeEnv("invaders");
+    efficientzero::Network small(efficientzero::cpuNetwork(*probe));
+    small.train(false);
+    start = Clock::now();
+    for (int r = 0; r < kRepeats; ++r) efficientzero::searchBatch(small, mcts, observations(), true);
+    const double ts = seconds(start);
+    os << "MCTS with the CPU training network (" << small.parameterCount() << " parameters, latent "
+       << small.config().channels << "x" << small.config().stateHeight() << "x" << small.config().stateWidth() << ")\n"
+       << "  " << std::fixed << std::setprecision(0) << kEnvs * config.numSimulations * kRepeats / ts
+       << " simulations/s, " << std::setprecision(1) << 1000.0 * ts / kRepeats << " ms per batched search\n";
+
+    constexpr int kBatch = 64, kUnroll = 5, kUpdates = 5;
+    const auto& c = small.config();
+    efficientzero::Batch b;
+    b.obs = (torch::rand({kBatch, c.inputChannels(), c.obsHeight, c.obsWidth}) > 0.8).to(torch::kFloat32);
+    b.nextObs = (torch::rand({kBatch, kUnroll, c.inputChannels(), c.obsHeight, c.obsWidth}) > 0.8).to(torch::kFloat32);
+    b.actions = torch::randint(0, c.numActions, {kBatch, kUnroll}, torch::kInt64);
+    b.valuePrefix = torch::rand({kBatch, kUnroll});
+    b.value = torch::rand({kBatch, kUnroll + 1}) * 5;
+    b.policy = torch::softmax(torch::randn({kBatch, kUnroll + 1, c.numActions}), -1);
+    b.mask = torch::ones({kBatch, kUnroll + 1});
+    b.weights = torch::ones({kBatch});
+    small.train(true);
+    torch::optim::SGD opt(small.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
+    auto update = [&] {
+        auto terms = efficientzero::computeLoss(small, b);
+        opt.zero_grad();
+        (terms.total / double(kUnroll)).backward();
+        torch::nn::utils::clip_grad_norm_(small.parameters(), 5.0);
+        opt.step();
+    };
+    update();  // warm-up
+    start = Clock::now();
+    for (int r = 0; r < kUpdates; ++r) update();
+    const double tl = seconds(start);
+    os << "learner: batch " << kBatch << ", unroll " << kUnroll << " (loss, backward, clip, SGD step; batch\n"
+       << "  preparation and reanalyze not included)\n  " << std::setprecision(2) << kUpdates / tl
+       << " updates/s, " << std::setprecision(1) << 1000.0 * tl / kUpdates << " ms per update\n";
     os.unsetf(std::ios::floatfield);
 }
 

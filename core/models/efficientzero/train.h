@@ -1,0 +1,92 @@
+#pragma once
+// EfficientZero training on the arcade suite (docs/rl.md "Training"): self-play with batched
+// MCTS over several environments, prioritized replay with n-step value targets reanalyzed by a
+// target network, and the learner (SGD with momentum, warmup + cosine or step schedule,
+// gradient clipping). Everything goes to a RunLog as it happens; atomic checkpoints hold all
+// that is needed to resume. Evaluation plays episodes with the search (no noise, argmax) and
+// can record them in the episode format (core/rl/episode.h).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/models/efficientzero/config.h"
+#include "core/rl/env.h"
+#include "core/rl/score.h"
+#include "core/train/control.h"
+
+namespace glimpse::efficientzero {
+
+class Network;
+
+struct TrainConfig {
+    std::string env = "breakout";
+    int64_t steps = 5000;              // learner updates
+    uint64_t seed = 0;
+    int numEnvs = 8;                   // self-play environments searched in one batch
+    int simulations = 16;              // MCTS simulations per move (the paper uses 50)
+    int maxEpisodeSteps = 1000;
+    int batchSize = 64;
+    int unroll = 5, tdSteps = 5;
+    double discount = 0.997;
+    double lr = 0.1, lrFinal = 0.01;   // peak and final learning rate
+    std::string lrSchedule = "cosine"; // "cosine" or "step" (x0.1 at 50% and 75%)
+    int64_t warmupSteps = 200;         // linear warmup from 0 to lr
+    double momentum = 0.9, weightDecay = 1e-4, gradClip = 5.0;
+    double priorityAlpha = 0.6, priorityBetaStart = 0.4;
+    int64_t replayCapacity = 100000;   // transitions
+    int64_t minReplay = 1000;          // transitions before the first update
+    double updatesPerEnvStep = 0.25;   // replay ratio: learner updates per environment step
+    int64_t selfPlayUpdateInterval = 100;  // updates between copies into the self-play network
+    int64_t targetUpdateInterval = 200;    // updates between copies into the target network
+    int64_t checkpointInterval = 500;      // updates between checkpoints (and at the end)
+    int64_t logInterval = 10;              // updates between loss rows in the RunLog
+    nlohmann::json network = nlohmann::json::object();  // overrides of cpuNetwork()'s keys
+
+    nlohmann::json toJson() const;
+    // Missing keys keep defaults; unknown keys, wrong types and absurd values are errors.
+    static TrainConfig fromJson(const nlohmann::json& j);
+    void validate() const;
+};
+
+// The CPU network for a game: Config::grid reduced to 16 latent channels, LSTM 32, projection
+// 128 -> 128 -> 64 (head 64 -> 32 -> 64), then the overrides of `overrides`.
+Config cpuNetwork(const rl::Env& env, const nlohmann::json& overrides = nlohmann::json::object());
+
+struct TrainResult {
+    int64_t updates = 0, envSteps = 0, episodes = 0;
+    bool stopped = false;              // stopped by Control before `steps`
+    double seconds = 0;
+};
+
+// Files in runDir: model.h5 (glimpse.checkpoint, family "efficientzero", for play),
+// state.h5 (glimpse.ez_state: everything to resume), runlog.h5. When state.h5 exists the run
+// resumes from it (its env and network must match), continuing to config.steps updates.
+TrainResult trainAgent(const TrainConfig& config, const std::string& runDir, train::Control* control = nullptr,
+                  const train::ProgressFn& progress = {});
+
+// Loads model.h5 (or any efficientzero checkpoint) for `env`; errors when the checkpoint's
+// action-set size or observation shape does not match the game.
+Network loadForEnv(const std::string& checkpoint, const rl::Env& env);
+
+struct EvalOptions {
+    int episodes = 32;
+    uint64_t seed = 1000000;           // episode i starts from episodeSeed(seed, i, 0)
+    int simulations = 16;
+    int parallel = 16;                 // episodes searched in one batch
+    rl::EnvOptions env;
+    std::string recordDir;             // when set: one episode file per episode
+    std::string checkpointPath;        // stored in recorded episodes
+};
+struct EvalResult {
+    std::vector<double> returns;
+    std::vector<int> lengths;
+    rl::ScoreStats stats;
+    double normalizedMean = 0, normalizedMedian = 0;
+    std::vector<std::string> recorded;  // episode files written
+};
+EvalResult evaluate(Network& net, const std::string& game, const EvalOptions& options,
+                    train::Control* control = nullptr, const train::ProgressFn& progress = {});
+
+} // namespace glimpse::efficientzero

@@ -1,0 +1,164 @@
+// EfficientZero training end to end on a tiny network (core/models/efficientzero/train.h):
+// a short run writes RunLog and checkpoints, resuming continues counters and the log,
+// Control stops it, evaluation records readable episodes, and bad input gives clear errors.
+#include <QtTest>
+
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "core/h5/h5.h"
+#include "core/io/checkpoint.h"
+#include "core/models/efficientzero/model.h"
+#include "core/models/efficientzero/train.h"
+#include "core/rl/episode.h"
+#include "core/runlog.h"
+#include "tests/support.h"
+
+using namespace glimpse;
+using namespace glimpse::efficientzero;
+using glimpse::testing::contains;
+using glimpse::testing::errorOf;
+
+namespace {
+
+TrainConfig tiny(int64_t steps) {
+    TrainConfig c;
+    c.env = "breakout";
+    c.steps = steps;
+    c.numEnvs = 2;
+    c.simulations = 2;
+    c.maxEpisodeSteps = 25;
+    c.batchSize = 4;
+    c.minReplay = 30;
+    c.updatesPerEnvStep = 1.0;
+    c.checkpointInterval = 3;
+    c.logInterval = 1;
+    c.warmupSteps = 2;
+    c.network = {{"channels", 4},       {"lstm_hidden", 8},  {"reduced_channels_reward", 2},
+                 {"reduced_channels_value", 2}, {"reduced_channels_policy", 2}, {"support_size", 10},
+                 {"proj_hidden", 8},    {"proj_out", 8},     {"pred_hidden", 4},
+                 {"reward_hidden", {8}}, {"value_hidden", {8}}, {"policy_hidden", {8}}};
+    return c;
+}
+
+} // namespace
+
+class TestEzTrain : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+    std::string path(const std::string& n) { return dir_.path().toStdString() + "/" + n; }
+private Q_SLOTS:
+    void initTestCase() { torch::set_num_threads(1); }
+
+    void shortRunWritesLogAndCheckpoints() {
+        const auto r = trainAgent(tiny(6), path("run"));
+        QCOMPARE(r.updates, int64_t(6));
+        QVERIFY(r.envSteps >= 30);
+        QVERIFY(r.episodes >= 1);
+        const RunLog log = RunLog::load(path("run/runlog.h5"));
+        QCOMPARE(log.status, RunStatus::Finished);
+        QCOMPARE(int(log.series.at("loss").size()), 6);
+        QCOMPARE(log.series.at("loss").steps.back(), int64_t(6));
+        QVERIFY(log.series.at("episode_return").size() >= 1);
+        QVERIFY(log.series.at("replay_size").values.back() >= 30);
+        QCOMPARE(log.config.at("env").get<std::string>(), std::string("breakout"));
+        for (double v : log.series.at("loss").values) QVERIFY(std::isfinite(v) && v > 0);
+        // model.h5 loads for the game it was trained on.
+        auto env = rl::makeEnv("breakout");
+        Network net = loadForEnv(path("run/model.h5"), *env);
+        QCOMPARE(net.config().numActions, 4);
+        QCOMPARE(net.config().channels, 4);
+    }
+
+    void resumeContinues() {
+        const auto before = RunLog::load(path("run/runlog.h5"));
+        auto state = h5::File::open(path("run/state.h5"));
+        QCOMPARE(state.attrInt("updates"), int64_t(6));
+        const int64_t envBefore = state.attrInt("env_steps");
+        const torch::Tensor momentum = state.readTensor("optimizer");
+        state.close();
+        QVERIFY(momentum.numel() > 0);
+        const auto r = trainAgent(tiny(9), path("run"));
+        QCOMPARE(r.updates, int64_t(9));
+        QVERIFY(r.envSteps > envBefore);
+        const RunLog log = RunLog::load(path("run/runlog.h5"));
+        const auto& loss = log.series.at("loss");
+        QCOMPARE(int(loss.size()), 9);
+        for (int i = 0; i < 9; ++i) QCOMPARE(loss.steps[size_t(i)], int64_t(i + 1));
+        for (int i = 0; i < 6; ++i) QCOMPARE(loss.values[size_t(i)], before.series.at("loss").values[size_t(i)]);
+        // The learning rate continues the schedule of the 9-step run.
+        QVERIFY(log.series.at("lr").values[6] > 0);
+    }
+
+    void stopWritesCheckpoint() {
+        train::Control control;
+        control.requestStop();
+        const auto r = trainAgent(tiny(50), path("stopped"), &control);
+        QVERIFY(r.stopped);
+        QCOMPARE(r.updates, int64_t(0));
+        QVERIFY(std::filesystem::exists(path("stopped/state.h5")));
+        QVERIFY(std::filesystem::exists(path("stopped/model.h5")));
+    }
+
+    void evaluateRecordsEpisodes() {
+        auto env = rl::makeEnv("breakout");
+        Network net = loadForEnv(path("run/model.h5"), *env);
+        EvalOptions o;
+        o.episodes = 2;
+        o.simulations = 2;
+        o.parallel = 2;
+        o.env.maxEpisodeSteps = 15;
+        o.recordDir = path("episodes");
+        o.checkpointPath = path("run/model.h5");
+        const auto r = evaluate(net, "breakout", o);
+        QCOMPARE(int(r.returns.size()), 2);
+        QCOMPARE(int(r.recorded.size()), 2);
+        for (int i = 0; i < 2; ++i) {
+            const auto e = rl::readEpisode(r.recorded[size_t(i)]);
+            QCOMPARE(int(e.length()), r.lengths[size_t(i)]);
+            QCOMPARE(e.episodeReturn, r.returns[size_t(i)]);
+            QCOMPARE(e.rewards.sum().item<double>(), r.returns[size_t(i)]);
+            QVERIFY(e.hasModel);
+            QCOMPARE(e.frames.size(3), int64_t(3));
+            // Visit counts sum to the simulations at every step; policy sums to 1.
+            QVERIFY(torch::all(e.model.visitCounts.sum(1) == 2).item<bool>());
+            QVERIFY(torch::allclose(e.model.policy.sum(1), torch::ones({e.length()}), 1e-5, 1e-5));
+        }
+        // Same seed, same episodes.
+        o.recordDir.clear();
+        const auto again = evaluate(net, "breakout", o);
+        QCOMPARE(again.returns, r.returns);
+    }
+
+    void badInput() {
+        TrainConfig c = tiny(2);
+        c.env = "tetris";
+        auto e = errorOf([&] { trainAgent(c, path("x")); });
+        QVERIFY2(contains(e, {"tetris", "breakout"}), e.c_str());
+        // Resuming a run of another game.
+        c = tiny(2);
+        c.env = "demon";
+        e = errorOf([&] { trainAgent(c, path("run")); });
+        QVERIFY2(contains(e, {"state.h5", "breakout"}), e.c_str());
+        // A checkpoint of another game's action-set size.
+        auto invaders = rl::makeEnv("invaders");
+        e = errorOf([&] { loadForEnv(path("run/model.h5"), *invaders); });
+        QVERIFY2(contains(e, {"model.h5", "4 actions", "6"}), e.c_str());
+        // Corrupt checkpoint.
+        std::filesystem::copy_file(path("run/model.h5"), path("broken.h5"));
+        std::filesystem::resize_file(path("broken.h5"), 2000);
+        auto breakout = rl::makeEnv("breakout");
+        e = errorOf([&] { loadForEnv(path("broken.h5"), *breakout); });
+        QVERIFY2(contains(e, {"broken.h5"}), e.c_str());
+        // Config errors name the key.
+        e = errorOf([&] { TrainConfig::fromJson({{"env", "breakout"}, {"batchsize", 3}}); });
+        QVERIFY2(contains(e, {"batchsize"}), e.c_str());
+        e = errorOf([&] { TrainConfig::fromJson({{"env", "breakout"}, {"num_envs", 100000}}); });
+        QVERIFY2(contains(e, {"num_envs"}), e.c_str());
+    }
+};
+
+QTEST_APPLESS_MAIN(TestEzTrain)
+#include "test_ez_train.moc"
