@@ -2,3 +2,4 @@
 # Table 3.1 variants are only instantiated); the converter checks run Debian's /usr/bin/python3
 # and skip when it has no torch.
 glimpse_add_test(test_coat_model SOURCES test_coat_model.cpp LIBS glimpse_core TIMEOUT 300 LABELS coat)
+glimpse_add_test(test_coat_trace SOURCES test_coat_trace.cpp LIBS glimpse_core TIMEOUT 300 LABELS coat)
