@@ -3,3 +3,4 @@
 # and skip when it has no torch.
 glimpse_add_test(test_coat_model SOURCES test_coat_model.cpp LIBS glimpse_core TIMEOUT 300 LABELS coat)
 glimpse_add_test(test_coat_trace SOURCES test_coat_trace.cpp LIBS glimpse_core TIMEOUT 300 LABELS coat)
+glimpse_add_test(test_coat_checkpoint SOURCES test_coat_checkpoint.cpp LIBS glimpse_core TIMEOUT 300 LABELS coat)
