@@ -14,6 +14,8 @@ int infer(const std::vector<std::string>& args);   // glimpse infer --model letr
 int bench(const std::vector<std::string>& args);   // glimpse bench letr ...
 int env(const std::vector<std::string>& args);     // glimpse env list | score
 int benchRl(const std::vector<std::string>& args); // glimpse bench rl [--threads T]
+int inferCoat(const std::vector<std::string>& args); // glimpse infer --model coat ...
+int benchCoat(const std::vector<std::string>& args); // glimpse bench coat [--variant V]
 
 // Minimal option parser shared by the subcommands: "--key value", "--flag", positionals.
 class Args {

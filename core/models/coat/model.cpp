@@ -293,6 +293,13 @@ int64_t CoatModel::numParameters() const {
     return n;
 }
 
+void CoatModel::setClassNames(const std::vector<std::string>& names) {
+    if (!names.empty() && int64_t(names.size()) != config_.numClasses)
+        throw Error("CoaT: " + std::to_string(names.size()) + " class names given, the model has " +
+                    std::to_string(config_.numClasses) + " classes");
+    config_.classNames = names;
+}
+
 SerialBlock CoatModel::serialBlock(int s, int i) const {
     if (s < 0 || s > 3 || i < 0 || i >= numSerialBlocks(s))
         throw Error("CoaT: no serial block " + std::to_string(i) + " at scale " + std::to_string(s + 1));

@@ -175,6 +175,8 @@ public:
     const CoatConfig& config() const { return config_; }
     torch::Device device() const;
     int64_t numParameters() const;   // unique parameters (shared modules counted once)
+    // Replaces the class names (num_classes names, or none); not part of the weights.
+    void setClassNames(const std::vector<std::string>& names);
 
     // RGB CV_8UC3 -> resize the shorter side to config.resize (bicubic), center crop
     // image_size, normalize. Throws glimpse::Error for empty, non-8UC3 or absurd images.
