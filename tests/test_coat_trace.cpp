@@ -163,6 +163,14 @@ private Q_SLOTS:
         const std::string p = dir_.filePath("cut.h5").toStdString();
         cut.save(p);
         QVERIFY(contains(errorOf([&] { CoatTrace::load(p); }), {"cut.h5", "block_1/v"}));
+        // Malformed meta (wrong JSON types) is an Error too, not a JSON exception.
+        Trace bad = trace.raw();
+        bad.meta()["config"]["crpe_window"] = "wide";
+        bad.meta()["config"]["use_crpe"] = true;
+        QVERIFY(contains(errorOf([&] { CoatTrace t(bad); }), {"CoaT trace"}));
+        Trace bad2 = trace.raw();
+        bad2.meta()["blocks"][0]["scale"] = "big";
+        QVERIFY(contains(errorOf([&] { CoatTrace t(bad2); }), {"block 0"}));
         Trace other("letr");
         const std::string q = dir_.filePath("other.h5").toStdString();
         other.save(q);

@@ -33,7 +33,13 @@ torch::Tensor camFrom(const torch::Tensor& tokens, const torch::Tensor& grad, Gr
 
 } // namespace
 
-CoatTrace::CoatTrace(Trace trace) : trace_(std::move(trace)) { validate(); }
+CoatTrace::CoatTrace(Trace trace) : trace_(std::move(trace)) {
+    try {
+        validate();
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(std::string("CoaT trace: malformed meta (") + e.what() + ")");
+    }
+}
 
 CoatTrace CoatTrace::load(const std::string& path) {
     Trace t = Trace::load(path);
@@ -51,6 +57,8 @@ void CoatTrace::validate() const {
         if (!m.contains(k)) throw Error(std::string("CoaT trace: meta has no '") + k + "'");
     if (!m["grids"].is_array() || m["grids"].size() != 4) throw Error("CoaT trace: meta 'grids' must list 4 grids");
     if (!m["blocks"].is_array() || m["blocks"].empty()) throw Error("CoaT trace: meta 'blocks' must be a non-empty array");
+    if (!m["top5"].is_array()) throw Error("CoaT trace: meta 'top5' must be an array");
+    for (int b = 0; b < numBlocks(); ++b) block(b);
     if (!m["num_heads"].is_number_integer() || m["num_heads"].get<int64_t>() < 1)
         throw Error("CoaT trace: meta 'num_heads' must be a positive integer");
     if (!m["head_dims"].is_array() || m["head_dims"].size() != 4) throw Error("CoaT trace: meta 'head_dims' must list 4 sizes");
