@@ -78,6 +78,14 @@ private Q_SLOTS:
         auto probs = torch::softmax(m.forward(m.preprocess(rgb).tensor.unsqueeze(0)).logits[0], 0);
         QVERIFY((probs - t.probs()).abs().max().item<float>() < 1e-5);
         QCOMPARE(t.raw().meta()["source"].get<std::string>(), img.toStdString());
+        QCOMPARE(t.numCams(), 5);
+        r = run({"infer", "--model", "coat", "--checkpoint", ck, "--image", img, "--out", dir_.filePath("cams.h5"),
+                 "--cam-class", QString::number(std::get<1>(probs.sort(0, true))[5].item<int64_t>())});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(CoatTrace::load(dir_.filePath("cams.h5").toStdString()).numCams(), 6);
+        r = run({"infer", "--model", "coat", "--checkpoint", ck, "--image", img, "--out", trace, "--cam-class", "6"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("--cam-class") && r.err.contains("0..5"), qPrintable(r.err));
 
         // --classes renames; a list of the wrong length is refused with its name.
         const QString classes = dir_.filePath("names.txt");

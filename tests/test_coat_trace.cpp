@@ -127,6 +127,14 @@ private Q_SLOTS:
             QVERIFY(mx == 0.0f || std::abs(mx - 1.0f) < 1e-6);
         }
         QVERIFY(contains(errorOf([&] { gradCam(m, img.tensor, 7); }), {"class 7"}));
+        // Extra classes asked for at capture: kept after the top-5 (a top-5 class is not repeated).
+        const int64_t last = std::get<1>(probs.sort(0, true))[6].item<int64_t>();
+        auto more = CoatTrace::capture(m, img, {last, top[0].classIndex});
+        QCOMPARE(more.numCams(), 6);
+        QCOMPARE(more.camClass(5), last);
+        QVERIFY(maxDiff(more.camForClass(last), gradCam(m, img.tensor, last)) < 1e-5);
+        QVERIFY(contains(errorOf([&] { trace.camForClass(last); }), {"no class activation map", std::to_string(last)}));
+        QVERIFY(contains(errorOf([&] { CoatTrace::capture(m, img, {9}); }), {"CAM class 9"}));
     }
 
     void saveLoadRoundTrip() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <random>
@@ -27,7 +28,8 @@ using namespace glimpse::coat;
 
 const char* kInferCoatUsage =
     "usage: glimpse infer --model coat (--checkpoint C.h5 | --random-seed S [--variant V | --config C.json])\n"
-    "                     --image I.png|DIR --out trace.h5|DIR [--classes LIST.txt] [--threads T]\n"
+    "                     --image I.png|DIR --out trace.h5|DIR [--classes LIST.txt] [--cam-class K[,K...]]\n"
+    "                     [--threads T]\n"
     "Runs a CoaT / CoaT-Lite classifier on each image (shorter side resized to the config's\n"
     "'resize', bicubic, center crop of 'image_size'), prints the top-5 classes and writes a trace\n"
     "(queries, softmax(K) and values of every conv-attentional module, CRPE kernels, logits and\n"
@@ -35,7 +37,8 @@ const char* kInferCoatUsage =
     "folder, --out is a folder and traces are named after the images. --random-seed runs a\n"
     "randomly initialized model (--variant: coat_lite_tiny (default), coat_lite_mini,\n"
     "coat_lite_small, coat_lite_medium, coat_tiny, coat_mini, coat_small); its classes are\n"
-    "meaningless. --classes replaces the class names (one per line, index order).\n";
+    "meaningless. --classes replaces the class names (one per line, index order). --cam-class\n"
+    "keeps the class activation maps of these classes too (the top-5's are always kept).\n";
 
 const char* kBenchCoatUsage =
     "usage: glimpse bench coat [--variant coat_lite_tiny | --checkpoint C.h5 | --config C.json]\n"
@@ -92,7 +95,7 @@ int inferCoat(const std::vector<std::string>& argv) {
     Args a(argv);
     try {
         a.checkKnown({"--model", "--checkpoint", "--random-seed", "--variant", "--config", "--image", "--out",
-                      "--classes", "--threads"});
+                      "--classes", "--cam-class", "--threads"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
         if (!a.has("--image") || !a.has("--out")) throw Error("--image and --out are required");
         if (a.has("--checkpoint") == a.has("--random-seed")) throw Error("give either --checkpoint C.h5 or --random-seed S");
@@ -116,6 +119,20 @@ int inferCoat(const std::vector<std::string>& argv) {
         }
     }
 
+    // --cam-class K[,K...]: Grad-CAMs kept besides those of the top-5.
+    std::vector<int64_t> camClasses;
+    if (a.has("--cam-class")) {
+        std::stringstream ss(*a.get("--cam-class"));
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+            char* end = nullptr;
+            const long long v = std::strtoll(item.c_str(), &end, 10);
+            if (item.empty() || *end != '\0' || v < 0 || v >= model->config().numClasses)
+                throw Error("--cam-class: expected class indices in 0.." + std::to_string(model->config().numClasses - 1) +
+                            ", got '" + item + "'");
+            camClasses.push_back(v);
+        }
+    }
     const fs::path in(*a.get("--image"));
     std::vector<std::string> images;
     const bool many = fs::is_directory(in);
@@ -141,7 +158,7 @@ int inferCoat(const std::vector<std::string>& argv) {
         line << "[" << (i + 1) << "/" << images.size() << "] " << path << ": ";
         try {
             cv::Mat rgb = loadImageRGB(path);
-            CoatTrace trace = runCoat(*model, rgb);
+            CoatTrace trace = runCoat(*model, rgb, camClasses);
             trace.raw().meta()["source"] = path;
             trace.raw().meta()["checkpoint"] = desc;
             const std::string out =

@@ -249,6 +249,19 @@ int64_t CoatTrace::camClass(int k) const {
     return c[k].item<int64_t>();
 }
 
+int CoatTrace::numCams() const { return int(trace_.get("cam/classes").size(0)); }
+
+torch::Tensor CoatTrace::camForClass(int64_t classIndex) const {
+    const auto& c = trace_.get("cam/classes");
+    std::string have;
+    for (int64_t i = 0; i < c.size(0); ++i) {
+        if (c[i].item<int64_t>() == classIndex) return cam(int(i));
+        have += (have.empty() ? "" : ", ") + std::to_string(c[i].item<int64_t>());
+    }
+    throw Error("CoaT trace: no class activation map for class " + std::to_string(classIndex) + " (stored: " + have +
+                "; glimpse infer --cam-class adds more)");
+}
+
 torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t classIndex) {
     if (classIndex < 0 || classIndex >= model.config().numClasses)
         throw Error("CoaT: class " + std::to_string(classIndex) + " out of range 0.." +
@@ -262,8 +275,11 @@ torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t clas
     return camFrom(out.camTokens[0].detach().cpu(), g[0].cpu(), out.grids[3]);
 }
 
-CoatTrace CoatTrace::capture(CoatModel& model, const CoatImage& image) {
+CoatTrace CoatTrace::capture(CoatModel& model, const CoatImage& image, const std::vector<int64_t>& camClasses) {
     const auto& cfg = model.config();
+    for (int64_t c : camClasses)
+        if (c < 0 || c >= cfg.numClasses)
+            throw Error("CoaT: CAM class " + std::to_string(c) + " out of range 0.." + std::to_string(cfg.numClasses - 1));
     TrainingFlagGuard guard(model);
     model.eval();
     torch::AutoGradMode gradMode(true);   // for the CAMs; everything stored is detached
@@ -312,22 +328,28 @@ CoatTrace CoatTrace::capture(CoatModel& model, const CoatImage& image) {
     auto top = probs.topk(k);
     auto topIdx = std::get<1>(top);
     meta["top5"] = nlohmann::json::array();
-    std::vector<torch::Tensor> cams;
+    std::vector<int64_t> camFor;
     for (int64_t i = 0; i < k; ++i) {
         const int64_t c = topIdx[i].item<int64_t>();
         meta["top5"].push_back({{"class", c}, {"name", cfg.className(c)}, {"prob", probs[c].item<float>()}});
+        camFor.push_back(c);
+    }
+    for (int64_t c : camClasses)
+        if (std::find(camFor.begin(), camFor.end(), c) == camFor.end()) camFor.push_back(c);
+    std::vector<torch::Tensor> cams;
+    for (int64_t c : camFor) {
         auto g = torch::autograd::grad({out.logits[0][c]}, {out.camTokens}, {}, /*retain_graph=*/true)[0];
         cams.push_back(camFrom(out.camTokens[0].detach().cpu(), g[0].cpu(), out.grids[3]));
     }
     tr.set("cam/maps", torch::stack(cams, 0));
-    tr.set("cam/classes", topIdx.to(torch::kLong));
+    tr.set("cam/classes", torch::tensor(camFor, torch::kLong));
     tr.meta() = meta;
     ct.validate();
     return ct;
 }
 
-CoatTrace runCoat(CoatModel& model, const cv::Mat& rgb) {
-    return CoatTrace::capture(model, model.preprocess(rgb));
+CoatTrace runCoat(CoatModel& model, const cv::Mat& rgb, const std::vector<int64_t>& camClasses) {
+    return CoatTrace::capture(model, model.preprocess(rgb), camClasses);
 }
 
 } // namespace glimpse::coat

@@ -11,8 +11,8 @@
 //   crpe/scale_s/weight_g     float32 [n_g*C, 1, k_g, k_g]  CRPE depthwise kernels of group g
 //   crpe/scale_s/bias_g       float32 [n_g*C]              (s = 1..4, absent without CRPE)
 //   output/logits, output/probs         float32 [num_classes]
-//   cam/maps                  float32 [5, h4, w4]  Grad-CAM of the top-5 classes (max 1)
-//   cam/classes               int64   [5]
+//   cam/maps                  float32 [K, h4, w4]  Grad-CAMs (max 1): the top-5 classes, then
+//   cam/classes               int64   [K]          any extra classes asked for at capture
 // meta: {"model": "coat", "config": {...}, "original_size": [H0, W0], "input_size": [S, S],
 //        "grids": [[h1, w1], ..., [h4, w4]], "num_heads", "head_dims": [C1..C4],
 //        "blocks": [{"name": "serial_blocks1.0", "scale": 0, "grid": [h, w]}, ...],
@@ -68,7 +68,8 @@ public:
 
     // Runs `model` on one preprocessed image (eval mode, grad on for the CAMs; the training flag
     // is restored) and keeps what the views need.
-    static CoatTrace capture(CoatModel& model, const CoatImage& image);
+    // camClasses: classes whose Grad-CAM is kept besides the top-5 (checked, duplicates skipped).
+    static CoatTrace capture(CoatModel& model, const CoatImage& image, const std::vector<int64_t>& camClasses = {});
 
     static CoatTrace load(const std::string& path);
     void save(const std::string& path) const { trace_.save(path); }
@@ -102,9 +103,12 @@ public:
 
     std::vector<CoatPrediction> top5() const;
     torch::Tensor probs() const;   // [num_classes]
-    // Grad-CAM map [h4, w4] of the k-th of the top-5 classes (k in 0..4).
+    // Grad-CAM map [h4, w4] of the k-th stored CAM (0..4: the top-5 classes, best first).
     torch::Tensor cam(int k) const;
     int64_t camClass(int k) const;
+    int numCams() const;
+    // The stored Grad-CAM of class `classIndex`; Error listing the stored classes if absent.
+    torch::Tensor camForClass(int64_t classIndex) const;
 
 private:
     void validate() const;
@@ -118,6 +122,6 @@ private:
 torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t classIndex);
 
 // Preprocesses `rgb`, captures the trace (see CoatTrace::capture).
-CoatTrace runCoat(CoatModel& model, const cv::Mat& rgb);
+CoatTrace runCoat(CoatModel& model, const cv::Mat& rgb, const std::vector<int64_t>& camClasses = {});
 
 } // namespace glimpse::coat
