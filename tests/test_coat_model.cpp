@@ -215,6 +215,57 @@ private Q_SLOTS:
         QVERIFY(maxDiff(a.forward(in).logits, b.forward(in).logits) > 1e-4);
     }
 
+    // Direct cross-layer attention: the cross term of each scale equals, computed another way
+    // (explicit effective-weight matrices, keys/values rescaled by a scale factor), the sum over
+    // the other scales of Q_i softmax(K_j~)^T V_j~ / sqrt(C); its output = proj(own + cross) + FFN.
+    void directCrossLayerAttention() {
+        torch::NoGradGuard ng;
+        const std::array<int64_t, 4> dims{16, 24, 24, 24};
+        std::array<ConvRelPosEnc, 4> noCrpe{nullptr, nullptr, nullptr, nullptr};
+        ParallelBlock blk(dims, 8, 2.0, noCrpe, CoScale::DirectCrossLayerAttention);
+        const std::array<Grid, 3> grids{Grid{8, 8}, Grid{4, 4}, Grid{2, 2}};
+        std::array<torch::Tensor, 3> xs;
+        for (size_t i = 0; i < 3; ++i) xs[i] = torch::randn({1, 1 + grids[i][0] * grids[i][1], 24});
+        std::array<AttnRecord, 3> recs;
+        auto out = blk->forward(xs, grids, &recs);
+        const int64_t H = 8, C = 3;
+        std::array<std::array<torch::Tensor, 3>, 3> qkv;   // [H, N, C] each
+        for (size_t i = 0; i < 3; ++i) {
+            auto t = blk->att[i]->qkv(blk->norm1[i](xs[i]))[0];   // [N, 3*24]
+            const int64_t N = t.size(0);
+            for (int part = 0; part < 3; ++part)
+                qkv[i][size_t(part)] = t.narrow(1, part * 24, 24).reshape({N, H, C}).permute({1, 0, 2});
+        }
+        for (size_t i = 0; i < 3; ++i) {
+            torch::Tensor cross = torch::zeros_like(qkv[i][0]);
+            for (size_t j = 0; j < 3; ++j) {
+                if (j == i) continue;
+                auto rescale = [&](const torch::Tensor& t) {   // [H, N, C] -> grid i
+                    auto img = t.narrow(1, 1, grids[j][0] * grids[j][1]).permute({0, 2, 1})
+                                   .reshape({1, H * C, grids[j][0], grids[j][1]});
+                    const double f = std::pow(2.0, double(int(j) - int(i)));
+                    img = torch::nn::functional::interpolate(
+                        img, torch::nn::functional::InterpolateFuncOptions()
+                                 .scale_factor(std::vector<double>{f, f})
+                                 .mode(torch::kBilinear)
+                                 .align_corners(false)
+                                 .recompute_scale_factor(false));
+                    img = img.reshape({H, C, -1}).permute({0, 2, 1});
+                    return torch::cat({t.narrow(1, 0, 1), img}, 1);
+                };
+                auto k = rescale(qkv[j][1]), v = rescale(qkv[j][2]);
+                auto w = torch::matmul(qkv[i][0], k.softmax(1).transpose(1, 2)) / std::sqrt(double(C));   // [H, Ni, Ni]
+                cross += torch::matmul(w, v);
+            }
+            QVERIFY2(maxDiff(recs[i].cross[0], cross) < 1e-5, std::to_string(maxDiff(recs[i].cross[0], cross)).c_str());
+            auto own = torch::matmul(torch::matmul(qkv[i][0], qkv[i][1].softmax(1).transpose(1, 2)) / std::sqrt(double(C)),
+                                     qkv[i][2]);
+            auto x = xs[i] + blk->att[i]->project((own + cross).unsqueeze(0));
+            auto expect = x + blk->mlp(blk->norm2[i](x));
+            QVERIFY(maxDiff(out[i], expect) < 1e-5);
+        }
+    }
+
     // The Lite head reads the scale-4 CLS token: changing cls_token4 changes the logits,
     // and the CRPE row of the CLS query is zero in every recorded block.
     void clsHandling() {
