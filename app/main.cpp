@@ -21,6 +21,8 @@ const char* kUsage =
     "       glimpse info FILE.h5 ...                       describe a Glimpse HDF5 file\n"
     "       glimpse infer --model letr ...                 run a model headless, write a trace\n"
     "       glimpse bench letr ...                         time a model stage by stage\n"
+    "       glimpse infer --model coat ...                 classify with CoaT, top-5, write a trace\n"
+    "       glimpse bench coat [--variant V]               CoaT images/s and attention query time\n"
     "       glimpse bench rl [--threads T]                 environment and MCTS throughput\n"
     "       glimpse bench inspector [--reps R]             LETR inspector redraw times\n"
     "       glimpse env list | score [--episodes K]        the built-in arcade games\n"
@@ -166,6 +168,8 @@ int main(int argc, char** argv) {
                 return glimpse::cli::benchRl(std::vector<std::string>(rest.begin() + 1, rest.end()));
             if (cmd == "bench" && !rest.empty() && rest[0] == "inspector")
                 return glimpse::cli::benchInspector(std::vector<std::string>(rest.begin() + 1, rest.end()));
+            if (cmd == "bench" && !rest.empty() && rest[0] == "coat")
+                return glimpse::cli::benchCoat(std::vector<std::string>(rest.begin() + 1, rest.end()));
             if (cmd == "bench") return glimpse::cli::bench(rest);
             if (cmd == "env") return glimpse::cli::env(rest);
             if (cmd == "data") return glimpse::cli::data(rest);

@@ -1,6 +1,8 @@
 # CPack: `cpack -G DEB` in the build folder produces glimpse_<version>_amd64.deb with the
 # binary, a .desktop entry and an icon.
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/installer/convert_letr.py DESTINATION share/glimpse/tools)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/installer/convert_coat.py DESTINATION share/glimpse/tools)
+install(FILES ${PROJECT_SOURCE_DIR}/resources/imagenet_classes.txt DESTINATION share/glimpse)
 install(FILES ${PROJECT_SOURCE_DIR}/installer/glimpse.desktop DESTINATION share/applications)
 install(FILES ${PROJECT_SOURCE_DIR}/resources/glimpse.svg
         DESTINATION share/icons/hicolor/scalable/apps)

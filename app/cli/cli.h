@@ -20,6 +20,8 @@ int eval(const std::vector<std::string>& args);    // glimpse eval letr --checkp
 int benchInspector(const std::vector<std::string>& args); // glimpse bench inspector
 int trainEfficientZero(const std::vector<std::string>& args);  // glimpse train efficientzero ...
 int play(const std::vector<std::string>& args);    // glimpse play --checkpoint C --env NAME
+int inferCoat(const std::vector<std::string>& args); // glimpse infer --model coat ...
+int benchCoat(const std::vector<std::string>& args); // glimpse bench coat [--variant V]
 
 // Minimal option parser shared by the subcommands: "--key value", "--flag", positionals.
 class Args {

@@ -35,7 +35,8 @@ namespace fs = std::filesystem;
 using namespace glimpse::letr;
 
 const char* kInferUsage =
-    "usage: glimpse infer --model letr (--checkpoint C.h5 | --random-seed S [--config C.json | --backbone ARCH])\n"
+    "usage: glimpse infer --model coat ...   (CoaT classifiers: glimpse infer --model coat --help)\n"
+    "       glimpse infer --model letr (--checkpoint C.h5 | --random-seed S [--config C.json | --backbone ARCH])\n"
     "                     --image I.png|DIR|list.txt --out trace.h5|DIR\n"
     "                     [--png overlay.png|DIR] [--json lines.json|DIR] [--threshold 0.7]\n"
     "                     [--short-side S] [--max-long-side M] [--device cpu|cuda]\n"
@@ -139,6 +140,8 @@ int infer(const std::vector<std::string>& argv) {
         std::cerr << kInferUsage;
         return argv.empty() ? 2 : 0;
     }
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+        if (argv[i] == "--model" && argv[i + 1] == "coat") return inferCoat(argv);
     Args a(argv);
     try {
         a.checkKnown({"--model", "--checkpoint", "--random-seed", "--config", "--backbone", "--image", "--out", "--png",
@@ -151,7 +154,7 @@ int infer(const std::vector<std::string>& argv) {
     }
     const std::string modelName = a.get("--model", "letr");
     if (modelName != "letr") {
-        std::cerr << "glimpse infer: --model " << modelName << " is not supported (supported: letr)\n";
+        std::cerr << "glimpse infer: --model " << modelName << " is not supported (supported: letr, coat)\n";
         return 2;
     }
     if (!a.has("--image") || !a.has("--out")) {

@@ -1,0 +1,278 @@
+// glimpse infer --model coat ... and glimpse bench coat ...: run a CoaT classifier headless
+// (top-5 and a trace per image), and time it (images/s at 224x224, effective-attention queries).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "app/cli/cli.h"
+#include "core/error.h"
+#include "core/io/demo_image.h"
+#include "core/io/image.h"
+#include "core/models/coat/model.h"
+#include "core/models/coat/trace.h"
+
+namespace glimpse::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace glimpse::coat;
+
+const char* kInferCoatUsage =
+    "usage: glimpse infer --model coat (--checkpoint C.h5 | --random-seed S [--variant V | --config C.json])\n"
+    "                     --image I.png|DIR --out trace.h5|DIR [--classes LIST.txt] [--cam-class K[,K...]]\n"
+    "                     [--threads T]\n"
+    "Runs a CoaT / CoaT-Lite classifier on each image (shorter side resized to the config's\n"
+    "'resize', bicubic, center crop of 'image_size'), prints the top-5 classes and writes a trace\n"
+    "(queries, softmax(K) and values of every conv-attentional module, CRPE kernels, logits and\n"
+    "Grad-CAMs of the top-5 classes: every attention view can be recomputed from it). With a\n"
+    "folder, --out is a folder and traces are named after the images. --random-seed runs a\n"
+    "randomly initialized model (--variant: coat_lite_tiny (default), coat_lite_mini,\n"
+    "coat_lite_small, coat_lite_medium, coat_tiny, coat_mini, coat_small); its classes are\n"
+    "meaningless. --classes replaces the class names (one per line, index order). --cam-class\n"
+    "keeps the class activation maps of these classes too (the top-5's are always kept).\n";
+
+const char* kBenchCoatUsage =
+    "usage: glimpse bench coat [--variant coat_lite_tiny | --checkpoint C.h5 | --config C.json]\n"
+    "                          [--batch B] [--runs R] [--warmup W] [--threads T] [--random-seed S]\n"
+    "Times CoaT inference at the config's image size (224x224 for the Table 3.1 variants):\n"
+    "forward passes of --batch images (median over --runs after --warmup runs) as images/s,\n"
+    "trace capture (forward with records + Grad-CAM of the top-5), and on-demand view queries\n"
+    "on that trace: effective attention of a random query pixel, CRPE window term, CLS attention.\n";
+
+bool isImage(const fs::path& p) {
+    std::string ext = p.extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    for (const char* e : {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm"})
+        if (ext == e) return true;
+    return false;
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double msSince(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// --checkpoint, or a random model from --variant / --config.
+std::shared_ptr<CoatModel> makeModel(const Args& a, std::string& desc) {
+    if (a.has("--checkpoint")) {
+        if (a.has("--variant") || a.has("--config"))
+            throw Error("--variant/--config do not go with --checkpoint (it has its own config)");
+        desc = *a.get("--checkpoint");
+        return loadCoat(desc);
+    }
+    if (a.has("--variant") && a.has("--config")) throw Error("give --variant or --config, not both");
+    CoatConfig cfg = a.has("--config") ? CoatConfig::fromFile(*a.get("--config"))
+                                       : CoatConfig::preset(a.get("--variant", "coat_lite_tiny"));
+    const long long seed = a.getInt("--random-seed", 0);
+    if (seed < 0) throw Error("--random-seed: expected a non-negative integer");
+    desc = "random " + cfg.variant + " (seed " + std::to_string(seed) + ")";
+    return std::make_shared<CoatModel>(cfg, uint64_t(seed));
+}
+
+} // namespace
+
+int inferCoat(const std::vector<std::string>& argv) {
+    for (const auto& s : argv)
+        if (s == "--help" || s == "-h") {
+            std::cerr << kInferCoatUsage;
+            return 0;
+        }
+    Args a(argv);
+    try {
+        a.checkKnown({"--model", "--checkpoint", "--random-seed", "--variant", "--config", "--image", "--out",
+                      "--classes", "--cam-class", "--threads"});
+        if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
+        if (!a.has("--image") || !a.has("--out")) throw Error("--image and --out are required");
+        if (a.has("--checkpoint") == a.has("--random-seed")) throw Error("give either --checkpoint C.h5 or --random-seed S");
+    } catch (const Error& e) {
+        std::cerr << "glimpse infer: " << e.what() << "\n" << kInferCoatUsage;
+        return 2;
+    }
+    if (a.has("--threads")) {
+        const long long t = a.getInt("--threads", 1);
+        if (t < 1) throw Error("--threads: expected a positive integer");
+        torch::set_num_threads(int(t));
+    }
+    std::string desc;
+    auto model = makeModel(a, desc);
+    model->eval();
+    if (a.has("--classes")) {
+        try {
+            model->setClassNames(loadClassNames(*a.get("--classes")));
+        } catch (const Error& e) {
+            throw Error(*a.get("--classes") + ": " + e.what());
+        }
+    }
+
+    // --cam-class K[,K...]: Grad-CAMs kept besides those of the top-5.
+    std::vector<int64_t> camClasses;
+    if (a.has("--cam-class")) {
+        std::stringstream ss(*a.get("--cam-class"));
+        std::string item;
+        while (std::getline(ss, item, ',')) {
+            char* end = nullptr;
+            const long long v = std::strtoll(item.c_str(), &end, 10);
+            if (item.empty() || *end != '\0' || v < 0 || v >= model->config().numClasses)
+                throw Error("--cam-class: expected class indices in 0.." + std::to_string(model->config().numClasses - 1) +
+                            ", got '" + item + "'");
+            camClasses.push_back(v);
+        }
+    }
+    const fs::path in(*a.get("--image"));
+    std::vector<std::string> images;
+    const bool many = fs::is_directory(in);
+    if (many) {
+        for (const auto& e : fs::directory_iterator(in))
+            if (e.is_regular_file() && isImage(e.path())) images.push_back(e.path().string());
+        std::sort(images.begin(), images.end());
+        if (images.empty()) throw Error(in.string() + ": the folder holds no image files");
+        std::error_code ec;
+        fs::create_directories(*a.get("--out"), ec);
+        if (!fs::is_directory(*a.get("--out"))) throw Error(*a.get("--out") + ": cannot create the output folder");
+    } else {
+        images.push_back(in.string());
+    }
+    std::cerr << "glimpse infer: " << images.size() << (images.size() == 1 ? " image" : " images") << ", CoaT model "
+              << desc << " (" << model->config().variant << ", " << model->config().numClasses << " classes, "
+              << model->config().imageSize << "x" << model->config().imageSize << ")\n";
+    size_t ok = 0;
+    for (size_t i = 0; i < images.size(); ++i) {
+        const std::string& path = images[i];
+        const auto t0 = std::chrono::steady_clock::now();
+        std::ostringstream line;
+        line << "[" << (i + 1) << "/" << images.size() << "] " << path << ": ";
+        try {
+            cv::Mat rgb = loadImageRGB(path);
+            CoatTrace trace = runCoat(*model, rgb, camClasses);
+            trace.raw().meta()["source"] = path;
+            trace.raw().meta()["checkpoint"] = desc;
+            const std::string out =
+                many ? (fs::path(*a.get("--out")) / (fs::path(path).stem().string() + ".h5")).string() : *a.get("--out");
+            trace.save(out);
+            line << rgb.cols << "x" << rgb.rows << ", " << std::lround(msSince(t0)) << " ms -> " << out;
+            for (const auto& p : trace.top5()) {
+                char buf[64];
+                std::snprintf(buf, sizeof buf, "%6.2f%%", 100.0 * p.prob);
+                line << "\n  " << buf << "  " << p.classIndex << "  " << p.name;
+            }
+            ++ok;
+        } catch (const std::exception& e) {
+            line << "FAILED: " << e.what();
+        }
+        std::cout << line.str() << "\n";
+    }
+    std::cerr << "glimpse infer: " << ok << " of " << images.size() << " images done\n";
+    return ok == images.size() ? 0 : 1;
+}
+
+int benchCoat(const std::vector<std::string>& argv) {
+    if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
+        std::cerr << kBenchCoatUsage;
+        return 0;
+    }
+    Args a(argv);
+    try {
+        a.checkKnown({"--variant", "--checkpoint", "--config", "--batch", "--runs", "--warmup", "--threads",
+                      "--random-seed"});
+        if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
+    } catch (const Error& e) {
+        std::cerr << "glimpse bench coat: " << e.what() << "\n" << kBenchCoatUsage;
+        return 2;
+    }
+    const long long threads = a.getInt("--threads", std::max(1u, std::thread::hardware_concurrency()));
+    const long long runs = a.getInt("--runs", 5), warmup = a.getInt("--warmup", 1), batch = a.getInt("--batch", 1);
+    if (threads < 1 || runs < 1 || warmup < 0 || batch < 1 || batch > 256)
+        throw Error("--threads/--runs must be >= 1, --warmup >= 0, --batch in 1..256");
+    torch::set_num_threads(int(threads));
+    std::string desc;
+    auto model = makeModel(a, desc);
+    model->eval();
+    const auto& cfg = model->config();
+    const int64_t S = cfg.imageSize;
+
+    cv::Mat rgb = makeDemoImage(int(cfg.resize), int(cfg.resize), 1);
+    auto img = model->preprocess(rgb);
+    auto input = img.tensor.unsqueeze(0).expand({batch, 3, S, S}).contiguous();
+    std::vector<double> tForward, tCapture;
+    {
+        torch::NoGradGuard ng;
+        for (long long r = 0; r < warmup + runs; ++r) {
+            const auto t0 = std::chrono::steady_clock::now();
+            auto out = model->forward(input);
+            (void)out.logits.sum().item<float>();
+            if (r >= warmup) tForward.push_back(msSince(t0));
+        }
+    }
+    CoatTrace trace;
+    for (long long r = 0; r < std::max<long long>(1, runs / 2); ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        trace = CoatTrace::capture(*model, img);
+        tCapture.push_back(msSince(t0));
+    }
+
+    std::mt19937 rng(1234);
+    const int queries = 200;
+    auto timeQueries = [&](int kind) {
+        std::uniform_int_distribution<int> blockD(0, trace.numBlocks() - 1), headD(0, trace.numHeads() - 1);
+        double sink = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int q = 0; q < queries; ++q) {
+            const int b = blockD(rng), h = headD(rng);
+            const Grid g = trace.block(b).grid;
+            const int64_t y = int64_t(rng() % uint64_t(g[0])), x = int64_t(rng() % uint64_t(g[1]));
+            if (kind == 0) sink += trace.effectiveAttention(b, h, y, x)[0][0].item<float>();
+            else if (kind == 1) sink += trace.effectiveAttention(b, -1, y, x)[0][0].item<float>();
+            else if (kind == 2) sink += trace.crpeWindow(b, h, y, x).bias;
+            else sink += trace.clsAttention(b, h)[0][0].item<float>();
+        }
+        (void)sink;
+        return msSince(t0) / queries;
+    };
+    const double qHead = timeQueries(0), qMean = timeQueries(1);
+    const double qCrpe = trace.hasCrpe() ? timeQueries(2) : 0.0;
+    const double qCls = timeQueries(3);
+    // The largest grid (scale 1) alone: the worst case of a query.
+    double qScale1 = 0;
+    {
+        const auto blocks = trace.blocksOfScale(0);
+        const Grid g = trace.grid(0);
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int q = 0; q < queries; ++q)
+            (void)trace.effectiveAttention(blocks.back(), q % trace.numHeads(), (q * 7) % g[0], (q * 13) % g[1])[0][0]
+                .item<float>();
+        qScale1 = msSince(t0) / queries;
+    }
+
+    const double fwd = median(tForward);
+    std::printf("CoaT bench: %s, %s, %.2fM parameters, embed dims %lld/%lld/%lld/%lld, %lld parallel groups\n",
+                desc.c_str(), cfg.variant.c_str(), double(model->numParameters()) / 1e6, (long long)cfg.embedDims[0],
+                (long long)cfg.embedDims[1], (long long)cfg.embedDims[2], (long long)cfg.embedDims[3],
+                (long long)cfg.parallelDepth);
+    std::printf("  input %lldx%lld, batch %lld, cpu, %lld threads, %lld runs after %lld warm-up (median)\n",
+                (long long)S, (long long)S, batch, threads, runs, warmup);
+    std::printf("  forward      %9.1f ms per batch = %.2f images/s\n", fwd, fwd > 0 ? 1000.0 * double(batch) / fwd : 0.0);
+    std::printf("  capture      %9.1f ms (forward with records + Grad-CAM of the top-5), trace %.1f MiB\n",
+                median(tCapture), double(trace.bytes()) / 1048576.0);
+    std::printf("  query        %.3f ms effective attention (one head, random block), %.3f ms (mean of heads)\n",
+                qHead, qMean);
+    std::printf("               %.3f ms at scale 1 (%lldx%lld tokens), %.3f ms CRPE window, %.3f ms CLS attention\n",
+                qScale1, (long long)trace.grid(0)[0], (long long)trace.grid(0)[1], qCrpe, qCls);
+    return 0;
+}
+
+} // namespace glimpse::cli

@@ -1,0 +1,193 @@
+// CoaT checkpoints: refused files (family, shapes, missing/unexpected tensors, truncation, bad
+// config), the ImageNet-1k class list, and the Python converter against an independent torch.nn
+// CoaT laid out like timm's state dicts (skipped when Debian's /usr/bin/python3 has no torch).
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "core/io/checkpoint.h"
+#include "core/models/coat/model.h"
+#include "core/trace.h"
+#include "tests/support.h"
+
+using namespace glimpse;
+using namespace glimpse::coat;
+using testing::maxDiff;
+
+namespace {
+
+template <typename F>
+QString errorOf(F&& f) { return testing::qErrorOf(std::forward<F>(f)); }
+
+QString pythonExe() {
+    const QByteArray env = qgetenv("GLIMPSE_PYTHON");
+    return env.isEmpty() ? QString("/usr/bin/python3") : QString::fromLocal8Bit(env);
+}
+
+struct Proc {
+    int code = -1;
+    QString out, err;
+};
+
+Proc runPython(const QStringList& args) {
+    Proc r;
+    const QString python = pythonExe();
+    if (!QFile::exists(python)) {
+        r.code = -2;
+        r.err = python + " does not exist";
+        return r;
+    }
+    QProcess p;
+    p.start(python, args);
+    if (!p.waitForStarted(10000)) {
+        r.code = -2;
+        r.err = "cannot start " + python;
+        return r;
+    }
+    if (!p.waitForFinished(120000)) {
+        p.kill();
+        p.waitForFinished();
+        r.err = "timed out";
+        return r;
+    }
+    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+    r.out = QString::fromUtf8(p.readAllStandardOutput());
+    r.err = QString::fromUtf8(p.readAllStandardError());
+    return r;
+}
+
+constexpr int kNoTorch = 3;
+#define RUN_PYTHON_OR_SKIP(result, args)                                                            \
+    result = runPython(args);                                                                       \
+    if (result.code == kNoTorch || result.code == -2)                                               \
+        QSKIP(qPrintable("no PyTorch reference (" + result.err.trimmed() + ")"));
+
+QString script(const char* name) { return QString(GLIMPSE_SOURCE_DIR) + "/installer/" + name; }
+
+CoatConfig smallConfig() {
+    CoatConfig c;
+    c.variant = "custom";
+    c.embedDims = {16, 16, 24, 32};
+    c.serialDepths = {1, 1, 1, 1};
+    c.mlpRatios = {2, 2, 2, 2};
+    c.numClasses = 4;
+    c.imageSize = 64;
+    c.resize = 64;
+    return c;
+}
+
+} // namespace
+
+class TestCoatCheckpoint : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+    std::string path(const char* name) const { return dir_.filePath(name).toStdString(); }
+
+private Q_SLOTS:
+    void initTestCase() {
+        torch::set_num_threads(1);
+        QVERIFY(dir_.isValid());
+    }
+
+    void refusedCheckpoints() {
+        CoatModel m(smallConfig(), 1);
+        Checkpoint good = checkpointFromModule(m, "coat", m.config().toJsonString());
+        Checkpoint letr = good;
+        letr.family = "letr";
+        saveCheckpoint(path("letr.h5"), letr);
+        QString e = errorOf([&] { loadCoat(path("letr.h5")); });
+        QVERIFY2(e.contains("letr.h5") && e.contains("'letr'") && e.contains("coat"), qPrintable(e));
+
+        Checkpoint bad = good;
+        bad.tensors["head.weight"] = torch::zeros({5, 32});
+        bad.tensors.erase("crpe2.conv_list.1.bias");
+        bad.tensors["serial_blocks1.0.cpe.proj.weight"] = torch::zeros({16, 1, 3, 3});
+        saveCheckpoint(path("bad.h5"), bad);
+        e = errorOf([&] { loadCoat(path("bad.h5")); });
+        QVERIFY2(e.contains("bad.h5") && e.contains("head.weight") && e.contains("crpe2.conv_list.1.bias") &&
+                     e.contains("serial_blocks1.0.cpe.proj.weight"),
+                 qPrintable(e));
+
+        // The ablation flags change the tensor set: a CPE-less config does not load CPE weights.
+        Checkpoint noCpe = good;
+        CoatConfig c2 = smallConfig();
+        c2.useCpe = false;
+        noCpe.configJson = c2.toJsonString();
+        saveCheckpoint(path("nocpe.h5"), noCpe);
+        e = errorOf([&] { loadCoat(path("nocpe.h5")); });
+        QVERIFY2(e.contains("cpe1.proj.weight") && e.contains("unexpected"), qPrintable(e));
+
+        Checkpoint badCfg = good;
+        badCfg.configJson = R"({"embed_dims": [16, 16, 24, 30]})";
+        saveCheckpoint(path("badcfg.h5"), badCfg);
+        e = errorOf([&] { loadCoat(path("badcfg.h5")); });
+        QVERIFY2(e.contains("badcfg.h5") && e.contains("divisible"), qPrintable(e));
+
+        saveCoat(m, path("full.h5"));
+        QFile full(QString::fromStdString(path("full.h5")));
+        QVERIFY(full.open(QIODevice::ReadOnly));
+        const QByteArray bytes = full.readAll();
+        QFile cut(QString::fromStdString(path("cut.h5")));
+        QVERIFY(cut.open(QIODevice::WriteOnly));
+        cut.write(bytes.left(bytes.size() / 2));
+        cut.close();
+        e = errorOf([&] { loadCoat(path("cut.h5")); });
+        QVERIFY2(e.contains("cut.h5"), qPrintable(e));
+    }
+
+    // resources/imagenet_classes.txt (from Debian's opencv-doc): 1000 names in ILSVRC2012 order.
+    void imagenetClassNames() {
+        const std::string p = std::string(GLIMPSE_SOURCE_DIR) + "/resources/imagenet_classes.txt";
+        auto names = loadClassNames(p);
+        QCOMPARE(int(names.size()), 1000);
+        QCOMPARE(names[0], std::string("tench, Tinca tinca"));
+        QCOMPARE(names[999], std::string("toilet tissue, toilet paper, bathroom tissue"));
+        QFile f(QString::fromStdString(path("gap.txt")));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("a\n\nb\n");
+        f.close();
+        const QString e = errorOf([&] { loadClassNames(path("gap.txt")); });
+        QVERIFY2(e.contains("gap.txt") && e.contains("line 2"), qPrintable(e));
+        QVERIFY(errorOf([&] { loadClassNames(path("none.txt")); }).contains("none.txt"));
+    }
+
+    // timm-layout state dicts from installer/coat_reference.py convert, load, and give the same
+    // logits as the Python model (CoaT-Lite layout and CoaT with parallel groups); files with
+    // missing/unknown/misshapen tensors or unequal shared copies are refused by name.
+    void referenceCheckpointsConvert() {
+        const QString fx = dir_.filePath("ref");
+        Proc r;
+        RUN_PYTHON_OR_SKIP(r, (QStringList{script("coat_reference.py"), "--out-dir", fx, "--seed", "4"}));
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        auto in = [&](const QString& name) { return fx + "/" + name; };
+        r = runPython({script("convert_coat.py"), in("lite.pth"), in("coat.pth"), in("broken.pth"), in("twins.pth"),
+                       "--out", in("conv"), "--image-size", "64"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.out.contains("lite.pth") && r.out.contains("repeated copies"), qPrintable(r.out));
+        QVERIFY2(r.err.contains("broken.pth") && r.err.contains("missing head.bias") &&
+                     r.err.contains("unknown extra.weight") && r.err.contains("wrong shape norm4.weight"),
+                 qPrintable(r.err));
+        QVERIFY2(r.err.contains("twins.pth") && r.err.contains("differs from cpe2.proj.weight"), qPrintable(r.err));
+        QVERIFY(!QFile::exists(in("conv/broken.h5")));
+        for (const char* name : {"lite", "coat"}) {
+            torch::NoGradGuard ng;
+            auto model = loadCoat(in(QString("conv/") + name + ".h5").toStdString());
+            QCOMPARE(model->config().parallelDepth, int64_t(std::string(name) == "coat" ? 2 : 0));
+            QCOMPARE(model->config().numClasses, int64_t(11));
+            Trace ref = Trace::load(in(QString(name) + "_ref.h5").toStdString());
+            auto logits = model->forward(ref.get("input", {1, 3, 64, 96})).logits;
+            const double d = maxDiff(logits, ref.get("logits", {1, 11}));
+            qInfo("%s: reference CoaT vs Glimpse, max abs logit difference %.3g (logit scale %.3g)", name, d,
+                  ref.get("logits").abs().max().item<double>());
+            QVERIFY2(d <= 1e-4, qPrintable(QString::number(d)));
+        }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCoatCheckpoint)
+#include "test_coat_checkpoint.moc"

@@ -1,0 +1,190 @@
+// CoaT traces: effective attention weights reproduce the forward pass's factorized attention,
+// the CRPE window term reproduces its CRPE output, key distributions, CLS attention, top-5,
+// Grad-CAM against a finite-difference-free recomputation, save/load round trip, bad files.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "core/models/coat/model.h"
+#include "core/models/coat/trace.h"
+#include "tests/support.h"
+
+using namespace glimpse;
+using namespace glimpse::coat;
+using testing::contains;
+using testing::errorOf;
+using testing::maxDiff;
+
+namespace {
+
+CoatConfig smallConfig(bool parallel) {
+    CoatConfig c;
+    c.variant = "custom";
+    c.embedDims = parallel ? std::array<int64_t, 4>{16, 24, 24, 24} : std::array<int64_t, 4>{16, 16, 24, 32};
+    c.serialDepths = {1, 2, 1, 1};
+    c.parallelDepth = parallel ? 1 : 0;
+    c.numHeads = 8;
+    c.mlpRatios = {2, 2, 2, 2};
+    c.numClasses = 7;
+    c.imageSize = 64;
+    c.resize = 72;
+    c.classNames = {"zero", "one", "two", "three", "four", "five", "six"};
+    return c;
+}
+
+} // namespace
+
+class TestCoatTrace : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+
+private Q_SLOTS:
+    void initTestCase() {
+        torch::set_num_threads(1);
+        QVERIFY(dir_.isValid());
+    }
+
+    // sum_j w_j v_j over all tokens = the factorized-attention output of the query token,
+    // for every block, head and a few query pixels; the CRPE window + bias = sum_c CRPE_i.
+    void effectiveAttentionIsExact() {
+        for (bool parallel : {false, true}) {
+            CoatModel m(smallConfig(parallel), 5);
+            auto img = m.preprocess(testing::randomImage(80, 90, 3));
+            auto trace = CoatTrace::capture(m, img);
+            torch::NoGradGuard ng;
+            auto fwd = m.forward(img.tensor.unsqueeze(0), {true, false});
+            QCOMPARE(trace.numBlocks(), int(fwd.attention.size()));
+            for (int b = 0; b < trace.numBlocks(); ++b) {
+                const auto& rec = fwd.attention[size_t(b)];
+                const auto info = trace.block(b);
+                QCOMPARE(info.name, rec.name);
+                const Grid g = info.grid;
+                for (int head : {0, 3, 7}) {
+                    for (auto yx : {std::array<int64_t, 2>{0, 0}, {g[0] - 1, g[1] / 2}}) {
+                        const int64_t tok = 1 + yx[0] * g[1] + yx[1];
+                        auto w = trace.effectiveWeights(b, head, tok);
+                        auto out = torch::matmul(w.unsqueeze(0), rec.v[0][head]).squeeze(0);
+                        QVERIFY2(maxDiff(out, rec.factor[0][head][tok]) < 1e-5, info.name.c_str());
+                        float clsW = 0;
+                        auto map = trace.effectiveAttention(b, head, yx[0], yx[1], &clsW);
+                        QCOMPARE(map.sizes().vec(), (std::vector<int64_t>{g[0], g[1]}));
+                        QCOMPARE(clsW, w[0].item<float>());
+                        auto cw = trace.crpeWindow(b, head, yx[0], yx[1]);
+                        const float total = cw.window.sum().item<float>() + cw.bias;
+                        QVERIFY(std::abs(total - rec.crpe[0][head][tok].sum().item<float>()) < 1e-5);
+                        QCOMPARE(cw.kernel, int64_t(head < 2 ? 3 : head < 5 ? 5 : 7));
+                    }
+                    // CLS query
+                    auto wc = trace.effectiveWeights(b, head, 0);
+                    auto oc = torch::matmul(wc.unsqueeze(0), rec.v[0][head]).squeeze(0);
+                    QVERIFY(maxDiff(oc, rec.factor[0][head][0]) < 1e-5);
+                    QVERIFY(maxDiff(trace.clsAttention(b, head).flatten(), wc.narrow(0, 1, g[0] * g[1])) == 0);
+                }
+                // Key distributions: columns of softmax(K) sum to 1 over all tokens (CLS included).
+                auto gal = trace.keyGallery(b, 2);
+                QCOMPARE(gal.size(0), trace.headDim(info.scale));
+                auto kd = trace.keyDistribution(b, 2, 1);
+                QVERIFY(maxDiff(kd, gal[1]) == 0);
+                const float cls = rec.kSoftmax[0][2][0][1].item<float>();
+                QVERIFY(std::abs(kd.sum().item<float>() + cls - 1.0f) < 1e-5);
+            }
+            // Mean over heads = mean of the per-head weights.
+            auto mean = trace.effectiveWeights(0, -1, 5);
+            auto sum = torch::zeros_like(mean);
+            for (int h = 0; h < 8; ++h) sum += trace.effectiveWeights(0, h, 5);
+            QVERIFY(maxDiff(mean, sum / 8) < 1e-6);
+            QCOMPARE(int(trace.blocksOfScale(1).size()), parallel ? 3 : 2);
+        }
+    }
+
+    void predictionsAndCam() {
+        CoatModel m(smallConfig(false), 11);
+        auto img = m.preprocess(testing::randomImage(64, 64, 4));
+        auto trace = CoatTrace::capture(m, img);
+        auto top = trace.top5();
+        QCOMPARE(int(top.size()), 5);
+        torch::NoGradGuard ng;
+        auto probs = torch::softmax(m.forward(img.tensor.unsqueeze(0)).logits[0], 0);
+        auto sorted = std::get<1>(probs.sort(0, true));
+        for (int i = 0; i < 5; ++i) {
+            QCOMPARE(top[size_t(i)].classIndex, sorted[i].item<int64_t>());
+            QCOMPARE(top[size_t(i)].name, m.config().className(top[size_t(i)].classIndex));
+            QVERIFY(std::abs(top[size_t(i)].prob - probs[top[size_t(i)].classIndex].item<float>()) < 1e-6);
+            QCOMPARE(trace.camClass(i), top[size_t(i)].classIndex);
+        }
+        // The stored CAM equals gradCam() for that class, lies in [0, 1] with max 1 (or all 0).
+        for (int i = 0; i < 5; ++i) {
+            auto cam = trace.cam(i);
+            QCOMPARE(cam.sizes().vec(), (std::vector<int64_t>{2, 2}));
+            QVERIFY(maxDiff(cam, gradCam(m, img.tensor, trace.camClass(i))) < 1e-5);
+            QVERIFY(cam.min().item<float>() >= 0.0f);
+            const float mx = cam.max().item<float>();
+            QVERIFY(mx == 0.0f || std::abs(mx - 1.0f) < 1e-6);
+        }
+        QVERIFY(contains(errorOf([&] { gradCam(m, img.tensor, 7); }), {"class 7"}));
+        // Extra classes asked for at capture: kept after the top-5 (a top-5 class is not repeated).
+        const int64_t last = std::get<1>(probs.sort(0, true))[6].item<int64_t>();
+        auto more = CoatTrace::capture(m, img, {last, top[0].classIndex});
+        QCOMPARE(more.numCams(), 6);
+        QCOMPARE(more.camClass(5), last);
+        QVERIFY(maxDiff(more.camForClass(last), gradCam(m, img.tensor, last)) < 1e-5);
+        QVERIFY(contains(errorOf([&] { trace.camForClass(last); }), {"no class activation map", std::to_string(last)}));
+        QVERIFY(contains(errorOf([&] { CoatTrace::capture(m, img, {9}); }), {"CAM class 9"}));
+    }
+
+    void saveLoadRoundTrip() {
+        CoatModel m(smallConfig(true), 2);
+        auto trace = runCoat(m, testing::randomImage(70, 64, 9));
+        const std::string p = dir_.filePath("t.h5").toStdString();
+        trace.save(p);
+        auto back = CoatTrace::load(p);
+        QCOMPARE(back.numBlocks(), trace.numBlocks());
+        QCOMPARE(back.raw().meta(), trace.raw().meta());
+        for (const auto& n : trace.raw().names()) QVERIFY2(torch::equal(back.raw().get(n), trace.raw().get(n)), n.c_str());
+        QVERIFY(maxDiff(back.effectiveAttention(4, 1, 1, 1), trace.effectiveAttention(4, 1, 1, 1)) == 0);
+        QCOMPARE(back.top5()[0].name, trace.top5()[0].name);
+        QVERIFY(torch::equal(back.image(), trace.image()));
+    }
+
+    void refusedInputs() {
+        CoatConfig c = smallConfig(false);
+        c.useCrpe = false;
+        CoatModel m(c, 0);
+        auto trace = runCoat(m, testing::randomImage(64, 64, 1));
+        QVERIFY(!trace.hasCrpe());
+        QVERIFY(contains(errorOf([&] { trace.crpeWindow(0, 0, 0, 0); }), {"no CRPE"}));
+        QVERIFY(contains(errorOf([&] { trace.effectiveAttention(0, 0, 99, 0); }), {"outside"}));
+        QVERIFY(contains(errorOf([&] { trace.effectiveWeights(0, 8, 0); }), {"head 8"}));
+        QVERIFY(contains(errorOf([&] { trace.effectiveWeights(99, 0, 0); }), {"block 99"}));
+        QVERIFY(contains(errorOf([&] { trace.keyDistribution(0, 0, 2); }), {"channel 2"}));
+        // A trace missing a tensor, and a foreign trace, are refused with the file's name.
+        Trace broken = trace.raw();
+        Trace cut("coat");
+        cut.meta() = broken.meta();
+        for (const auto& n : broken.names())
+            if (n != "block_1/v") cut.set(n, broken.get(n));
+        const std::string p = dir_.filePath("cut.h5").toStdString();
+        cut.save(p);
+        QVERIFY(contains(errorOf([&] { CoatTrace::load(p); }), {"cut.h5", "block_1/v"}));
+        // Malformed meta (wrong JSON types) is an Error too, not a JSON exception.
+        Trace bad = trace.raw();
+        bad.meta()["config"]["crpe_window"] = "wide";
+        bad.meta()["config"]["use_crpe"] = true;
+        QVERIFY(contains(errorOf([&] { CoatTrace t(bad); }), {"CoaT trace"}));
+        Trace bad2 = trace.raw();
+        bad2.meta()["blocks"][0]["scale"] = "big";
+        QVERIFY(contains(errorOf([&] { CoatTrace t(bad2); }), {"block 0"}));
+        Trace other("letr");
+        const std::string q = dir_.filePath("other.h5").toStdString();
+        other.save(q);
+        QVERIFY(contains(errorOf([&] { CoatTrace::load(q); }), {"other.h5", "not a CoaT trace"}));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCoatTrace)
+#include "test_coat_trace.moc"
