@@ -70,8 +70,10 @@ int train(const std::vector<std::string>& args) {
     gControl = &control;
     std::signal(SIGINT, onSignal);
     const bool tty = isatty(fileno(stderr));
-    int64_t lastPrinted = -1;
+    int64_t lastPrinted = -1, lastStep = 0, total = -1;
     auto progress = [&](const train::Progress& p) {
+        lastStep = p.step;
+        total = p.totalSteps;
         if (maxSteps >= 0 && p.step >= maxSteps) control.requestStop();
         if (p.phase == "stopped") return;
         const bool show = tty || p.step == p.totalSteps || p.step - lastPrinted >= 25;
@@ -104,7 +106,7 @@ int train(const std::vector<std::string>& args) {
     gControl = nullptr;
     std::signal(SIGINT, SIG_DFL);
     if (tty) std::cerr << "\n";
-    if (control.stopRequested()) {
+    if (control.stopRequested() && lastStep < total) {
         std::cout << "stopped; checkpoint in " << out << "/checkpoint.h5 (continue with --resume)\n";
     } else {
         std::cout << "done; model in " << out << "/model.h5, run log in " << out << "/run.h5\n";

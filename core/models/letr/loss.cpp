@@ -1,6 +1,7 @@
 #include "core/models/letr/loss.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <torch/torch.h>
@@ -15,6 +16,8 @@ std::vector<int64_t> hungarian(const std::vector<double>& cost, int64_t rows, in
                     std::to_string(rows) + "x" + std::to_string(cols));
     std::vector<int64_t> result(size_t(rows), -1);
     if (rows == 0 || cols == 0) return result;
+    for (double c : cost)
+        if (!std::isfinite(c)) throw Error("hungarian: cost matrix holds NaN or infinite values");
     // Work on n <= m (rows of the working matrix are the smaller side).
     const bool transposed = rows > cols;
     const int64_t n = transposed ? cols : rows, m = transposed ? rows : cols;

@@ -1,0 +1,153 @@
+// core/models/letr/loss: the Hungarian solver against brute force, the matching cost of
+// eq. 2.2, and the losses of eqs. 2.4-2.7 against hand computations on tiny inputs.
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include <torch/torch.h>
+
+#include "core/models/letr/loss.h"
+#include "tests/support.h"
+
+using namespace glimpse;
+using namespace glimpse::letr;
+using testing::contains;
+using testing::errorOf;
+
+namespace {
+
+// Minimum total cost over all assignments of min(R, C) pairs, by enumerating permutations.
+double bruteForce(const std::vector<double>& c, int R, int C) {
+    const bool t = R > C;
+    const int n = t ? C : R, m = t ? R : C;
+    std::vector<int> cols(static_cast<size_t>(m), 0);
+    std::iota(cols.begin(), cols.end(), 0);
+    double best = 1e300;
+    do {
+        double s = 0;
+        for (int i = 0; i < n; ++i) s += t ? c[size_t(cols[size_t(i)] * C + i)] : c[size_t(i * C + cols[size_t(i)])];
+        best = std::min(best, s);
+    } while (std::next_permutation(cols.begin(), cols.end()));
+    return best;
+}
+
+double softmax0(double a, double b) { return std::exp(a) / (std::exp(a) + std::exp(b)); }
+
+} // namespace
+
+class TestLetrLoss : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void hungarianMatchesBruteForce() {
+        std::mt19937_64 rng(42);
+        std::uniform_real_distribution<double> u(-3, 5);
+        for (int trial = 0; trial < 300; ++trial) {
+            const int R = 1 + int(rng() % 6), C = 1 + int(rng() % 6);
+            std::vector<double> c(size_t(R * C));
+            for (auto& v : c) v = (trial % 3 == 0) ? double(int(u(rng))) : u(rng);   // ties too
+            auto a = hungarian(c, R, C);
+            QCOMPARE(int(a.size()), R);
+            std::vector<int> usedCols(size_t(C), 0);
+            double total = 0;
+            int assigned = 0;
+            for (int i = 0; i < R; ++i) {
+                if (a[size_t(i)] < 0) continue;
+                QVERIFY(a[size_t(i)] < C);
+                QCOMPARE(usedCols[size_t(a[size_t(i)])]++, 0);
+                total += c[size_t(i * C + a[size_t(i)])];
+                ++assigned;
+            }
+            QCOMPARE(assigned, std::min(R, C));
+            QVERIFY2(std::abs(total - bruteForce(c, R, C)) < 1e-9,
+                     qPrintable(QString("trial %1 (%2x%3)").arg(trial).arg(R).arg(C)));
+        }
+        QVERIFY(hungarian({}, 0, 4).empty());
+        QCOMPARE(hungarian({}, 3, 0), std::vector<int64_t>(3, -1));
+        QVERIFY(contains(errorOf([] { hungarian({1, 2, 3}, 2, 2); }), {"hungarian", "2x2"}));
+        QVERIFY(contains(errorOf([] { hungarian({NAN, 1, 2, 3}, 2, 2); }), {"NaN"}));
+    }
+
+    void lineDistanceIgnoresDirection() {
+        auto p = torch::tensor({{0.1f, 0.2f, 0.5f, 0.6f}});
+        auto g = torch::tensor({{0.5f, 0.6f, 0.1f, 0.2f}});
+        QVERIFY(lineDistance(p, g).item<float>() < 1e-7f);
+        auto h = torch::tensor({{0.2f, 0.2f, 0.5f, 0.9f}});
+        QVERIFY(std::abs(lineDistance(p, h).item<float>() - 0.4f) < 1e-6f);
+    }
+
+    void matchingUsesEq22() {
+        // Two entities, one gt. Entity 0 is closer (d = 0.1) but unconfident; entity 1 is
+        // farther (d = 0.2) and confident. cost = costLine * d - p.
+        auto gt = torch::tensor({{0.5f, 0.5f, 0.9f, 0.5f}});
+        auto lines = torch::tensor({{0.5f, 0.5f, 0.8f, 0.5f}, {0.5f, 0.5f, 0.7f, 0.5f}});
+        LetrLossConfig cfg;
+        auto low = torch::tensor({{-3.f, 3.f}, {3.f, -3.f}});   // p0 ~ 0.0025, p1 ~ 0.9975
+        auto m = matchLines(low, lines, gt, cfg);   // e0: 0.5 - 0.0025, e1: 1.0 - 0.9975
+        QCOMPARE(m.pred, std::vector<int64_t>{1});
+        QCOMPARE(m.gt, std::vector<int64_t>{0});
+        cfg.costLine = 20.0;                        // e0: 2 - 0.0025, e1: 4 - 0.9975
+        m = matchLines(low, lines, gt, cfg);
+        QCOMPARE(m.pred, std::vector<int64_t>{0});
+        QVERIFY(matchLines(low, lines, torch::zeros({0, 4}), cfg).pred.empty());
+    }
+
+    void layerLossByHand() {
+        // B = 1, N = 3 entities, M = 1 gt line; entity 2 matches (closest and most confident).
+        const float l[3][2] = {{0.2f, 0.1f}, {-1.0f, 0.5f}, {2.0f, -0.5f}};
+        auto logits = torch::tensor({{l[0][0], l[0][1]}, {l[1][0], l[1][1]}, {l[2][0], l[2][1]}}).unsqueeze(0);
+        auto lines = torch::tensor({{0.f, 0.f, 1.f, 1.f}, {0.3f, 0.3f, 0.2f, 0.9f}, {0.12f, 0.22f, 0.48f, 0.6f}})
+                         .unsqueeze(0);
+        auto gt = torch::tensor({{0.5f, 0.6f, 0.1f, 0.2f}});   // reversed endpoints of ~entity 2
+        LetrLossConfig cfg;
+        auto ce = layerLoss(logits, lines, {gt}, cfg);
+        const double p0 = softmax0(l[0][0], l[0][1]), p1 = softmax0(l[1][0], l[1][1]), p2 = softmax0(l[2][0], l[2][1]);
+        // Weighted cross entropy: matched entity weight 1, others 0.1.
+        const double ceExpected = (0.1 * -std::log(1 - p0) + 0.1 * -std::log(1 - p1) + 1.0 * -std::log(p2)) / 1.2;
+        QVERIFY2(std::abs(ce.cls.item<double>() - ceExpected) < 1e-5,
+                 qPrintable(QString("%1 vs %2").arg(ce.cls.item<double>()).arg(ceExpected)));
+        // L1 on the matched entity, reversed order: |0.12-0.1| + |0.22-0.2| + |0.48-0.5| + |0.6-0.6|.
+        QVERIFY(std::abs(ce.l1.item<double>() - 0.06) < 1e-5);
+        // Focal terms (eqs. 2.4/2.5), gamma 2, alpha 1 / 0.1, same normalization.
+        cfg.focal = true;
+        auto fo = layerLoss(logits, lines, {gt}, cfg);
+        const double foExpected = (0.1 * p0 * p0 * -std::log(1 - p0) + 0.1 * p1 * p1 * -std::log(1 - p1) +
+                                   (1 - p2) * (1 - p2) * -std::log(p2)) / 1.2;
+        QVERIFY(std::abs(fo.cls.item<double>() - foExpected) < 1e-5);
+        QVERIFY(fo.cls.item<double>() < ce.cls.item<double>());
+        // No ground truth: every entity is no-object, l1 = 0.
+        auto none = layerLoss(logits, lines, {torch::zeros({0, 4})}, LetrLossConfig{});
+        const double noneExpected = (-std::log(1 - p0) - std::log(1 - p1) - std::log(1 - p2)) / 3.0;
+        QVERIFY(std::abs(none.cls.item<double>() - noneExpected) < 1e-5);
+        QCOMPARE(none.l1.item<double>(), 0.0);
+    }
+
+    void deepSupervisionSumsLayers() {
+        torch::manual_seed(3);
+        auto logits = torch::randn({3, 2, 5, 2}, torch::requires_grad());
+        auto lines = torch::rand({3, 2, 5, 4}).requires_grad_();
+        std::vector<torch::Tensor> gt{torch::rand({2, 4}), torch::rand({4, 4})};
+        LetrLossConfig cfg;
+        auto loss = letrLoss(logits, lines, gt, cfg);
+        QCOMPARE(loss.clsPerLayer.size(), size_t(3));
+        double sum = 0;
+        for (int l = 0; l < 3; ++l) {
+            auto ll = layerLoss(logits[l], lines[l], gt, cfg);
+            QVERIFY(std::abs(ll.cls.item<double>() - loss.clsPerLayer[size_t(l)]) < 1e-6);
+            // l1 normalized by the 6 gt lines of the batch.
+            sum += cfg.clsCoef * ll.cls.item<double>() + cfg.lineCoef * ll.l1.item<double>();
+        }
+        QVERIFY(std::abs(loss.total.item<double>() - sum) < 1e-5);
+        loss.total.backward();
+        for (int l = 0; l < 3; ++l) {   // every layer receives gradient (deep supervision)
+            QVERIFY(logits.grad()[l].abs().sum().item<double>() > 0);
+            QVERIFY(lines.grad()[l].abs().sum().item<double>() > 0);
+        }
+        QVERIFY(contains(errorOf([&] { layerLoss(logits[0], lines[0], {gt[0]}, cfg); }), {"1 targets", "batch of 2"}));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestLetrLoss)
+#include "test_letr_loss.moc"
