@@ -592,6 +592,12 @@ void LetrInspector::setCompare(int mode) {
     refreshCompare();
 }
 
+void LetrInspector::redraw() {
+    if (view_) refresh();
+    else viewport_->setScene({});
+    refreshCompare();
+}
+
 void LetrInspector::refillTable() {
     if (!view_) {
         table_->setRowCount(0);

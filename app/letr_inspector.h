@@ -93,6 +93,8 @@ public Q_SLOTS:
     void setOpacity(double opacity);
     // Compare pane: -2 off, -1 LSD, >= 0 a layer position.
     void setCompare(int mode);
+    // Draws this panel's scene again (the viewport is shared with other panels).
+    void redraw();
 
 Q_SIGNALS:
     void checkpointLoaded(const QString& path);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app/cli/cli.h"
+#include "app/coat_inspector.h"
 #include "app/letr_inspector.h"
 #include "app/mainwindow.h"
 #include "widgets/viewport.h"
@@ -44,6 +45,12 @@ const char* kUsage =
     "  --entity K         then select line entity K (K = -1: the highest-scoring line)\n"
     "  --compare M        then show the compare pane: 'lsd' or a layer position (1-based)\n"
     "                     (with --screenshot, the screenshot waits for the trace)\n"
+    "  --coat-checkpoint C.h5  load this CoaT checkpoint (default: coat_fmnist.h5 when installed)\n"
+    "  --run-coat         run CoaT on the opened image once the model is loaded\n"
+    "  --query X,Y        then set the CoaT query pixel (image pixels)\n"
+    "  --coat-view MODE   then show: attention, crpe, cls, cam or key\n"
+    "  --coat-scale S     then select scale S (1-4)\n"
+    "  --coat-compare S   then show scale S (1-4) in the compare pane\n"
     "Run 'glimpse COMMAND --help' for a subcommand's options.\n";
 
 int runGui(int argc, char** argv) {
@@ -62,6 +69,13 @@ int runGui(int argc, char** argv) {
     QCommandLineOption runLetr("run-letr", "Run LETR on the opened image.");
     QCommandLineOption entity("entity", "Select this line entity after the run.", "k");
     QCommandLineOption compare("compare", "Compare pane after the run: lsd or a layer position.", "m");
+    QCommandLineOption coatCkpt("coat-checkpoint", "CoaT checkpoint to load.", "h5");
+    QCommandLineOption runCoat("run-coat", "Run CoaT on the opened image.");
+    QCommandLineOption query("query", "CoaT query pixel after the run.", "x,y");
+    QCommandLineOption coatView("coat-view", "CoaT view after the run.", "mode");
+    QCommandLineOption coatScale("coat-scale", "CoaT scale (1-4) after the run.", "s");
+    QCommandLineOption coatCompare("coat-compare", "CoaT compare scale (1-4) after the run.", "s");
+    for (const auto* o : {&coatCkpt, &runCoat, &query, &coatView, &coatScale, &coatCompare}) parser.addOption(*o);
     parser.addOption(demo);
     parser.addOption(shot);
     parser.addOption(ckpt);
@@ -111,6 +125,69 @@ int runGui(int argc, char** argv) {
             });
         }
     }
+    auto* coat = window.coatInspector();
+    const bool wantCoat = parser.isSet(runCoat);
+    if (wantCoat) {
+        // The view options are checked now, so that a typo fails before anything runs.
+        glimpse::app::CoatMode mode = glimpse::app::CoatMode::Attention;
+        const bool haveMode = parser.isSet(coatView);
+        double qx = -1, qy = -1;
+        int scale = -1, cmpScale = -1;
+        try {
+            if (haveMode) mode = glimpse::app::coatModeFromName(parser.value(coatView).toStdString());
+        } catch (const std::exception& e) {
+            std::cerr << "glimpse: --coat-view: " << e.what() << "\n";
+            return 2;
+        }
+        if (parser.isSet(query)) {
+            const QStringList xy = parser.value(query).split(',');
+            bool ok1 = false, ok2 = false;
+            if (xy.size() == 2) {
+                qx = xy[0].toDouble(&ok1);
+                qy = xy[1].toDouble(&ok2);
+            }
+            if (!ok1 || !ok2 || qx < 0 || qy < 0) {
+                std::cerr << "glimpse: --query wants X,Y (image pixels), got '" << parser.value(query).toStdString() << "'\n";
+                return 2;
+            }
+        }
+        for (auto [opt, out] : {std::pair{&coatScale, &scale}, std::pair{&coatCompare, &cmpScale}}) {
+            if (!parser.isSet(*opt)) continue;
+            bool ok = false;
+            *out = parser.value(*opt).toInt(&ok) - 1;
+            if (!ok || *out < 0 || *out > 3) {
+                std::cerr << "glimpse: --" << opt->names().first().toStdString() << " wants 1..4\n";
+                return 2;
+            }
+        }
+        auto tryRunCoat = [&window, coat] {
+            static bool started = false;
+            if (!started && coat->hasModel() && window.viewport()->hasImage() && !window.busy()) {
+                started = true;
+                coat->run(false);
+            }
+        };
+        QObject::connect(&window, &glimpse::app::MainWindow::imageLoaded, &window, tryRunCoat);
+        QObject::connect(coat, &glimpse::app::CoatInspector::checkpointLoaded, &window, tryRunCoat);
+        QObject::connect(coat, &glimpse::app::CoatInspector::busyChanged, &window, tryRunCoat);
+        QObject::connect(coat, &glimpse::app::CoatInspector::traceReady, &window,
+                         [coat, mode, haveMode, qx, qy, scale, cmpScale] {
+                             static bool done = false;
+                             if (done) return;
+                             done = true;
+                             if (scale >= 0) coat->setScale(scale);
+                             if (qx >= 0) coat->setQuery(qx, qy);
+                             if (haveMode) coat->setMode(mode);
+                             if (cmpScale >= 0) coat->setCompareScale(cmpScale);
+                         });
+        if (!parser.isSet(coatCkpt) && glimpse::app::defaultCoatCheckpoint().isEmpty()) {
+            // Nothing to run: say so (the screenshot, if any, shows the message) instead of waiting.
+            QObject::connect(&window, &glimpse::app::MainWindow::imageLoaded, coat, [coat] {
+                if (!coat->hasModel() && !coat->modelLoading() && coat->lastFailure().isEmpty()) coat->run(false);
+            });
+        }
+    }
+    if (parser.isSet(coatCkpt)) coat->loadCheckpoint(parser.value(coatCkpt));
     if (parser.isSet(ckpt)) inspector->loadCheckpoint(parser.value(ckpt));
     if (!files.isEmpty()) window.openImage(files.first());
     else window.openDemoImage();
@@ -128,10 +205,12 @@ int runGui(int argc, char** argv) {
             QApplication::exit(ok ? 0 : 1);
         };
         // Wait for the image to be drawn a few times (swapchain settled), then grab.
-        QObject::connect(vp, &glimpse::widgets::ImageViewport::frameDrawn, &window, [vp, take, wantRun, inspector] {
+        QObject::connect(vp, &glimpse::widgets::ImageViewport::frameDrawn, &window,
+                         [vp, take, wantRun, inspector, wantCoat, coat] {
             static bool scheduled = false;
             if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 &&
-                (!wantRun || inspector->hasTrace() || !inspector->lastFailure().isEmpty())) {
+                (!wantRun || inspector->hasTrace() || !inspector->lastFailure().isEmpty()) &&
+                (!wantCoat || (coat->hasTrace() && !coat->busy()) || !coat->lastFailure().isEmpty())) {
                 scheduled = true;
                 QTimer::singleShot(300, take);
             }

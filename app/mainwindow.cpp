@@ -33,10 +33,12 @@
 #include "app/training/training_job.h"
 #include "app/training/training_panel.h"
 #include "core/error.h"
+#include "core/h5/h5.h"
 #include "core/io/demo_image.h"
 #include "core/io/image.h"
 #include "core/io/video.h"
 #include "app/letr_inspector.h"
+#include "app/coat_inspector.h"
 #include "renderer/renderer.h"
 #include "widgets/viewport.h"
 
@@ -54,6 +56,17 @@ widgets::RgbImage toRgbImage(const cv::Mat& rgb) {
     for (int y = 0; y < rgb.rows; ++y)
         std::memcpy(&im.rgb[size_t(y) * rgb.cols * 3], rgb.ptr<uint8_t>(y), size_t(rgb.cols) * 3);
     return im;
+}
+
+// The family of a Glimpse trace file ("letr", "coat", ...), empty when it is not one (the
+// opener then reports the problem). Reads one attribute: cheap enough for the UI thread.
+QString traceFamily(const QString& path) {
+    try {
+        h5::File f = h5::openGlimpse(path.toStdString(), "glimpse.trace", 1);
+        if (f.hasGroup("meta")) return QString::fromStdString(f.group("meta").attrString("family"));
+    } catch (const std::exception&) {
+    }
+    return {};
 }
 
 struct LoadResult {
@@ -96,6 +109,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     // The demo LETR checkpoint, when installed, is loaded at start (worker thread).
     const QString demo = defaultLetrCheckpoint();
     if (!demo.isEmpty()) inspector_->loadCheckpoint(demo);
+    // Likewise the CoaT demo checkpoint (Fashion-MNIST), when installed.
+    const QString coatDemo = defaultCoatCheckpoint();
+    if (!coatDemo.isEmpty()) coat_->loadCheckpoint(coatDemo);
 
     QSettings settings;
     if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1280, 860);
@@ -130,6 +146,11 @@ void MainWindow::buildMenus() {
                                                           "Glimpse traces (*.h5);;All files (*)");
         if (!path.isEmpty()) inspector_->openTrace(path);
     });
+    file->addAction("Open CoaT trace...", this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, "Open CoaT trace", QString(),
+                                                          "Glimpse traces (*.h5);;All files (*)");
+        if (!path.isEmpty()) coat_->openTrace(path);
+    });
     recentMenu_ = file->addMenu("Open &recent");
     rebuildRecentMenu();
     file->addSeparator();
@@ -148,6 +169,12 @@ void MainWindow::buildMenus() {
         const QString path = QFileDialog::getSaveFileName(this, "Save LETR trace", "trace.h5",
                                                           "Glimpse traces (*.h5)");
         if (!path.isEmpty()) inspector_->saveTrace(path);
+    });
+    file->addAction("Save CoaT trace...", this, [this] {
+        if (!coat_->hasTrace()) return reportError("No CoaT trace to save: run CoaT first.");
+        const QString path = QFileDialog::getSaveFileName(this, "Save CoaT trace", "coat_trace.h5",
+                                                          "Glimpse traces (*.h5)");
+        if (!path.isEmpty()) coat_->saveTrace(path);
     });
     file->addAction("Export &lines...", this, [this] {
         if (!inspector_->hasTrace()) return reportError("No lines to export: run LETR first.");
@@ -180,11 +207,20 @@ void MainWindow::buildMenus() {
     model->addAction("Open &checkpoint...", this, [this] { inspector_->openCheckpointDialog(); });
     QAction* runAct = model->addAction("&Run LETR", this, [this] { inspector_->run(true); });
     runAct->setShortcut(QKeySequence("Ctrl+R"));
-    QAction* cancelAct = model->addAction("&Cancel run", inspector_, &LetrInspector::cancel);
+    model->addSeparator();
+    model->addAction("Open Co&aT checkpoint...", this, [this] { coat_->openCheckpointDialog(); });
+    QAction* runCoat = model->addAction("Run C&oaT", this, [this] { coat_->run(true); });
+    runCoat->setShortcut(QKeySequence("Ctrl+Shift+R"));
+    model->addSeparator();
+    QAction* cancelAct = model->addAction("&Cancel run", this, [this] {
+        inspector_->cancel();
+        coat_->cancel();
+    });
     cancelAct->setShortcut(QKeySequence("Ctrl+."));
     QToolBar* tools = addToolBar("Model");
     tools->setObjectName("toolbar.model");
     tools->addAction(runAct);
+    tools->addAction(runCoat);
     tools->addAction(cancelAct);
 
     QMenu* help = menuBar()->addMenu("&Help");
@@ -226,6 +262,37 @@ void MainWindow::buildDocks() {
                 propPath_->setText(label);
                 showImage(label, image, inspector_->sourceKey());
             });
+
+    // CoaT panel, tabbed with the LETR one; the visible tab draws the shared viewport.
+    auto* coatDock = new QDockWidget("CoaT", this);
+    coatDock->setObjectName("dock.coat");
+    coat_ = new CoatInspector(viewport_, compare_, coatDock);
+    coatDock->setWidget(coat_);
+    addDockWidget(Qt::RightDockWidgetArea, coatDock);
+    tabifyDockWidget(letrDock, coatDock);
+    letrDock->raise();
+    coat_->setActive(false);
+    connect(coat_, &CoatInspector::failed, this, &MainWindow::reportError);
+    connect(coat_, &CoatInspector::message, this, [this](const QString& m) {
+        log(m);
+        statusBar()->showMessage(m, 4000);
+    });
+    connect(coat_, &CoatInspector::showImageRequested, this,
+            [this](const QString& label, const widgets::RgbImage& image) {
+                closeVideo();
+                currentPath_ = QString();
+                propPath_->setText(label + " (CoaT input crop)");
+                showImage(label, image, coat_->sourceKey());
+            });
+    connect(coat_, &CoatInspector::activateRequested, this, [this, coatDock] {
+        coatDock->show();
+        coatDock->raise();
+        coat_->setActive(true);
+    });
+    connect(coatDock, &QDockWidget::visibilityChanged, this, [this](bool v) { coat_->setActive(v); });
+    connect(letrDock, &QDockWidget::visibilityChanged, this, [this, coatDock](bool v) {
+        if (v && !coatDock->isVisible()) inspector_->redraw();
+    });
 
     auto* msgDock = new QDockWidget("Messages", this);
     msgDock->setObjectName("dock.messages");
@@ -276,7 +343,10 @@ void MainWindow::reportError(const QString& message) {
 
 void MainWindow::openImage(const QString& path) {
     if (isVideoFileName(path.toStdString())) return openVideo(path);
-    if (path.endsWith(".h5", Qt::CaseInsensitive)) return inspector_->openTrace(path);
+    if (path.endsWith(".h5", Qt::CaseInsensitive)) {
+        if (traceFamily(path) == "coat") return coat_->openTrace(path);
+        return inspector_->openTrace(path);
+    }
     ++pending_;
     statusBar()->showMessage("Loading " + path + " ...");
     auto* watcher = new QFutureWatcher<LoadResult>(this);
@@ -324,9 +394,10 @@ void MainWindow::showImage(const QString& label, widgets::RgbImage image, const 
     setWindowTitle(label + " - Glimpse");
     if (!keepView) statusBar()->showMessage("Opened " + label, 3000);
     inspector_->sourceChanged(key);
+    coat_->sourceChanged(key);
 }
 
-bool MainWindow::busy() const { return pending_ > 0 || decodeRunning_ > 0 || inspector_->busy(); }
+bool MainWindow::busy() const { return pending_ > 0 || decodeRunning_ > 0 || inspector_->busy() || coat_->busy(); }
 
 void MainWindow::exportViewPng(const QString& path) {
     if (!viewport_->hasImage()) {

@@ -29,6 +29,7 @@ namespace glimpse::app {
 class TrainingJob;
 class TrainingPanel;
 class LetrInspector;
+class CoatInspector;
 
 // The main window: menus, the Vulkan image viewport in the centre, dockable panels
 // (image properties, messages), status bar with cursor pixel/value and zoom.
@@ -46,6 +47,7 @@ public:
     TrainingJob* trainingJob() const { return trainingJob_; }
     bool busy() const;
     LetrInspector* letrInspector() const { return inspector_; }
+    CoatInspector* coatInspector() const { return coat_; }
     widgets::ImageViewport* compareViewport() const { return compare_; }
     // Video: frames of the open video (0 when the current source is not a video).
     int videoFrameCount() const;
@@ -95,6 +97,7 @@ private:
     widgets::ImageViewport* viewport_ = nullptr;
     widgets::ImageViewport* compare_ = nullptr;
     LetrInspector* inspector_ = nullptr;
+    CoatInspector* coat_ = nullptr;
     std::shared_ptr<VideoReader> video_;
     QString videoPath_;
     int videoFrame_ = -1;

@@ -8,3 +8,5 @@ glimpse_add_test(test_live_chart SOURCES test_live_chart.cpp LIBS glimpse_widget
 # Training panel (app/training): run-log following, overlay, job control, preview; offscreen.
 glimpse_add_test(test_training_panel SOURCES test_training_panel.cpp LIBS glimpse_app TIMEOUT 300)
 glimpse_add_test(test_letr_inspector SOURCES test_letr_inspector.cpp LIBS glimpse_app XVFB TIMEOUT 300 LABELS letr)
+# CoaT inspector (app/coat_inspector, app/coat_view) on a small random CoaT-Lite, under Xvfb.
+glimpse_add_test(test_coat_inspector SOURCES test_coat_inspector.cpp LIBS glimpse_app XVFB TIMEOUT 300 LABELS coat)

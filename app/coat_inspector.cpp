@@ -1,0 +1,800 @@
+#include "app/coat_inspector.h"
+
+#include <QComboBox>
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QFutureWatcher>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QIcon>
+#include <QImage>
+#include <QLabel>
+#include <QListWidget>
+#include <QPixmap>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSlider>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include <opencv2/core.hpp>
+
+#include "core/error.h"
+#include "core/models/coat/model.h"
+#include "renderer/colormap.h"
+#include "widgets/viewport.h"
+
+#ifndef GLIMPSE_RESOURCES_DIR
+#define GLIMPSE_RESOURCES_DIR ""
+#endif
+
+namespace glimpse::app {
+
+namespace {
+
+constexpr int kTraceCacheSize = 16;
+constexpr int kThumbPx = 56;
+
+cv::Mat toMat(const widgets::RgbImage& im) {
+    cv::Mat m(im.height, im.width, CV_8UC3);
+    for (int y = 0; y < im.height; ++y)
+        std::memcpy(m.ptr<uint8_t>(y), &im.rgb[size_t(y) * im.width * 3], size_t(im.width) * 3);
+    return m;
+}
+
+struct RunResult {
+    std::shared_ptr<const coat::CoatTrace> trace;
+    double ms = 0;
+    QString error;
+};
+
+struct ModelResult {
+    std::shared_ptr<coat::CoatModel> model;
+    QString error;
+};
+
+struct TraceResult {
+    std::shared_ptr<const coat::CoatTrace> trace;
+    widgets::RgbImage image;
+    QString error;
+};
+
+struct CamResult {
+    torch::Tensor map;
+    QString error;
+};
+
+} // namespace
+
+QString defaultCoatCheckpoint() {
+    QStringList dirs;
+    const QString env = qEnvironmentVariable("GLIMPSE_RESOURCES");
+    if (!env.isEmpty()) dirs << env;
+    dirs << QCoreApplication::applicationDirPath() + "/../share/glimpse";
+    if (std::strlen(GLIMPSE_RESOURCES_DIR) > 0) dirs << QString::fromUtf8(GLIMPSE_RESOURCES_DIR);
+    for (const QString& d : dirs) {
+        const QString p = QDir(d).filePath("coat_fmnist.h5");
+        if (QFileInfo(p).isFile()) return QFileInfo(p).absoluteFilePath();
+    }
+    return {};
+}
+
+CoatInspector::CoatInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare, QWidget* parent)
+    : QWidget(parent), viewport_(viewport), compare_(compare), modelMutex_(std::make_shared<std::mutex>()) {
+    buildUi();
+    // A click on the image (not a drag) sets the query pixel; in the compare pane too (same
+    // image coordinates).
+    connect(viewport_, &widgets::ImageViewport::imageClicked, this, [this](int px, int py) {
+        if (active_ && px >= 0) setQuery(px + 0.5, py + 0.5);
+    });
+    if (compare_)
+        connect(compare_, &widgets::ImageViewport::imageClicked, this, [this](int px, int py) {
+            if (active_ && px >= 0 && compareScale_ >= 0) setQuery(px + 0.5, py + 0.5);
+        });
+    updateControls();
+}
+
+CoatInspector::~CoatInspector() = default;
+
+void CoatInspector::buildUi() {
+    auto* col = new QVBoxLayout(this);
+    auto* form = new QFormLayout;
+    col->addLayout(form);
+
+    modelLabel_ = new QLabel("no checkpoint", this);
+    modelLabel_->setWordWrap(true);
+    form->addRow("Model", modelLabel_);
+    auto* runRow = new QHBoxLayout;
+    auto* openCk = new QPushButton("Checkpoint...", this);
+    runButton_ = new QPushButton("Run CoaT", this);
+    runButton_->setToolTip("Classify the shown image with CoaT and capture its trace (Ctrl+Shift+R)");
+    cancelButton_ = new QPushButton("Cancel", this);
+    runRow->addWidget(openCk);
+    runRow->addWidget(runButton_);
+    runRow->addWidget(cancelButton_);
+    form->addRow(runRow);
+    progress_ = new QProgressBar(this);
+    progress_->setRange(0, 0);
+    progress_->setTextVisible(false);
+    progress_->setMaximumHeight(10);
+    form->addRow(progress_);
+    connect(openCk, &QPushButton::clicked, this, &CoatInspector::openCheckpointDialog);
+    connect(runButton_, &QPushButton::clicked, this, [this] { run(true); });
+    connect(cancelButton_, &QPushButton::clicked, this, &CoatInspector::cancel);
+
+    mode_ = new QComboBox(this);
+    for (int m = 0; m < kCoatModeCount; ++m) mode_->addItem(coatModeName(CoatMode(m)));
+    mode_->setToolTip("Effective attention w_j = q_i . softmax(K)_j / sqrt(C) of the clicked query pixel, its "
+                      "CRPE window term, the CLS token's attention, a class activation map, or one channel of "
+                      "softmax(K)");
+    form->addRow("View", mode_);
+    connect(mode_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!updating_ && i >= 0) setMode(CoatMode(i));
+    });
+
+    scale_ = new QComboBox(this);
+    for (int s = 0; s < 4; ++s) scale_->addItem(QStringLiteral("scale %1 (stride %2)").arg(s + 1).arg(4 << s));
+    form->addRow("Scale", scale_);
+    connect(scale_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!updating_ && i >= 0) setScale(i);
+    });
+    block_ = new QComboBox(this);
+    form->addRow("Block", block_);
+    connect(block_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!updating_ && i >= 0) setBlock(i);
+    });
+    head_ = new QComboBox(this);
+    form->addRow("Head", head_);
+    connect(head_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!updating_ && i >= 0) setHead(i - 1);
+    });
+
+    class_ = new QSpinBox(this);
+    class_->setRange(-1, 0);
+    class_->setSpecialValueText("top-1");
+    class_->setToolTip("Class of the Grad-CAM (a top-5 row picks it too)");
+    form->addRow("CAM class", class_);
+    connect(class_, &QSpinBox::valueChanged, this, [this](int v) {
+        if (!updating_) setCamClass(v);
+    });
+    channel_ = new QSpinBox(this);
+    channel_->setRange(1, 1);
+    channel_->setToolTip("Key channel c of softmax(K)[:, c] (the gallery below picks it too)");
+    form->addRow("Key channel", channel_);
+    connect(channel_, &QSpinBox::valueChanged, this, [this](int v) {
+        if (!updating_) setChannel(v - 1);
+    });
+
+    colormap_ = new QComboBox(this);
+    for (int c = 0; c < render::kColormapCount; ++c) colormap_->addItem(render::colormapName(render::Colormap(c)));
+    form->addRow("Colour map", colormap_);
+    connect(colormap_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!updating_ && i >= 0) setColormap(render::Colormap(i));
+    });
+    opacity_ = new QSlider(Qt::Horizontal, this);
+    opacity_->setRange(0, 100);
+    opacity_->setValue(int(settings_.opacity * 100));
+    form->addRow("Opacity", opacity_);
+    connect(opacity_, &QSlider::valueChanged, this, [this](int v) { setOpacity(v / 100.0); });
+
+    compareBox_ = new QComboBox(this);
+    compareBox_->addItem("off");
+    for (int s = 0; s < 4; ++s) compareBox_->addItem(QStringLiteral("scale %1").arg(s + 1));
+    compareBox_->setToolTip("Show the same view at another scale beside this one (synchronized pan/zoom)");
+    form->addRow("Compare", compareBox_);
+    connect(compareBox_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!updating_ && i >= 0) setCompareScale(i - 1);
+    });
+
+    table_ = new QTableWidget(0, 3, this);
+    table_->setHorizontalHeaderLabels({"class", "name", "p"});
+    table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    table_->setSelectionMode(QAbstractItemView::SingleSelection);
+    table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    table_->verticalHeader()->setVisible(false);
+    table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
+    table_->setMaximumHeight(170);
+    table_->setToolTip("Top-5 classes; select a row to show its Grad-CAM");
+    col->addWidget(new QLabel("Top-5", this));
+    col->addWidget(table_);
+    connect(table_, &QTableWidget::itemSelectionChanged, this, [this] {
+        if (updating_) return;
+        const auto items = table_->selectedItems();
+        if (items.isEmpty()) return;
+        const QTableWidgetItem* first = table_->item(items.first()->row(), 0);
+        if (!first) return;
+        setCamClass(first->data(Qt::UserRole).toLongLong());
+        setMode(CoatMode::Cam);
+    });
+
+    col->addWidget(new QLabel("Key channels softmax(K)[:, c] (click one to show it)", this));
+    gallery_ = new QListWidget(this);
+    gallery_->setViewMode(QListView::IconMode);
+    gallery_->setIconSize(QSize(kThumbPx, kThumbPx));
+    gallery_->setResizeMode(QListView::Adjust);
+    gallery_->setMovement(QListView::Static);
+    gallery_->setSpacing(2);
+    gallery_->setUniformItemSizes(true);
+    col->addWidget(gallery_, 1);
+    connect(gallery_, &QListWidget::currentRowChanged, this, [this](int row) {
+        if (updating_ || row < 0) return;
+        setChannel(row);
+        setMode(CoatMode::KeyChannel);
+    });
+}
+
+std::shared_ptr<const coat::CoatTrace> CoatInspector::trace() const {
+    return view_ ? view_->tracePtr() : nullptr;
+}
+
+void CoatInspector::fail(const QString& message) {
+    lastFailure_ = message;
+    Q_EMIT failed(message);
+}
+
+// --- model ----------------------------------------------------------------------------
+
+void CoatInspector::openCheckpointDialog() {
+    const QString path = QFileDialog::getOpenFileName(this, "Open CoaT checkpoint", QString(),
+                                                      "Glimpse checkpoints (*.h5);;All files (*)");
+    if (!path.isEmpty()) loadCheckpoint(path);
+}
+
+void CoatInspector::loadCheckpoint(const QString& path) {
+    ++loadingModel_;
+    updateControls();
+    Q_EMIT message("Loading CoaT checkpoint " + path + " ...");
+    auto* watcher = new QFutureWatcher<ModelResult>(this);
+    connect(watcher, &QFutureWatcher<ModelResult>::finished, this, [this, watcher, path] {
+        ModelResult r = watcher->result();
+        watcher->deleteLater();
+        --loadingModel_;
+        if (!r.error.isEmpty()) {
+            updateControls();
+            fail(r.error);
+            return;
+        }
+        setModel(std::move(r.model), path);
+        Q_EMIT checkpointLoaded(path);
+    });
+    watcher->setFuture(QtConcurrent::run([p = path.toStdString()] {
+        ModelResult r;
+        try {
+            r.model = coat::loadCoat(p);
+            r.model->eval();
+        } catch (const std::exception& e) {
+            r.error = QStringLiteral("CoaT checkpoint %1: %2").arg(QString::fromStdString(p), e.what());
+            // Messages from the loader usually name the file already; avoid saying it twice.
+            if (std::strstr(e.what(), p.c_str())) r.error = QString::fromStdString(e.what());
+        }
+        return r;
+    }));
+}
+
+void CoatInspector::setModel(std::shared_ptr<coat::CoatModel> model, const QString& label) {
+    model_ = std::move(model);
+    checkpoint_ = label;
+    cache_.clear();
+    cacheOrder_.clear();
+    if (model_) {
+        const auto& c = model_->config();
+        modelLabel_->setText(QStringLiteral("%1\n%2, dims %3/%4/%5/%6, %7 heads, %8 classes, %9 px")
+                                 .arg(QFileInfo(label).fileName(), QString::fromStdString(c.variant))
+                                 .arg(c.embedDims[0]).arg(c.embedDims[1]).arg(c.embedDims[2]).arg(c.embedDims[3])
+                                 .arg(c.numHeads).arg(c.numClasses).arg(c.imageSize));
+        Q_EMIT message("CoaT model ready: " + label);
+    } else {
+        modelLabel_->setText("no checkpoint");
+    }
+    updateControls();
+}
+
+void CoatInspector::run(bool interactive) {
+    if (running_) return;
+    if (!viewport_->hasImage()) {
+        fail("Run CoaT: open an image first.");
+        return;
+    }
+    if (!model_) {
+        if (loadingModel_ > 0) {
+            fail("Run CoaT: the checkpoint is still loading; try again in a moment.");
+            return;
+        }
+        if (interactive) {
+            Q_EMIT message("No CoaT checkpoint loaded: choose one.");
+            openCheckpointDialog();
+            return;
+        }
+        fail("Run CoaT: no checkpoint loaded (Model > Open CoaT checkpoint, or --coat-checkpoint; "
+             "resources/coat_fmnist.h5 is used when installed).");
+        return;
+    }
+    running_ = true;
+    const int gen = ++runGeneration_;
+    const QString key = sourceKey_;
+    updateControls();
+    Q_EMIT activateRequested();
+    Q_EMIT message("Running CoaT on " + (key.isEmpty() ? QStringLiteral("the image") : key) + " ...");
+    cv::Mat image = toMat(viewport_->image());
+    auto* watcher = new QFutureWatcher<RunResult>(this);
+    connect(watcher, &QFutureWatcher<RunResult>::finished, this, [this, watcher, gen, key] {
+        RunResult r = watcher->result();
+        watcher->deleteLater();
+        if (gen != runGeneration_) return;   // cancelled: dropped
+        running_ = false;
+        updateControls();
+        if (!r.error.isEmpty()) {
+            fail(r.error);
+            return;
+        }
+        const auto top = r.trace->top5();
+        Q_EMIT message(QStringLiteral("CoaT finished in %1 ms: %2 (p %3)")
+                           .arg(r.ms, 0, 'f', 0)
+                           .arg(top.empty() ? QString("-") : QString::fromStdString(top.front().name))
+                           .arg(top.empty() ? 0.0 : double(top.front().prob), 0, 'f', 3));
+        cache_.insert(key, r.trace);
+        cacheOrder_.removeAll(key);
+        cacheOrder_.append(key);
+        while (cacheOrder_.size() > kTraceCacheSize) cache_.remove(cacheOrder_.takeFirst());
+        if (key == sourceKey_) setTrace(r.trace);
+    });
+    watcher->setFuture(QtConcurrent::run([model = model_, mutex = modelMutex_, image]() {
+        RunResult r;
+        try {
+            std::lock_guard<std::mutex> lock(*mutex);
+            const auto t0 = std::chrono::steady_clock::now();
+            r.trace = std::make_shared<const coat::CoatTrace>(coat::runCoat(*model, image));
+            r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        } catch (const std::exception& e) {
+            r.error = QStringLiteral("CoaT failed: %1").arg(e.what());
+        }
+        return r;
+    }));
+}
+
+void CoatInspector::cancel() {
+    if (!running_) return;
+    ++runGeneration_;
+    running_ = false;
+    updateControls();
+    Q_EMIT message("CoaT run cancelled.");
+}
+
+// --- traces ---------------------------------------------------------------------------
+
+void CoatInspector::sourceChanged(const QString& key) {
+    sourceKey_ = key;
+    auto it = cache_.find(key);
+    if (!key.isEmpty() && it != cache_.end()) setTrace(it.value(), cropKeys_.value(key, false));
+    else clearTrace();
+}
+
+void CoatInspector::clearTrace() {
+    const bool had = bool(view_);
+    view_.reset();
+    updating_ = true;
+    table_->setRowCount(0);
+    gallery_->clear();
+    galleryKey_.clear();
+    block_->clear();
+    head_->clear();
+    updating_ = false;
+    // Only wipe what this panel drew (the LETR panel may be showing its own trace).
+    if (had && active_) {
+        viewport_->setScene({});
+        if (compare_ && compareScale_ >= 0) {
+            compare_->setScene({});
+            compare_->hide();
+        }
+    }
+    updateControls();
+}
+
+void CoatInspector::setTrace(std::shared_ptr<const coat::CoatTrace> trace, bool shownIsCrop) {
+    if (!trace) return clearTrace();
+    try {
+        const auto& img = viewport_->image();
+        view_ = std::make_unique<CoatView>(std::move(trace), std::max(1, img.width), std::max(1, img.height),
+                                           shownIsCrop);
+    } catch (const std::exception& e) {
+        view_.reset();
+        fail(QString::fromStdString(e.what()));
+        return;
+    }
+    const auto& t = view_->trace();
+    if (settings_.head >= t.numHeads()) settings_.head = -1;
+    if (settings_.camClass >= t.probs().size(0)) settings_.camClass = -1;
+    // A new image: the query starts at the crop's centre.
+    settings_.queryX = settings_.queryY = -1;
+    galleryKey_.clear();
+    refillSelectors();
+    refillTable();
+    updateControls();
+    refresh();
+    Q_EMIT traceReady();
+}
+
+void CoatInspector::saveTrace(const QString& path) {
+    auto t = trace();
+    if (!t) return fail("Save CoaT trace: there is no trace yet (run CoaT first).");
+    ++ioPending_;
+    updateControls();
+    auto* watcher = new QFutureWatcher<QString>(this);
+    connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, path] {
+        const QString err = watcher->result();
+        watcher->deleteLater();
+        --ioPending_;
+        updateControls();
+        if (!err.isEmpty()) return fail(err);
+        Q_EMIT message("Saved CoaT trace to " + path);
+        Q_EMIT traceSaved(path);
+    });
+    watcher->setFuture(QtConcurrent::run([t, p = path.toStdString()]() -> QString {
+        try {
+            t->save(p);   // glimpse::Trace::save writes atomically
+            return {};
+        } catch (const std::exception& e) {
+            return QString::fromStdString(e.what());
+        }
+    }));
+}
+
+void CoatInspector::openTrace(const QString& path) {
+    ++ioPending_;
+    updateControls();
+    auto* watcher = new QFutureWatcher<TraceResult>(this);
+    connect(watcher, &QFutureWatcher<TraceResult>::finished, this, [this, watcher, path] {
+        TraceResult r = watcher->result();
+        watcher->deleteLater();
+        --ioPending_;
+        updateControls();
+        if (!r.error.isEmpty()) return fail(r.error);
+        const QString key = "coat-trace:" + QFileInfo(path).absoluteFilePath();
+        cache_.insert(key, r.trace);
+        cacheOrder_.removeAll(key);
+        cacheOrder_.append(key);
+        cropKeys_.insert(key, true);
+        sourceKey_ = key;
+        // The main window shows the crop and calls sourceChanged(key): a cache hit.
+        Q_EMIT showImageRequested(QFileInfo(path).fileName(), r.image);
+        sourceKey_ = key;
+        if (trace() != r.trace) setTrace(r.trace, true);
+        Q_EMIT activateRequested();
+        Q_EMIT message("Opened CoaT trace " + path);
+    });
+    watcher->setFuture(QtConcurrent::run([p = path.toStdString()] {
+        TraceResult r;
+        try {
+            auto t = std::make_shared<const coat::CoatTrace>(coat::CoatTrace::load(p));
+            const torch::Tensor img = t->image().contiguous();
+            r.image.width = int(img.size(1));
+            r.image.height = int(img.size(0));
+            r.image.rgb.assign(img.data_ptr<uint8_t>(), img.data_ptr<uint8_t>() + img.numel());
+            r.trace = std::move(t);
+        } catch (const std::exception& e) {
+            r.error = QString::fromStdString(e.what());
+        }
+        return r;
+    }));
+}
+
+void CoatInspector::setActive(bool on) {
+    if (active_ == on) return;
+    active_ = on;
+    if (on && view_) refresh();
+}
+
+// --- view settings -------------------------------------------------------------------
+
+void CoatInspector::setMode(CoatMode mode) {
+    settings_.mode = mode;
+    if (mode_->currentIndex() != int(mode)) {
+        updating_ = true;
+        mode_->setCurrentIndex(int(mode));
+        updating_ = false;
+    }
+    if (mode == CoatMode::Cam && view_) {
+        const int64_t c = view_->camClass(settings_);
+        if (!view_->hasCam(c)) requestCam(c);
+    }
+    updateControls();
+    refresh();
+}
+
+void CoatInspector::setScale(int scale) {
+    if (scale < 0 || scale > 3) return;
+    settings_.scale = scale;
+    settings_.block = -1;
+    refillSelectors();
+    refresh();
+}
+
+void CoatInspector::setBlock(int block) {
+    settings_.block = block;
+    if (view_) {
+        const int n = view_->blocksInScale(settings_.scale);
+        if (block >= n) settings_.block = -1;
+        const int idx = settings_.block < 0 ? n - 1 : settings_.block;
+        if (block_->currentIndex() != idx) {
+            updating_ = true;
+            block_->setCurrentIndex(idx);
+            updating_ = false;
+        }
+    }
+    refresh();
+}
+
+void CoatInspector::setHead(int head) {
+    if (view_ && (head < -1 || head >= view_->trace().numHeads())) return;
+    settings_.head = head;
+    if (head_->currentIndex() != head + 1) {
+        updating_ = true;
+        head_->setCurrentIndex(head + 1);
+        updating_ = false;
+    }
+    refresh();
+}
+
+void CoatInspector::setQuery(double x, double y) {
+    if (view_) {
+        int64_t ty, tx;
+        if (!view_->tokenAt(settings_.mode == CoatMode::Cam ? 3 : settings_.scale, x, y, ty, tx)) {
+            Q_EMIT message("The query must lie inside the network's input crop (the yellow frame).");
+            return;
+        }
+    }
+    settings_.queryX = x;
+    settings_.queryY = y;
+    // A click asks for the query's map: from the views without a query, go to attention.
+    if (settings_.mode != CoatMode::Attention && settings_.mode != CoatMode::Crpe) setMode(CoatMode::Attention);
+    else refresh();
+}
+
+void CoatInspector::setCamClass(int64_t cls) {
+    if (view_ && cls >= view_->trace().probs().size(0)) return;
+    settings_.camClass = cls < 0 ? -1 : cls;
+    if (class_->value() != int(settings_.camClass)) {
+        updating_ = true;
+        class_->setValue(int(settings_.camClass));
+        updating_ = false;
+    }
+    if (view_ && settings_.mode == CoatMode::Cam) {
+        const int64_t c = view_->camClass(settings_);
+        if (!view_->hasCam(c)) requestCam(c);
+    }
+    refresh();
+}
+
+void CoatInspector::setChannel(int channel) {
+    settings_.channel = std::max(0, channel);
+    if (channel_->value() != settings_.channel + 1) {
+        updating_ = true;
+        channel_->setValue(settings_.channel + 1);
+        updating_ = false;
+    }
+    if (gallery_->currentRow() != settings_.channel && settings_.channel < gallery_->count()) {
+        updating_ = true;
+        gallery_->setCurrentRow(settings_.channel);
+        updating_ = false;
+    }
+    refresh();
+}
+
+void CoatInspector::setColormap(render::Colormap c) {
+    settings_.colormap = c;
+    if (colormap_->currentIndex() != int(c)) {
+        updating_ = true;
+        colormap_->setCurrentIndex(int(c));
+        updating_ = false;
+    }
+    galleryKey_.clear();   // thumbnails use the colour map too
+    refresh();
+}
+
+void CoatInspector::setOpacity(double opacity) {
+    settings_.opacity = float(std::clamp(opacity, 0.0, 1.0));
+    const int v = int(std::lround(settings_.opacity * 100));
+    if (opacity_->value() != v) {
+        const QSignalBlocker b(opacity_);
+        opacity_->setValue(v);
+    }
+    refresh();
+}
+
+void CoatInspector::setCompareScale(int scale) {
+    if (scale < -1 || scale > 3) scale = -1;
+    compareScale_ = scale;
+    if (compareBox_->currentIndex() != scale + 1) {
+        updating_ = true;
+        compareBox_->setCurrentIndex(scale + 1);
+        updating_ = false;
+    }
+    refreshCompare();
+}
+
+void CoatInspector::requestCam(int64_t cls) {
+    if (!view_) return;
+    if (!model_) {
+        fail(QStringLiteral("Grad-CAM of class %1: not stored in this trace (it holds the top-5) and no CoaT "
+                            "model is loaded to compute it.").arg(cls));
+        return;
+    }
+    if (model_->config().numClasses != view_->trace().probs().size(0)) {
+        fail("Grad-CAM: the loaded CoaT model has another number of classes than the model that made this trace.");
+        return;
+    }
+    ++camPending_;
+    updateControls();
+    Q_EMIT message(QStringLiteral("Computing the Grad-CAM of class %1 ...").arg(cls));
+    auto traceRef = view_->tracePtr();
+    auto* watcher = new QFutureWatcher<CamResult>(this);
+    connect(watcher, &QFutureWatcher<CamResult>::finished, this, [this, watcher, cls, traceRef] {
+        CamResult r = watcher->result();
+        watcher->deleteLater();
+        --camPending_;
+        updateControls();
+        if (!r.error.isEmpty()) return fail(r.error);
+        if (!view_ || view_->tracePtr() != traceRef) return;   // another trace meanwhile
+        try {
+            view_->addCam(cls, r.map);
+        } catch (const std::exception& e) {
+            return fail(QString::fromStdString(e.what()));
+        }
+        refresh();
+        Q_EMIT camReady(cls);
+    });
+    watcher->setFuture(QtConcurrent::run([model = model_, mutex = modelMutex_, traceRef, cls] {
+        CamResult r;
+        try {
+            std::lock_guard<std::mutex> lock(*mutex);
+            r.map = coat::gradCam(*model, coatInputFromTrace(*traceRef, model->config()), cls);
+        } catch (const std::exception& e) {
+            r.error = QStringLiteral("Grad-CAM of class %1 failed: %2").arg(cls).arg(e.what());
+        }
+        return r;
+    }));
+}
+
+// --- drawing -------------------------------------------------------------------------
+
+void CoatInspector::refillSelectors() {
+    if (!view_) return;
+    const auto& t = view_->trace();
+    updating_ = true;
+    scale_->setCurrentIndex(settings_.scale);
+    block_->clear();
+    for (int b : t.blocksOfScale(settings_.scale)) block_->addItem(QString::fromStdString(t.block(b).name));
+    const int n = block_->count();
+    if (settings_.block >= n) settings_.block = -1;
+    block_->setCurrentIndex(settings_.block < 0 ? n - 1 : settings_.block);
+    head_->clear();
+    head_->addItem("mean");
+    for (int h = 0; h < t.numHeads(); ++h) head_->addItem(QStringLiteral("head %1").arg(h + 1));
+    head_->setCurrentIndex(settings_.head + 1);
+    class_->setRange(-1, int(t.probs().size(0)) - 1);
+    class_->setValue(int(settings_.camClass));
+    const int C = int(t.headDim(settings_.scale));
+    if (settings_.channel >= C) settings_.channel = C - 1;
+    channel_->setRange(1, C);
+    channel_->setValue(settings_.channel + 1);
+    updating_ = false;
+}
+
+void CoatInspector::refillTable() {
+    updating_ = true;
+    table_->clearSelection();
+    if (!view_) {
+        table_->setRowCount(0);
+        updating_ = false;
+        return;
+    }
+    const auto top = view_->trace().top5();
+    table_->setRowCount(int(top.size()));
+    for (int i = 0; i < int(top.size()); ++i) {
+        auto* c = new QTableWidgetItem(QString::number(top[size_t(i)].classIndex));
+        c->setData(Qt::UserRole, qlonglong(top[size_t(i)].classIndex));
+        table_->setItem(i, 0, c);
+        table_->setItem(i, 1, new QTableWidgetItem(QString::fromStdString(top[size_t(i)].name)));
+        auto* p = new QTableWidgetItem(QString::number(double(top[size_t(i)].prob), 'f', 4));
+        p->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        table_->setItem(i, 2, p);
+    }
+    table_->resizeColumnToContents(0);
+    table_->resizeColumnToContents(2);
+    updating_ = false;
+}
+
+void CoatInspector::refillGallery() {
+    if (!view_) return;
+    const int b = view_->blockIndex(settings_);
+    const QString key = QStringLiteral("%1/%2/%3").arg(b).arg(settings_.head).arg(int(settings_.colormap));
+    if (key == galleryKey_) return;
+    galleryKey_ = key;
+    // Thumbnails of softmax(K)[:, c]: slices of the trace, each normalized to its own range.
+    const torch::Tensor g = view_->keyGallery(settings_);
+    const int C = int(g.size(0)), h = int(g.size(1)), w = int(g.size(2));
+    const int zoom = std::max(1, kThumbPx / std::max(h, w));
+    updating_ = true;
+    gallery_->clear();
+    for (int c = 0; c < C; ++c) {
+        const auto rgb = colorizeMap(g[c], settings_.colormap, zoom);
+        QImage im(rgb.data(), w * zoom, h * zoom, w * zoom * 3, QImage::Format_RGB888);
+        auto* item = new QListWidgetItem(QIcon(QPixmap::fromImage(im.copy())), QString::number(c + 1));
+        item->setToolTip(QStringLiteral("channel %1").arg(c + 1));
+        gallery_->addItem(item);
+    }
+    if (settings_.channel < C) gallery_->setCurrentRow(settings_.channel);
+    updating_ = false;
+}
+
+void CoatInspector::refresh() {
+    if (!view_) return;
+    try {
+        refillGallery();
+    } catch (const std::exception& e) {
+        fail(QString::fromStdString(e.what()));
+    }
+    if (!active_) return;
+    try {
+        viewport_->setScene(view_->scene(settings_));
+    } catch (const std::exception& e) {
+        fail(QString::fromStdString(e.what()));
+        return;
+    }
+    refreshCompare();
+    Q_EMIT viewUpdated();
+}
+
+void CoatInspector::refreshCompare() {
+    if (!compare_ || !active_) return;
+    const bool on = view_ && compareScale_ >= 0;
+    const bool wasOn = !compare_->isHidden();
+    if (!on) {
+        if (wasOn && compareScale_ < 0 && view_) compare_->hide();
+        return;
+    }
+    compare_->setVisible(true);
+    if (!wasOn) {
+        if (auto* split = qobject_cast<QSplitter*>(compare_->parentWidget())) split->setSizes({1, 1});
+        QTimer::singleShot(50, viewport_, &widgets::ImageViewport::fitToWindow);
+    }
+    if (compare_->image().width != viewport_->image().width || compare_->image().height != viewport_->image().height ||
+        compare_->image().rgb != viewport_->image().rgb) {
+        compare_->setImage(viewport_->image());
+        compare_->followView(*viewport_);
+    }
+    CoatViewSettings s = settings_;
+    s.scale = compareScale_;
+    s.block = -1;
+    try {
+        compare_->setScene(view_->scene(s));
+    } catch (const std::exception& e) {
+        fail(QString::fromStdString(e.what()));
+    }
+}
+
+void CoatInspector::updateControls() {
+    const bool have = bool(view_);
+    runButton_->setEnabled(!running_ && loadingModel_ == 0);
+    cancelButton_->setEnabled(running_);
+    progress_->setVisible(busy());
+    for (QWidget* w : {static_cast<QWidget*>(mode_), static_cast<QWidget*>(scale_), static_cast<QWidget*>(block_),
+                       static_cast<QWidget*>(head_), static_cast<QWidget*>(colormap_), static_cast<QWidget*>(opacity_),
+                       static_cast<QWidget*>(compareBox_), static_cast<QWidget*>(class_),
+                       static_cast<QWidget*>(channel_)})
+        w->setEnabled(have);
+    Q_EMIT busyChanged(busy());
+}
+
+} // namespace glimpse::app

@@ -1,0 +1,419 @@
+// CoaT inspector GUI test: the real MainWindow and CoatInspector under Xvfb (lavapipe), a
+// small random CoaT-Lite saved as a checkpoint, driven through its widgets and mouse clicks;
+// checks the viewport's rendered pixels against maps computed from core directly (the query's
+// effective attention, its argmax where the render is hottest), the CRPE / CLS / CAM / key
+// channel views, the top-5 table, the gallery, the compare pane, trace round trip, bad input.
+#include <QComboBox>
+#include <QFile>
+#include <QListWidget>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <torch/torch.h>
+
+#include "app/coat_inspector.h"
+#include "app/coat_view.h"
+#include "app/mainwindow.h"
+#include "core/models/coat/model.h"
+#include "core/models/coat/trace.h"
+#include "renderer/colormap.h"
+#include "widgets/viewport.h"
+
+using glimpse::app::CoatInspector;
+using glimpse::app::CoatMode;
+using glimpse::app::MainWindow;
+using glimpse::widgets::ImageViewport;
+using namespace glimpse::coat;
+
+namespace {
+
+constexpr int kW = 120, kH = 90;   // test image; the network sees a 64 x 64 centre crop
+
+CoatConfig smallConfig() {
+    CoatConfig c;
+    c.variant = "custom";
+    c.embedDims = {16, 16, 24, 32};
+    c.serialDepths = {1, 2, 1, 1};
+    c.parallelDepth = 0;
+    c.numHeads = 8;
+    c.mlpRatios = {2, 2, 2, 2};
+    c.numClasses = 7;
+    c.imageSize = 64;
+    c.resize = 72;
+    c.classNames = {"zero", "one", "two", "three", "four", "five", "six"};
+    return c;
+}
+
+// The crop in original pixels, worked out here from the preprocessing rule (shorter side 90 ->
+// 72, so 120 -> 96; centre crop 64 at (16, 4) of the resized image; x 1.25 back to original).
+constexpr double kScale = 96.0 / 120.0;   // resized / original
+constexpr double kCropX = 16 / kScale, kCropY = 4 / kScale, kCropSide = 64 / kScale;
+
+// Token of `scale` under original-image point (x, y).
+std::pair<int64_t, int64_t> tokenOf(int scale, double x, double y) {
+    const double cx = (x - kCropX) * kScale, cy = (y - kCropY) * kScale;
+    const int st = 4 << scale;
+    return {int64_t(std::floor(cy / st)), int64_t(std::floor(cx / st))};
+}
+
+// Centre (original pixels) of token (ty, tx) of `scale`.
+std::pair<double, double> tokenCentre(int scale, int64_t ty, int64_t tx) {
+    const int st = 4 << scale;
+    return {kCropX + (double(tx) + 0.5) * st / kScale, kCropY + (double(ty) + 0.5) * st / kScale};
+}
+
+double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
+    return (a.to(torch::kFloat32) - b.to(torch::kFloat32)).abs().max().item<double>();
+}
+
+} // namespace
+
+class TestCoatInspector : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+    QString checkpoint_, imagePath_;
+
+    static bool waitFrames(ImageViewport* vp, int extra) {
+        const int target = vp->framesDrawn() + extra;
+        return QTest::qWaitFor([&] {
+            vp->requestRedraw();
+            return vp->framesDrawn() >= target;
+        }, 20000);
+    }
+
+    static QPoint toScreen(ImageViewport* vp, const QImage& frame, double ix, double iy) {
+        double sx, sy;
+        vp->view().imageToScreen(ix, iy, frame.width(), frame.height(), sx, sy);
+        return QPoint(int(std::floor(sx)), int(std::floor(sy)));
+    }
+
+    void runOn(MainWindow& w) {
+        w.resize(1100, 800);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY2(w.viewport()->vulkanError().isEmpty(), qPrintable(w.viewport()->vulkanError()));
+        CoatInspector* in = w.coatInspector();
+        QSignalSpy loaded(&w, &MainWindow::imageLoaded);
+        QSignalSpy ck(in, &CoatInspector::checkpointLoaded);
+        QSignalSpy ready(in, &CoatInspector::traceReady);
+        QSignalSpy failed(in, &CoatInspector::failed);
+        w.openImage(imagePath_);
+        QVERIFY(loaded.wait(10000));
+        in->loadCheckpoint(checkpoint_);
+        QVERIFY(QTest::qWaitFor([&] { return ck.count() + failed.count() > 0; }, 30000));
+        QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+        QVERIFY(in->hasModel());
+        in->run(false);
+        QVERIFY(in->running());
+        QVERIFY(QTest::qWaitFor([&] { return ready.count() + failed.count() > 0; }, 60000));
+        QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+        QVERIFY(!in->running());
+        QVERIFY(in->active());   // running raised the CoaT panel
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName("GlimpseTest");
+        QCoreApplication::setApplicationName("GlimpseTestCoatInspector");
+        qputenv("GLIMPSE_RESOURCES", dir_.path().toUtf8());   // no demo checkpoints from the tree
+        torch::set_num_threads(1);
+        QVERIFY(dir_.isValid());
+        // A dark 120 x 90 scene (every pixel below 110, so a full-scale gray heat cell is the
+        // brightest gray on screen) with some structure for the model to attend to.
+        cv::Mat bgr(kH, kW, CV_8UC3, cv::Scalar(40, 55, 70));
+        cv::rectangle(bgr, cv::Rect(30, 20, 40, 45), cv::Scalar(100, 90, 20), cv::FILLED);
+        cv::circle(bgr, {85, 55}, 14, cv::Scalar(10, 100, 60), cv::FILLED);
+        imagePath_ = dir_.filePath("scene.png");
+        QVERIFY(cv::imwrite(imagePath_.toStdString(), bgr));
+        CoatModel model(smallConfig(), 11);
+        checkpoint_ = dir_.filePath("tiny_coat.h5");
+        saveCoat(model, checkpoint_.toStdString());
+        const QString keep = qEnvironmentVariable("GLIMPSE_KEEP_TEST_CHECKPOINT");
+        if (!keep.isEmpty()) {
+            QFile::remove(keep);
+            QVERIFY(QFile::copy(checkpoint_, keep));
+        }
+    }
+
+    void runSelectClickRender() {
+        MainWindow w;
+        runOn(w);
+        if (QTest::currentTestFailed()) return;
+        CoatInspector* in = w.coatInspector();
+        ImageViewport* vp = w.viewport();
+        auto trace = in->trace();
+        QVERIFY(trace);
+        QVERIFY(trace->grid(0) == (Grid{16, 16}));
+
+        // Selectors: 4 scales, the blocks of the chosen scale, mean + 8 heads.
+        QCOMPARE(in->scaleBox()->count(), 4);
+        QCOMPARE(in->blockBox()->count(), 1);
+        QCOMPARE(in->headBox()->count(), 9);
+        in->scaleBox()->setCurrentIndex(1);
+        QCOMPARE(in->settings().scale, 1);
+        QCOMPARE(in->blockBox()->count(), 2);   // serial_blocks2.0, serial_blocks2.1
+        QCOMPARE(in->blockBox()->currentIndex(), 1);
+        in->blockBox()->setCurrentIndex(0);
+        QCOMPARE(in->settings().block, 0);
+        const int b = trace->blocksOfScale(1)[0];
+        QCOMPARE(trace->block(b).name, std::string("serial_blocks2.0"));
+
+        // The query: an image point inside the crop; its token at scale 2 worked out here.
+        const int px = 40, py = 50;
+        const auto [ty, tx] = tokenOf(1, px + 0.5, py + 0.5);
+        QCOMPARE(ty, int64_t(7));
+        QCOMPARE(tx, int64_t(3));
+        // A head whose map has a clear maximum (so "the hottest region" is one token).
+        int head = -1;
+        for (int h = 0; h < trace->numHeads() && head < 0; ++h) {
+            const auto m = trace->effectiveAttention(b, h, ty, tx).flatten();
+            const auto top = std::get<0>(m.topk(2));
+            const double range = (m.max() - m.min()).item<double>();
+            if ((top[0] - top[1]).item<double>() > 0.1 * range) head = h;
+        }
+        QVERIFY2(head >= 0, "no head with a clear maximum");
+        in->headBox()->setCurrentIndex(head + 1);
+        QCOMPARE(in->settings().head, head);
+        in->setColormap(glimpse::render::Colormap::Gray);
+        in->setOpacity(1.0);
+        vp->setOverlayVisible(false);
+        QVERIFY(waitFrames(vp, 2));
+        const QImage before = vp->grabFrame();
+
+        // Click the pixel: the query moves there and the view shows its effective attention.
+        QTest::mouseClick(vp->viewWindow(), Qt::LeftButton, Qt::NoModifier, toScreen(vp, before, px + 0.5, py + 0.5));
+        QCOMPARE(in->settings().mode, CoatMode::Attention);
+        QCOMPARE(in->settings().queryX, px + 0.5);
+        QCOMPARE(in->settings().queryY, py + 0.5);
+        const torch::Tensor att = trace->effectiveAttention(b, head, ty, tx);
+        const auto idx = att.flatten().argmax().item<int64_t>();
+        const int64_t ay = idx / att.size(1), ax = idx % att.size(1);
+        const auto& scene = vp->scene();
+        QVERIFY(scene.hasHeatmap());
+        QCOMPARE(scene.heatLabel, std::string("w_j"));
+        QCOMPARE(double(scene.heatMax), att.max().item<double>());
+        bool queryRow = false;
+        for (const auto& r : scene.overlayRows)
+            if (r.first == "query") queryRow = r.second.find("token (7, 3)") != std::string::npos;
+        QVERIFY(queryRow);
+        // The heat under a token's centre is that token's weight; outside the crop nothing.
+        for (int64_t y : {int64_t(0), ay, int64_t(7)})
+            for (int64_t x : {int64_t(0), ax, int64_t(5)}) {
+                const auto [cx, cy] = tokenCentre(1, y, x);
+                QCOMPARE(scene.heatAt(cx, cy, kW, kH), att[y][x].item<float>());
+            }
+        QVERIFY(std::isnan(scene.heatAt(5, 45, kW, kH)));
+
+        QVERIFY(waitFrames(vp, 2));
+        const QImage frame = vp->grabFrame();
+        int changed = 0;
+        for (int y = 0; y < frame.height(); y += 2)
+            for (int x = 0; x < frame.width(); x += 2)
+                if (frame.pixel(x, y) != before.pixel(x, y)) ++changed;
+        QVERIFY2(changed > 500, qPrintable(QString::number(changed)));
+        // The hottest gray pixels of the render lie on the argmax token of the map from core.
+        int best = -1;
+        for (int y = 0; y < frame.height(); ++y)
+            for (int x = 0; x < frame.width(); ++x) {
+                const QColor c = frame.pixelColor(x, y);
+                if (std::abs(c.red() - c.green()) <= 6 && std::abs(c.green() - c.blue()) <= 6)
+                    best = std::max(best, c.green());
+            }
+        QVERIFY2(best >= 245, qPrintable(QString::number(best)));
+        int hot = 0;
+        for (int y = 0; y < frame.height(); ++y)
+            for (int x = 0; x < frame.width(); ++x) {
+                const QColor c = frame.pixelColor(x, y);
+                if (!(std::abs(c.red() - c.green()) <= 6 && std::abs(c.green() - c.blue()) <= 6 &&
+                      c.green() >= best - 3))
+                    continue;
+                double ix, iy;
+                vp->view().screenToImage(x + 0.5, y + 0.5, frame.width(), frame.height(), ix, iy);
+                const auto [hy, hx] = tokenOf(1, ix, iy);
+                QVERIFY2(hy == ay && hx == ax, qPrintable(QStringLiteral("hot pixel %1,%2 on token %3,%4, argmax %5,%6")
+                                                              .arg(x).arg(y).arg(hy).arg(hx).arg(ay).arg(ax)));
+                ++hot;
+            }
+        QVERIFY(hot >= 4);
+        // The query marker (magenta) is drawn at the clicked token.
+        int marker = 0;
+        {
+            const QPoint c = toScreen(vp, frame, px + 0.5, py + 0.5);
+            for (int y = c.y() - 40; y <= c.y() + 40; ++y)
+                for (int x = c.x() - 40; x <= c.x() + 40; ++x) {
+                    if (!frame.rect().contains(x, y)) continue;
+                    const QColor q = frame.pixelColor(x, y);
+                    if (q.red() > 200 && q.blue() > 150 && q.green() < 110) ++marker;
+                }
+        }
+        QVERIFY2(marker > 10, qPrintable(QString::number(marker)));
+
+        // Hovering the argmax token: the overlay gives its weight.
+        vp->setOverlayVisible(true);
+        {
+            const auto [cx, cy] = tokenCentre(1, ay, ax);
+            const QPoint p = toScreen(vp, frame, cx, cy);
+            QTest::mouseMove(vp->viewWindow(), p + QPoint(30, 30));
+            QTest::mouseMove(vp->viewWindow(), p);
+            QVERIFY(QTest::qWaitFor([&] {
+                for (const auto& row : vp->overlay().rows)
+                    if (row.first == "w_j") return true;
+                return false;
+            }, 5000));
+            for (const auto& row : vp->overlay().rows)
+                if (row.first == "w_j")
+                    QVERIFY(std::abs(std::stod(row.second) - att.max().item<double>()) <= 1e-3 * std::abs(att.max().item<double>()) + 1e-6);
+        }
+
+        // CRPE term of the same query (head `head`), shown separately.
+        in->modeBox()->setCurrentIndex(int(CoatMode::Crpe));
+        QCOMPARE(in->settings().mode, CoatMode::Crpe);
+        {
+            const auto win = trace->crpeWindow(b, head, ty, tx);
+            const auto m = in->view()->map(in->settings());
+            const int64_t r = win.kernel / 2;
+            int finite = 0;
+            for (int64_t y = 0; y < m.values.size(0); ++y)
+                for (int64_t x = 0; x < m.values.size(1); ++x) {
+                    const float v = m.values[y][x].item<float>();
+                    if (std::abs(y - ty) <= r && std::abs(x - tx) <= r) {
+                        QCOMPARE(v, win.window[y - ty + r][x - tx + r].item<float>());
+                        ++finite;
+                    } else {
+                        QVERIFY(std::isnan(v));
+                    }
+                }
+            QCOMPARE(finite, int(win.kernel * win.kernel));   // (7, 3) at scale 2: the window fits
+        }
+
+        // CLS attention.
+        in->modeBox()->setCurrentIndex(int(CoatMode::Cls));
+        QVERIFY(maxAbsDiff(in->view()->map(in->settings()).values, trace->clsAttention(b, head)) == 0.0);
+
+        // Top-5 table: rows as the trace has them; a row shows that class's Grad-CAM.
+        const auto top = trace->top5();
+        QCOMPARE(in->top5Table()->rowCount(), 5);
+        for (int i = 0; i < 5; ++i)
+            QCOMPARE(in->top5Table()->item(i, 0)->data(Qt::UserRole).toLongLong(), qlonglong(top[size_t(i)].classIndex));
+        in->top5Table()->selectRow(2);
+        QCOMPARE(in->settings().mode, CoatMode::Cam);
+        QCOMPARE(in->settings().camClass, top[2].classIndex);
+        QVERIFY(maxAbsDiff(in->view()->map(in->settings()).values, trace->camForClass(top[2].classIndex)) == 0.0);
+        QCOMPARE(vp->scene().heatLabel, std::string("CAM"));
+        // A class outside the top-5: computed on a worker, equal to Grad-CAM from core.
+        int64_t other = -1;
+        for (int64_t c = 0; c < 7 && other < 0; ++c) {
+            bool inTop = false;
+            for (const auto& p : top) inTop = inTop || p.classIndex == c;
+            if (!inTop) other = c;
+        }
+        QSignalSpy camSpy(in, &CoatInspector::camReady);
+        in->classBox()->setValue(int(other));
+        QVERIFY(camSpy.count() > 0 || camSpy.wait(30000));
+        {
+            auto model = loadCoat(checkpoint_.toStdString());
+            const auto expect = gradCam(*model, glimpse::app::coatInputFromTrace(*trace, model->config()), other);
+            QVERIFY(maxAbsDiff(in->view()->map(in->settings()).values, expect) < 1e-5);
+        }
+
+        // Gallery: one thumbnail per key channel of the block's head; a click shows it large.
+        QCOMPARE(in->gallery()->count(), int(trace->headDim(1)));
+        in->gallery()->setCurrentRow(1);
+        QCOMPARE(in->settings().mode, CoatMode::KeyChannel);
+        QCOMPARE(in->settings().channel, 1);
+        QVERIFY(maxAbsDiff(in->view()->map(in->settings()).values, trace->keyDistribution(b, head, 1)) == 0.0);
+
+        // Side by side: scale 4 in the compare pane, same view mode, synchronized pan/zoom.
+        in->modeBox()->setCurrentIndex(int(CoatMode::Attention));
+        in->compareBox()->setCurrentIndex(4);
+        QCOMPARE(in->compareScale(), 3);
+        ImageViewport* cmp = w.compareViewport();
+        QVERIFY(cmp->isVisible());
+        QVERIFY(cmp->scene().hasHeatmap());
+        {
+            const int b4 = trace->blocksOfScale(3).back();
+            const auto [t4y, t4x] = tokenOf(3, px + 0.5, py + 0.5);
+            const auto a4 = trace->effectiveAttention(b4, head, t4y, t4x);
+            const auto [cx, cy] = tokenCentre(3, 1, 0);
+            QCOMPARE(cmp->scene().heatAt(cx, cy, kW, kH), a4[1][0].item<float>());
+        }
+        vp->zoomIn();
+        QVERIFY(QTest::qWaitFor([&] { return std::abs(cmp->zoom() - vp->zoom()) < 1e-9; }, 5000));
+        in->compareBox()->setCurrentIndex(0);
+        QVERIFY(!cmp->isVisible());
+    }
+
+    void traceRoundTripAndErrors() {
+        MainWindow w;
+        runOn(w);
+        if (QTest::currentTestFailed()) return;
+        CoatInspector* in = w.coatInspector();
+        auto trace = in->trace();
+        QSignalSpy saved(in, &CoatInspector::traceSaved);
+        QSignalSpy failed(in, &CoatInspector::failed);
+        const QString tracePath = dir_.filePath("coat_trace.h5");
+        in->saveTrace(tracePath);
+        QVERIFY(saved.wait(20000));
+
+        // Reopened without the model: the input crop is shown and the views answer as before.
+        in->setModel(nullptr, QString());
+        QSignalSpy ready(in, &CoatInspector::traceReady);
+        w.openImage(tracePath);   // dispatched to the CoaT panel by the trace's family
+        QVERIFY(QTest::qWaitFor([&] { return ready.count() + failed.count() > 0; }, 20000));
+        QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+        QCOMPARE(w.viewport()->image().width, 64);
+        QCOMPARE(w.viewport()->image().height, 64);
+        QCOMPARE(in->top5Table()->rowCount(), 5);
+        QCOMPARE(in->trace()->top5().front().classIndex, trace->top5().front().classIndex);
+        in->setScale(0);
+        in->setHead(-1);
+        in->setQuery(20.5, 33.5);   // crop pixels: token (8, 5) at scale 1
+        const auto m = in->view()->map(in->settings());
+        QVERIFY(maxAbsDiff(m.values, trace->effectiveAttention(0, -1, 8, 5)) < 1e-6);
+        // A CAM the trace does not hold, without a model: a clear message.
+        failed.clear();
+        int64_t other = -1;
+        for (int64_t c = 0; c < 7 && other < 0; ++c) {
+            bool inTop = false;
+            for (const auto& p : trace->top5()) inTop = inTop || p.classIndex == c;
+            if (!inTop) other = c;
+        }
+        in->setMode(CoatMode::Cam);
+        in->setCamClass(other);
+        QVERIFY(!failed.isEmpty());
+        QVERIFY(failed.last().first().toString().contains("no CoaT model"));
+
+        // A bad checkpoint: a message naming the file, the panel keeps working.
+        const QString bad = dir_.filePath("not_a_checkpoint.h5");
+        {
+            QFile f(bad);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("this is not HDF5");
+        }
+        failed.clear();
+        in->loadCheckpoint(bad);
+        QVERIFY(QTest::qWaitFor([&] { return !failed.isEmpty(); }, 20000));
+        QVERIFY2(failed.last().first().toString().contains("not_a_checkpoint.h5"),
+                 qPrintable(failed.last().first().toString()));
+        QVERIFY(!in->hasModel());
+        // Running without a model (non-interactive): a message, no dialog, no hang.
+        failed.clear();
+        in->run(false);
+        QVERIFY(!failed.isEmpty());
+        QVERIFY(failed.last().first().toString().contains("no checkpoint"));
+        QVERIFY(!in->running());
+    }
+};
+
+QTEST_MAIN(TestCoatInspector)
+#include "test_coat_inspector.moc"
