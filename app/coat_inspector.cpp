@@ -204,7 +204,12 @@ void CoatInspector::buildUi() {
     table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     table_->verticalHeader()->setVisible(false);
     table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
-    table_->setMaximumHeight(170);
+    // Room for the five rows (the dock may be short: the panel scrolls the gallery instead).
+    const int tableH = table_->horizontalHeader()->sizeHint().height() +
+                       5 * table_->verticalHeader()->defaultSectionSize() + 2 * table_->frameWidth();
+    table_->setMinimumHeight(tableH);
+    table_->setMaximumHeight(tableH);
+    table_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     table_->setToolTip("Top-5 classes; select a row to show its Grad-CAM");
     col->addWidget(new QLabel("Top-5", this));
     col->addWidget(table_);
@@ -226,6 +231,7 @@ void CoatInspector::buildUi() {
     gallery_->setMovement(QListView::Static);
     gallery_->setSpacing(2);
     gallery_->setUniformItemSizes(true);
+    gallery_->setMinimumHeight(kThumbPx + 28);
     col->addWidget(gallery_, 1);
     connect(gallery_, &QListWidget::currentRowChanged, this, [this](int row) {
         if (updating_ || row < 0) return;

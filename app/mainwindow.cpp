@@ -17,6 +17,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QScrollArea>
 #include <QSettings>
 #include <QCheckBox>
 #include <QSlider>
@@ -266,8 +267,15 @@ void MainWindow::buildDocks() {
     // CoaT panel, tabbed with the LETR one; the visible tab draws the shared viewport.
     auto* coatDock = new QDockWidget("CoaT", this);
     coatDock->setObjectName("dock.coat");
-    coat_ = new CoatInspector(viewport_, compare_, coatDock);
-    coatDock->setWidget(coat_);
+    // In a scroll area: the panel is tall (selectors, top-5, gallery) and must not force the
+    // window's minimum height.
+    auto* coatScroll = new QScrollArea(coatDock);
+    coatScroll->setWidgetResizable(true);
+    coatScroll->setFrameShape(QFrame::NoFrame);
+    coatScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    coat_ = new CoatInspector(viewport_, compare_, coatScroll);
+    coatScroll->setWidget(coat_);
+    coatDock->setWidget(coatScroll);
     addDockWidget(Qt::RightDockWidgetArea, coatDock);
     tabifyDockWidget(letrDock, coatDock);
     letrDock->raise();
@@ -284,9 +292,18 @@ void MainWindow::buildDocks() {
                 propPath_->setText(label + " (CoaT input crop)");
                 showImage(label, image, coat_->sourceKey());
             });
-    connect(coat_, &CoatInspector::activateRequested, this, [this, coatDock] {
+    connect(coat_, &CoatInspector::activateRequested, this, [this, coatDock, propsDock] {
+        const bool first = !coatDock->property("glimpse.sized").toBool();
         coatDock->show();
         coatDock->raise();
+        if (first) {   // once: give the panel most of the dock column's height
+            coatDock->setProperty("glimpse.sized", true);
+            // Deferred (the dock layout settles after the dock is raised); both docks of the
+            // column are named so that the Image dock gives up its spare height.
+            QTimer::singleShot(0, this, [this, coatDock, propsDock] {
+                resizeDocks({propsDock, coatDock}, {propsDock->minimumSizeHint().height(), height()}, Qt::Vertical);
+            });
+        }
         coat_->setActive(true);
     });
     connect(coatDock, &QDockWidget::visibilityChanged, this, [this](bool v) { coat_->setActive(v); });
