@@ -11,6 +11,7 @@
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QTemporaryDir>
+#include <QThreadPool>
 #include <QtTest>
 
 #include <cmath>
@@ -24,6 +25,7 @@
 #include "app/mainwindow.h"
 #include "core/models/coat/model.h"
 #include "core/models/coat/trace.h"
+#include "core/trace.h"
 #include "renderer/colormap.h"
 #include "widgets/viewport.h"
 
@@ -355,12 +357,70 @@ private Q_SLOTS:
         QVERIFY(!cmp->isVisible());
     }
 
+    // Cancel: the running flag drops at once, the worker's result is discarded when it arrives
+    // (no trace, no traceReady), and the next run works.
+    void cancelDropsTheRun() {
+        MainWindow w;
+        w.resize(1100, 800);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        CoatInspector* in = w.coatInspector();
+        QSignalSpy loaded(&w, &MainWindow::imageLoaded);
+        QSignalSpy ck(in, &CoatInspector::checkpointLoaded);
+        QSignalSpy ready(in, &CoatInspector::traceReady);
+        QSignalSpy failed(in, &CoatInspector::failed);
+        w.openImage(imagePath_);
+        QVERIFY(loaded.wait(10000));
+        in->loadCheckpoint(checkpoint_);
+        QVERIFY(QTest::qWaitFor([&] { return ck.count() + failed.count() > 0; }, 30000));
+        QVERIFY(in->hasModel());
+        in->run(false);
+        QVERIFY(in->running());
+        in->cancel();
+        QVERIFY(!in->running());
+        QThreadPool::globalInstance()->waitForDone();   // the cancelled worker has finished
+        for (int i = 0; i < 5; ++i) QCoreApplication::processEvents();   // its result delivered
+        QCOMPARE(ready.count(), 0);
+        QVERIFY(!in->hasTrace());
+        QVERIFY(failed.isEmpty());
+        in->run(false);
+        QVERIFY(QTest::qWaitFor([&] { return ready.count() + failed.count() > 0; }, 60000));
+        QCOMPARE(ready.count(), 1);
+        QVERIFY(in->hasTrace());
+    }
+
     void traceRoundTripAndErrors() {
         MainWindow w;
         runOn(w);
         if (QTest::currentTestFailed()) return;
         CoatInspector* in = w.coatInspector();
         auto trace = in->trace();
+        // The views of a query before saving (scale 2, head 3, original-image pixels), to be
+        // compared with the same views of the reopened trace.
+        const double qx = 70.5, qy = 41.5;
+        const std::vector<CoatMode> modes = {CoatMode::Attention, CoatMode::Crpe, CoatMode::Cls,
+                                             CoatMode::Cam, CoatMode::KeyChannel};
+        auto viewsOf = [&](double x, double y) {
+            std::vector<std::pair<torch::Tensor, std::string>> out;
+            in->setScale(1);
+            in->setBlock(0);
+            in->setHead(3);
+            in->setChannel(1);
+            in->setQuery(x, y);
+            for (CoatMode mode : modes) {
+                in->setMode(mode);
+                std::string query;
+                for (const auto& r : w.viewport()->scene().overlayRows)
+                    if (r.first == "query") query = r.second.substr(r.second.find("token"));
+                out.emplace_back(in->view()->map(in->settings()).values.clone(), query);
+            }
+            return out;
+        };
+        const auto live = viewsOf(qx, qy);
+        QVERIFY(live[0].second.find("token (") == 0);
+        in->setMode(CoatMode::Attention);
+        in->setBlock(-1);
+        in->setHead(-1);
         QSignalSpy saved(in, &CoatInspector::traceSaved);
         QSignalSpy failed(in, &CoatInspector::failed);
         const QString tracePath = dir_.filePath("coat_trace.h5");
@@ -382,6 +442,20 @@ private Q_SLOTS:
         in->setQuery(20.5, 33.5);   // crop pixels: token (8, 5) at scale 1
         const auto m = in->view()->map(in->settings());
         QVERIFY(maxAbsDiff(m.values, trace->effectiveAttention(0, -1, 8, 5)) < 1e-6);
+        // The same query in crop pixels gives the same views (values and query token) as before
+        // saving: attention, CRPE window, CLS, CAM (top-1, stored) and key channel.
+        const auto reopened = viewsOf((qx - kCropX) * kScale, (qy - kCropY) * kScale);
+        QCOMPARE(reopened.size(), live.size());
+        for (size_t i = 0; i < live.size(); ++i) {
+            QCOMPARE(reopened[i].second, live[i].second);
+            QVERIFY2(reopened[i].first.sizes() == live[i].first.sizes(), qPrintable(QString::number(i)));
+            const auto a = live[i].first, b = reopened[i].first;
+            QVERIFY(torch::equal(torch::isnan(a), torch::isnan(b)));
+            QVERIFY2(maxAbsDiff(torch::nan_to_num(a), torch::nan_to_num(b)) < 1e-6, qPrintable(QString::number(i)));
+        }
+        in->setScale(0);
+        in->setBlock(-1);
+        in->setHead(-1);
         // A CAM the trace does not hold, without a model: a clear message.
         failed.clear();
         int64_t other = -1;
@@ -394,6 +468,36 @@ private Q_SLOTS:
         in->setCamClass(other);
         QVERIFY(!failed.isEmpty());
         QVERIFY(failed.last().first().toString().contains("no CoaT model"));
+
+        // Corrupt traces: a clear message naming the file; the panel keeps the trace it shows.
+        const auto shown = in->trace();
+        {
+            QFile src(tracePath);
+            QVERIFY(src.open(QIODevice::ReadOnly));
+            const QByteArray bytes = src.readAll();
+            QFile dst(dir_.filePath("truncated_trace.h5"));
+            QVERIFY(dst.open(QIODevice::WriteOnly));
+            dst.write(bytes.left(bytes.size() / 2));
+        }
+        {
+            glimpse::Trace t = glimpse::Trace::load(tracePath.toStdString());
+            t.set("cam/maps", torch::zeros({2, 3}));
+            t.save(dir_.filePath("misshapen_trace.h5").toStdString());
+            glimpse::Trace u = glimpse::Trace::load(tracePath.toStdString());
+            u.meta().erase("grids");
+            u.save(dir_.filePath("nogrids_trace.h5").toStdString());
+        }
+        for (const auto& [file, what] : {std::pair<QString, QString>{"truncated_trace.h5", ""},
+                                         {"misshapen_trace.h5", "cam/maps"},
+                                         {"nogrids_trace.h5", "grids"}}) {
+            const QString before = w.lastError();
+            w.openImage(dir_.filePath(file));
+            QVERIFY(QTest::qWaitFor([&] { return w.lastError() != before && !w.busy(); }, 20000));
+            QVERIFY2(w.lastError().contains(file) && w.lastError().contains(what), qPrintable(w.lastError()));
+            QVERIFY(in->trace() == shown);
+            QCOMPARE(w.viewport()->image().width, 64);
+        }
+        QVERIFY(QTest::qWaitFor([&] { return !w.busy(); }, 20000));
 
         // A bad checkpoint: a message naming the file, the panel keeps working.
         const QString bad = dir_.filePath("not_a_checkpoint.h5");
