@@ -4,6 +4,7 @@
 #include <QLineSeries>
 #include <QChart>
 #include <QLegend>
+#include <QGridLayout>
 #include <QtTest>
 
 #include <cmath>
@@ -72,6 +73,16 @@ private Q_SLOTS:
         QCOMPARE(g.chart("loss/total")->runLabel(1), QString("older"));
         QCOMPARE(g.chart("lr")->pointCount(1), 0);
         QVERIFY(g.chart("missing") == nullptr);
+        // Layout: named series first (in the given order, absent ones skipped), then by name.
+        g.appendPoints("val/sAP10", 0, {{2, 0.1}});
+        QCOMPARE(g.layoutOrder(), QStringList({"loss/total", "lr", "val/sAP10"}));
+        g.setOrder({"val/sAP10", "val/APH", "lr"});
+        QCOMPARE(g.layoutOrder(), QStringList({"val/sAP10", "lr", "loss/total"}));
+        auto* grid = qobject_cast<QGridLayout*>(g.layout());
+        QVERIFY(grid);
+        QCOMPARE(grid->itemAtPosition(0, 0)->widget(), static_cast<QWidget*>(g.chart("val/sAP10")));
+        QCOMPARE(grid->itemAtPosition(0, 1)->widget(), static_cast<QWidget*>(g.chart("lr")));
+        QCOMPARE(grid->itemAtPosition(1, 0)->widget(), static_cast<QWidget*>(g.chart("loss/total")));
         g.clearRun(1);
         QCOMPARE(g.chart("loss/total")->runs(), QList<int>({0}));
         g.clearAll();

@@ -106,6 +106,10 @@ QPointF LiveChart::lastPoint(int run) const {
     return lines_[run]->at(lines_[run]->count() - 1);
 }
 
+QVector<QPointF> LiveChart::points(int run) const {
+    return lines_.contains(run) ? QVector<QPointF>(lines_[run]->points()) : QVector<QPointF>();
+}
+
 QPen LiveChart::runPen(int run) const {
     return lines_.contains(run) ? lines_[run]->pen() : QPen();
 }
@@ -186,11 +190,25 @@ QStringList ChartGrid::seriesNames() const { return charts_.keys(); }
 
 LiveChart* ChartGrid::chart(const QString& series) const { return charts_.value(series, nullptr); }
 
+void ChartGrid::setOrder(const QStringList& first) {
+    order_ = first;
+    relayout();
+}
+
+QStringList ChartGrid::layoutOrder() const {
+    QStringList out;
+    for (const QString& n : order_)
+        if (charts_.contains(n) && !out.contains(n)) out << n;
+    for (auto it = charts_.begin(); it != charts_.end(); ++it)   // QMap: sorted by name
+        if (!out.contains(it.key())) out << it.key();
+    return out;
+}
+
 void ChartGrid::relayout() {
     for (LiveChart* c : charts_) grid_->removeWidget(c);
     int i = 0;
-    for (LiveChart* c : charts_) {   // QMap: sorted by series name
-        grid_->addWidget(c, i / columns_, i % columns_);
+    for (const QString& n : layoutOrder()) {
+        grid_->addWidget(charts_.value(n), i / columns_, i % columns_);
         ++i;
     }
 }
