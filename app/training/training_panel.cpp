@@ -157,6 +157,9 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
     runList_ = new QListWidget(this);
 
     charts_ = new widgets::ChartGrid(this, 2);
+    // The headline charts first: total loss, validation, then the other loss terms and rates.
+    charts_->setOrder({"loss/total", "val/sAP10", "val/sAP15", "val/APH", "loss/cls", "loss/l1", "lr",
+                       "throughput", "grad_norm", "phase"});
     auto* scroll = new QScrollArea(this);
     scroll->setWidgetResizable(true);
     scroll->setWidget(charts_);
@@ -213,12 +216,14 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
         connect(job_, &TrainingJob::progressed, this,
                 [this](qint64 step, qint64 total, double eta, const QString& phase) {
                     progress_->setValue(total > 0 ? int(1000 * step / total) : 0);
-                    progressLabel_->setText(QStringLiteral("step %1 / %2   %3   ETA %4")
-                                                .arg(step).arg(total).arg(phase, formatSeconds(eta)));
+                    progressLabel_->setText(QStringLiteral("step %1 / %2   %3   ETA %4%5")
+                                                .arg(step).arg(total).arg(phase, formatSeconds(eta),
+                                                                          QString(job_->paused() ? "  (paused)" : "")));
                 });
         connect(job_, &TrainingJob::pausedChanged, this, [this](bool p) {
             pause_->setChecked(p);
-            if (p) progressLabel_->setText(progressLabel_->text() + "  (paused)");
+            const QString base = progressLabel_->text().remove("  (paused)");
+            progressLabel_->setText(p ? base + "  (paused)" : base);
         });
         connect(job_, &TrainingJob::finished, this, [this](bool ok, const QString& msg) {
             updateButtons();
@@ -234,12 +239,16 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
         });
     }
 
+    if (job_ && job_->running()) followJobRun();   // a panel made while a run is going
+
     pollTimer_ = new QTimer(this);
     connect(pollTimer_, &QTimer::timeout, this, &TrainingPanel::pollNow);
     pollTimer_->start(kPollMs);
     previewTimer_ = new QTimer(this);
     connect(previewTimer_, &QTimer::timeout, this, [this] {
-        if (job_ && job_->running()) refreshPreview();
+        bool live = job_ && job_->running();
+        for (const auto& r : runs_) live |= r->follower->isOpen() && r->follower->status() == "running";
+        if (live) refreshPreview();
     });
     previewTimer_->start(kPreviewMs);
     updateButtons();
@@ -250,6 +259,7 @@ TrainingPanel::~TrainingPanel() = default;
 void TrainingPanel::setConfigPath(const QString& p) { config_->setText(p); }
 void TrainingPanel::setDataSpec(const QString& s) { data_->setText(s); }
 void TrainingPanel::setOutDir(const QString& d) { outDir_->setText(d); }
+QString TrainingPanel::previewCaption() const { return previewCaption_->text(); }
 QString TrainingPanel::progressText() const { return progressLabel_->text(); }
 int TrainingPanel::progressValue() const { return progress_->value(); }
 
@@ -342,8 +352,10 @@ bool TrainingPanel::openRun(const QString& path, QString* error) {
         charts_->appendPoints(it.key(), run->index, it.value());
     runs_.push_back(std::move(run));
     rebuildRunList();
+    showFollowedProgress();
     Q_EMIT message("Opened run " + path);
     Q_EMIT runsChanged();
+    if (runs_.size() == 1 && !(job_ && job_->running())) refreshPreview();
     return true;
 }
 
@@ -373,10 +385,15 @@ void TrainingPanel::rebuildRunList() {
 void TrainingPanel::pollNow() {
     bool changed = false, listDirty = false;
     for (auto& r : runs_) {
-        // Finished or failed logs no longer change.
-        if (r->follower->isOpen() && r->follower->status() != "running") continue;
+        // Finished and failed logs are polled too (a stat() unless the file was replaced): a
+        // resumed run replaces a stopped run's log, and the job's follower may have opened the
+        // old log just before its trainer replaced it.
         try {
             const RunFollower::Update u = r->follower->poll();
+            if (u.reset) {
+                charts_->clearRun(r->index);
+                charts_->setRunLabel(r->index, r->label);
+            }
             for (auto it = u.points.begin(); it != u.points.end(); ++it) {
                 charts_->appendPoints(it.key(), r->index, it.value());
                 changed = true;
@@ -396,7 +413,31 @@ void TrainingPanel::pollNow() {
         }
     }
     if (listDirty) rebuildRunList();
+    if (changed || listDirty) showFollowedProgress();
     Q_EMIT polled(changed || listDirty);
+}
+
+void TrainingPanel::showFollowedProgress() {
+    // The job's run reports through its progress signal; otherwise the first followed run
+    // that is still being written (another process), else the first opened one.
+    if (job_ && job_->running()) return;
+    const Run* pick = nullptr;
+    for (const auto& r : runs_) {
+        if (r->live || !r->follower->isOpen()) continue;
+        if (!pick || (r->follower->status() == "running" && pick->follower->status() != "running")) pick = r.get();
+    }
+    if (!pick) return;
+    const RunFollower::Progress p = pick->follower->progress();
+    if (p.step < 0) return;
+    const QString status = pick->follower->status();
+    QString text = QStringLiteral("%1: step %2").arg(pick->label).arg(p.step);
+    if (p.total > 0) {
+        text += QStringLiteral(" / %1").arg(p.total);
+        progress_->setValue(int(1000 * std::min(p.step, p.total) / p.total));
+    }
+    if (status == "running") text += QStringLiteral("   ETA %1").arg(formatSeconds(p.eta));
+    else text += QStringLiteral("  (%1)").arg(status);
+    progressLabel_->setText(text);
 }
 
 void TrainingPanel::refreshPreview() {

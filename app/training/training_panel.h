@@ -41,6 +41,7 @@ public:
     QString runStatus(int i) const;
     widgets::ChartGrid* charts() const { return charts_; }
     QImage previewImage() const { return preview_; }
+    QString previewCaption() const;
 
     // Form fields (also set by tests).
     void setConfigPath(const QString& p);
@@ -69,6 +70,7 @@ private:
     struct Run;
     int nextRunIndex() const;
     void followJobRun();
+    void showFollowedProgress();   // progress / ETA of a followed run when no job is running
     void updateButtons();
     void rebuildRunList();
 
