@@ -138,7 +138,9 @@ void LiveChart::rescale() {
     }
     if (x1 <= x0) x1 = x0 + 1;
     if (y1 <= y0) {
-        const double pad = std::max(1e-6, std::abs(y0) * 0.05);
+        // A constant series: +-5 % about it, or +-1 about 0 (an untrained model's sAP of 0
+        // would otherwise get a 1e-6 axis).
+        const double pad = y0 != 0 ? std::abs(y0) * 0.05 : 1.0;
         y0 -= pad;
         y1 += pad;
     } else {

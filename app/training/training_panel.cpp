@@ -176,19 +176,21 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
     previewBox->addWidget(previewLabel_);
     previewBox->addWidget(previewCaption_);
     previewBox->addStretch();
-    runList_->setMaximumHeight(130);
-    runList_->setMinimumHeight(60);
-    auto* middle = new QHBoxLayout;
-    middle->addWidget(runList_, 1);
-    middle->addLayout(previewBox);
+    // The run list is short (a few runs) and the preview sits beside the charts, so the charts
+    // get most of the height even when the dock shares its column with the LETR panel.
+    runList_->setMaximumHeight(64);
+    runList_->setMinimumHeight(40);
+    auto* bottom = new QHBoxLayout;
+    bottom->addWidget(scroll, 1);
+    bottom->addLayout(previewBox);
 
     auto* lay = new QVBoxLayout(this);
     lay->addLayout(form);
     lay->addLayout(buttons);
     lay->addWidget(progress_);
     lay->addWidget(progressLabel_);
-    lay->addLayout(middle);
-    lay->addWidget(scroll, 3);
+    lay->addWidget(runList_);
+    lay->addLayout(bottom, 3);
 
     connect(start_, &QPushButton::clicked, this, [this] { startRun(false); });
     connect(resume_, &QPushButton::clicked, this, [this] { startRun(true); });
