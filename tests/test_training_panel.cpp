@@ -26,6 +26,7 @@
 #include "app/training/training_panel.h"
 #include "core/io/demo_image.h"
 #include "core/models/letr/model.h"
+#include "core/models/letr/train.h"
 #include "core/train/state.h"
 #include "core/runlog.h"
 #include "widgets/live_chart.h"
@@ -125,6 +126,16 @@ private Q_SLOTS:
         panel.closeRuns();
         QCOMPARE(panel.runCount(), 0);
         QCOMPARE(points(panel, "loss/total", 0), 0);
+    }
+
+    void startsWithTheSmallDemoConfig() {
+        // The form's config is the source tree's small trainer config (not the full-size
+        // library defaults), and it is a valid trainer config.
+        TrainingPanel panel(nullptr);
+        const QString cfg = panel.configPath();
+        QVERIFY2(cfg.endsWith("letr_demo_train.json") && QFileInfo(cfg).isFile(), qPrintable(cfg));
+        const auto c = letr::LetrTrainConfig::fromFile(cfg.toStdString());
+        QVERIFY(c.model.hiddenDim < letr::LetrTrainConfig{}.model.hiddenDim);
     }
 
     void openRunErrorsNameTheFile() {
@@ -348,6 +359,12 @@ private Q_SLOTS:
         QVERIFY(!job.paused());
         seen = points(*panel, "loss/total", 0);
         QTRY_VERIFY_WITH_TIMEOUT(points(*panel, "loss/total", 0) > seen, 60000);
+
+        // For looking at it (not a check): GLIMPSE_TEST_SHOTS=DIR saves the panel mid-run.
+        if (qEnvironmentVariableIsSet("GLIMPSE_TEST_SHOTS")) {
+            QTRY_VERIFY_WITH_TIMEOUT(points(*panel, "val/sAP10", 0) >= 3, 120000);
+            panel->grab().save(QDir(qEnvironmentVariable("GLIMPSE_TEST_SHOTS")).filePath("training_panel_run.png"));
+        }
 
         // Stop: the trainer writes its checkpoint; the charts equal the log on disk.
         panel->stopButton()->click();

@@ -15,7 +15,9 @@
 #include <QFrame>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <QCoreApplication>
 #include <QtConcurrent/QtConcurrentRun>
+#include <cstring>
 #include <filesystem>
 
 #include <opencv2/imgproc.hpp>
@@ -28,9 +30,28 @@
 #include "core/models/letr/trace.h"
 #include "widgets/live_chart.h"
 
+#ifndef GLIMPSE_RESOURCES_DIR
+#define GLIMPSE_RESOURCES_DIR ""
+#endif
+
 namespace glimpse::app {
 
 namespace {
+
+// The small LETR trainer config the form starts with (resources/letr_demo_train.json, looked
+// up like defaultLetrCheckpoint()): the library defaults are the paper's full-size model.
+QString defaultTrainConfig() {
+    QStringList dirs;
+    const QString env = qEnvironmentVariable("GLIMPSE_RESOURCES");
+    if (!env.isEmpty()) dirs << env;
+    dirs << QCoreApplication::applicationDirPath() + "/../share/glimpse";
+    if (std::strlen(GLIMPSE_RESOURCES_DIR) > 0) dirs << QString::fromUtf8(GLIMPSE_RESOURCES_DIR);
+    for (const QString& d : dirs) {
+        const QFileInfo f(QDir(d).filePath("letr_demo_train.json"));
+        if (f.isFile()) return f.absoluteFilePath();
+    }
+    return {};
+}
 
 constexpr int kPollMs = 1000;
 constexpr int kPreviewMs = 15000;
@@ -129,7 +150,8 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
         h->addWidget(browse);
         return row;
     };
-    form->addRow("Config", pathRow(config_, "trainer config .json (empty: defaults)", false));
+    form->addRow("Config", pathRow(config_, "trainer config .json (empty: full-size defaults)", false));
+    config_->setText(defaultTrainConfig());
     data_ = new QLineEdit("procedural:2000", this);
     data_->setPlaceholderText("data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]");
     form->addRow("Dataset", data_);
@@ -259,6 +281,7 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
 TrainingPanel::~TrainingPanel() = default;
 
 void TrainingPanel::setConfigPath(const QString& p) { config_->setText(p); }
+QString TrainingPanel::configPath() const { return config_->text(); }
 void TrainingPanel::setDataSpec(const QString& s) { data_->setText(s); }
 void TrainingPanel::setOutDir(const QString& d) { outDir_->setText(d); }
 QString TrainingPanel::previewCaption() const { return previewCaption_->text(); }

@@ -45,6 +45,7 @@ public:
 
     // Form fields (also set by tests).
     void setConfigPath(const QString& p);
+    QString configPath() const;   // starts as the small demo config when one is found
     void setDataSpec(const QString& s);
     void setOutDir(const QString& d);
     QPushButton* startButton() const { return start_; }
