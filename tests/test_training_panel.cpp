@@ -360,6 +360,11 @@ private Q_SLOTS:
         seen = points(*panel, "loss/total", 0);
         QTRY_VERIFY_WITH_TIMEOUT(points(*panel, "loss/total", 0) > seen, 60000);
 
+        // The preview appears while the run goes on, drawn from a mid-run checkpoint.
+        QTRY_VERIFY_WITH_TIMEOUT(!panel->previewImage().isNull(), 60000);
+        QVERIFY2(panel->previewCaption().startsWith("checkpoint.h5"), qPrintable(panel->previewCaption()));
+        QVERIFY(job.running());
+
         // For looking at it (not a check): GLIMPSE_TEST_SHOTS=DIR saves the panel mid-run.
         if (qEnvironmentVariableIsSet("GLIMPSE_TEST_SHOTS")) {
             QTRY_VERIFY_WITH_TIMEOUT(points(*panel, "val/sAP10", 0) >= 3, 120000);

@@ -1,5 +1,6 @@
 #include "app/training/training_panel.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -17,6 +18,7 @@
 #include <QVBoxLayout>
 #include <QCoreApplication>
 #include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -439,6 +441,20 @@ void TrainingPanel::pollNow() {
     }
     if (listDirty) rebuildRunList();
     if (changed || listDirty) showFollowedProgress();
+    // No preview yet: draw one as soon as the run's first checkpoint (or model) appears rather
+    // than at the next 15 s tick; tried once per file version.
+    if (preview_.isNull() && !previewBusy_) {
+        const QString dir = previewDir();
+        qint64 newest = -1;
+        for (const char* f : {"checkpoint.h5", "model.h5"}) {
+            const QFileInfo fi(QDir(dir).filePath(f));
+            if (!dir.isEmpty() && fi.isFile()) newest = std::max(newest, fi.lastModified().toMSecsSinceEpoch());
+        }
+        if (newest >= 0 && newest != previewFirstTried_) {
+            previewFirstTried_ = newest;
+            refreshPreview();
+        }
+    }
     Q_EMIT polled(changed || listDirty);
 }
 
@@ -465,11 +481,15 @@ void TrainingPanel::showFollowedProgress() {
     progressLabel_->setText(text);
 }
 
+QString TrainingPanel::previewDir() const {
+    if (job_ && !job_->spec().outDir.isEmpty()) return job_->spec().outDir;
+    if (!runs_.empty()) return QFileInfo(runs_.front()->follower->path()).absolutePath();
+    return {};
+}
+
 void TrainingPanel::refreshPreview() {
     if (previewBusy_) return;
-    QString dir;
-    if (job_ && !job_->spec().outDir.isEmpty()) dir = job_->spec().outDir;
-    else if (!runs_.empty()) dir = QFileInfo(runs_.front()->follower->path()).absolutePath();
+    const QString dir = previewDir();
     if (dir.isEmpty()) return;
     previewBusy_ = true;
     auto* watcher = new QFutureWatcher<PreviewResult>(this);

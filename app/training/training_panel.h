@@ -94,6 +94,8 @@ private:
     std::vector<std::unique_ptr<Run>> runs_;
     QImage preview_;
     bool previewBusy_ = false;
+    qint64 previewFirstTried_ = -1;   // mtime of the first model file tried before any preview
+    QString previewDir() const;
 };
 
 } // namespace glimpse::app
