@@ -9,6 +9,8 @@
 
 #include <torch/torch.h>
 
+#include "core/data/open.h"
+#include "core/eval/letr_eval.h"
 #include "core/io/checkpoint.h"
 #include "core/models/letr/model.h"
 #include "core/models/letr/train.h"
@@ -46,6 +48,16 @@ LetrTrainConfig tinyConfig() {
 }
 
 std::map<std::string, torch::Tensor> modelTensors(const std::string& path) { return loadCheckpoint(path).tensors; }
+
+// Validation metrics of a model computed outside the trainer (the reference for val/*).
+eval::LineMetrics referenceVal(LetrModel& m, const std::string& spec, const std::string& key) {
+    auto ds = data::openLineDataset(spec);
+    eval::LetrEvalOptions o;
+    o.allLayers = false;
+    o.lsd = false;
+    o.thresholds = {10, 15};
+    return eval::evaluateLetr(m, *ds, o).row(key).metrics;
+}
 
 } // namespace
 
@@ -191,6 +203,96 @@ private Q_SLOTS:
         QCOMPARE(log.status, RunStatus::Finished);
         QCOMPARE(int(log.series.at("loss/total").size()), 9);
         QCOMPARE(log.series.at("phase").values.back(), 2.0);
+    }
+
+    void validationAndMidRunCheckpoints() {
+        QTemporaryDir dir;
+        const std::string a = dir.path().toStdString() + "/a", b = dir.path().toStdString() + "/b";
+        auto c = tinyConfig();
+        c.coarseSteps = 3;
+        c.fineSteps = 2;
+        c.checkpointEvery = 100;
+        c.valEvery = 2;
+        c.valImages = 3;
+        c.model.dropout = 0.1;
+        const std::string data = "procedural:5:2:64x64";
+        const std::string valSpec = "procedural:3:1002:64x64";   // held out: seed 2 + 1000
+        QCOMPARE(letrValidationSpec(c, "procedural:5:2:64x64 (5 images)"), valSpec);
+        QCOMPARE(letrValidationSpec(c, "wireframe/train.json (20000 images)"), std::string("procedural:3:1000:256x256"));
+        auto own = c;
+        own.valData = "procedural:4:9";
+        QCOMPARE(letrValidationSpec(own, "procedural:5:2:64x64 (5 images)"), std::string("procedural:4:9"));
+        train::Control ca;
+        trainLetr(c, data, a, false, ca, {});
+        auto la = RunLog::load(a + "/run.h5");
+        QVERIFY(contains(la.config["val_data_description"].get<std::string>(), {valSpec}));
+        // Every 2 steps and at the end of each phase (3: coarse, 5: fine).
+        for (const char* n : {"val/sAP10", "val/sAP15", "val/APH"}) {
+            const auto& sv = la.series.at(n);
+            QCOMPARE(sv.steps, std::vector<int64_t>({2, 3, 4, 5}));
+            for (double v : sv.values) QVERIFY2(v >= 0 && v <= 100, n);
+        }
+        // The last value is the final model's metric, computed another way.
+        auto fa = loadLetr(a + "/model.h5");
+        const auto ref = referenceVal(*fa, valSpec, "fine_2");
+        QVERIFY(std::abs(la.series.at("val/sAP10").values.back() - 100 * ref.sAPAt(10)) < 1e-9);
+        QVERIFY(std::abs(la.series.at("val/APH").values.back() - 100 * ref.APH) < 1e-9);
+
+        // Stopped in the coarse phase: checkpoint.h5 loads as the coarse model being trained,
+        // and its metric is the val row of that step.
+        train::Control cb;
+        trainLetr(c, data, b, false, cb, [&](const train::Progress& p) {
+            if (p.step >= 2) cb.requestStop();
+        });
+        QVERIFY(!std::filesystem::exists(b + "/model.h5"));
+        auto mid = loadLetr(b + "/checkpoint.h5");
+        QVERIFY(!mid->config().fineStage);
+        QCOMPARE(mid->config().numQueries, int64_t(12));
+        const auto st = train::loadTrainState(b + "/checkpoint.h5", "letr-train");
+        for (const auto& p : mid->named_parameters()) QVERIFY(torch::equal(p.value(), st.model.at(p.key())));
+        const auto midRef = referenceVal(*mid, valSpec, "coarse_2");
+        auto lb = RunLog::load(b + "/run.h5");
+        // The loaded checkpoint gives the trainer's model's outputs: all its val metrics agree
+        // (APH > 0 here, so the comparison is not of two zeros; an untrained model's sAP is 0).
+        QVERIFY(std::abs(lb.series.at("val/APH").values.at(0) - 100 * midRef.APH) < 1e-9);
+        QVERIFY(std::abs(lb.series.at("val/sAP10").values.at(0) - 100 * midRef.sAPAt(10)) < 1e-9);
+        QVERIFY(midRef.APH > 0);
+        QCOMPARE(lb.series.at("val/sAP15").steps, std::vector<int64_t>({2}));
+        QVERIFY(std::abs(lb.series.at("val/sAP15").values[0] - 100 * midRef.sAPAt(15)) < 1e-9);
+        QCOMPARE(lb.series.at("val/sAP15").values[0], la.series.at("val/sAP15").values[0]);
+
+        // Resume with validation on still equals the uninterrupted run, val rows included.
+        train::Control cr;
+        trainLetr(c, data, b, true, cr, {});
+        auto ta = modelTensors(a + "/model.h5"), tb = modelTensors(b + "/model.h5");
+        double worst = 0;
+        for (const auto& [k, v] : ta) worst = std::max(worst, testing::maxDiff(v, tb.at(k)));
+        QVERIFY2(worst == 0.0, qPrintable(QString("max diff %1").arg(worst)));
+        lb = RunLog::load(b + "/run.h5");
+        for (const char* n : {"val/sAP10", "val/sAP15", "val/APH", "loss/total"}) {
+            QCOMPARE(lb.series.at(n).steps, la.series.at(n).steps);
+            QCOMPARE(lb.series.at(n).values, la.series.at(n).values);
+        }
+        // A fine-phase checkpoint loads as the two-stage model (here: the final weights).
+        auto end = loadLetr(b + "/checkpoint.h5");
+        QVERIFY(end->config().fineStage);
+        auto fb = loadLetr(b + "/model.h5");
+        auto pe = end->named_parameters();
+        for (const auto& p : fb->named_parameters()) QVERIFY(torch::equal(p.value(), pe[p.key()]));
+
+        // val_every 0: no val series; the val keys may change on resume.
+        auto off = c;
+        off.valEvery = 0;
+        for (const auto& n : letrSeriesNames(off)) QVERIFY(n.rfind("val/", 0) != 0);
+        trainLetr(off, data, b, true, cr, {});
+        QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson({{"val_images", 0}}, "c.json"); }),
+                         {"c.json", "val_images"}));
+        QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson({{"val_data", 3}}, "c.json"); }),
+                         {"c.json", "val_data"}));
+        auto bad = c;
+        bad.valData = "procedural:x";
+        QVERIFY(contains(errorOf([&] { trainLetr(bad, data, dir.path().toStdString() + "/x", false, cr, {}); }),
+                         {"validation", "procedural:x"}));
     }
 
     void errors() {

@@ -4,6 +4,7 @@
 #include <QLineSeries>
 #include <QChart>
 #include <QLegend>
+#include <QGridLayout>
 #include <QtTest>
 
 #include <cmath>
@@ -28,6 +29,13 @@ private Q_SLOTS:
         // y covers [0.5, 2] plus 5% padding.
         QVERIFY(std::abs(c.yRange().x() - (0.5 - 0.075)) < 1e-9);
         QVERIFY(std::abs(c.yRange().y() - (2.0 + 0.075)) < 1e-9);
+        // A constant series gets +-5 % about its value, +-1 about 0 (an sAP of 0).
+        LiveChart z("val/sAP10");
+        z.appendPoints(0, {{10, 0.0}, {20, 0.0}});
+        QCOMPARE(z.yRange(), QPointF(-1, 1));
+        LiveChart k("lr");
+        k.appendPoints(0, {{10, 2.0}, {20, 2.0}});
+        QVERIFY(std::abs(k.yRange().x() - 1.9) < 1e-12 && std::abs(k.yRange().y() - 2.1) < 1e-12);
         // Non-finite points (a diverged loss) are dropped, not plotted.
         c.appendPoints(0, {{40, NAN}, {50, INFINITY}, {60, 0.25}});
         QCOMPARE(c.pointCount(0), 5);
@@ -72,6 +80,16 @@ private Q_SLOTS:
         QCOMPARE(g.chart("loss/total")->runLabel(1), QString("older"));
         QCOMPARE(g.chart("lr")->pointCount(1), 0);
         QVERIFY(g.chart("missing") == nullptr);
+        // Layout: named series first (in the given order, absent ones skipped), then by name.
+        g.appendPoints("val/sAP10", 0, {{2, 0.1}});
+        QCOMPARE(g.layoutOrder(), QStringList({"loss/total", "lr", "val/sAP10"}));
+        g.setOrder({"val/sAP10", "val/APH", "lr"});
+        QCOMPARE(g.layoutOrder(), QStringList({"val/sAP10", "lr", "loss/total"}));
+        auto* grid = qobject_cast<QGridLayout*>(g.layout());
+        QVERIFY(grid);
+        QCOMPARE(grid->itemAtPosition(0, 0)->widget(), static_cast<QWidget*>(g.chart("val/sAP10")));
+        QCOMPARE(grid->itemAtPosition(0, 1)->widget(), static_cast<QWidget*>(g.chart("lr")));
+        QCOMPARE(grid->itemAtPosition(1, 0)->widget(), static_cast<QWidget*>(g.chart("loss/total")));
         g.clearRun(1);
         QCOMPARE(g.chart("loss/total")->runs(), QList<int>({0}));
         g.clearAll();

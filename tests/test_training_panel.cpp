@@ -1,23 +1,33 @@
 // app/training: the Training panel following run logs (finished ones overlaid; a live one
 // written by another process; one written by a TrainingJob's worker thread), the job's
 // start / pause / stop / resume, and the model preview. Offscreen platform.
+#include <QFileInfo>
 #include <QPen>
+#include <QProcess>
 #include <QPushButton>
 #include <QSemaphore>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <memory>
 #include <thread>
 
+#include "app/training/letr_runner.h"
 #include "app/training/training_job.h"
 #include "app/training/training_panel.h"
+#include "core/io/demo_image.h"
 #include "core/models/letr/model.h"
+#include "core/models/letr/train.h"
+#include "core/train/state.h"
 #include "core/runlog.h"
 #include "widgets/live_chart.h"
 
@@ -40,6 +50,41 @@ bool waitByte(int fd) {
 int points(TrainingPanel& p, const char* series, int run) {
     auto* c = p.charts()->chart(series);
     return c ? c->pointCount(run) : 0;
+}
+
+// A tiny LETR trainer config (coarse stage only, 64 px images) for real runs in tests.
+void writeTinyConfig(const QString& path, int64_t coarseSteps) {
+    nlohmann::json j = {
+        {"model", {{"backbone", "resnet10"}, {"hidden_dim", 32}, {"nheads", 2}, {"dim_feedforward", 64},
+                   {"coarse_enc_layers", 1}, {"coarse_dec_layers", 1}, {"num_queries", 8}, {"short_side", 64},
+                   {"max_long_side", 128}, {"stages", "coarse"}}},
+        {"batch_size", 1}, {"coarse_steps", coarseSteps}, {"checkpoint_every", 2}, {"threads", 1},
+        {"val_every", 2}, {"val_images", 2},
+        {"augment", {{"min_short_side", 56}, {"max_short_side", 72}, {"max_long_side", 128}}}};
+    std::ofstream(path.toStdString()) << j.dump(2);
+}
+
+// Every chart line of `run` equals the run log on disk (steps and values), and every series
+// of the log with rows has a chart.
+void chartsMatchDisk(TrainingPanel& panel, int run, const QString& path, int minSeries = 4) {
+    const RunLog log = RunLog::load(path.toStdString());
+    int checked = 0;
+    for (const auto& [name, s] : log.series) {
+        auto* c = panel.charts()->chart(QString::fromStdString(name));
+        if (s.size() == 0) {
+            QVERIFY(!c || c->pointCount(run) == 0);
+            continue;
+        }
+        QVERIFY2(c, name.c_str());
+        const QVector<QPointF> pts = c->points(run);
+        QCOMPARE(pts.size(), int(s.size()));
+        for (size_t i = 0; i < s.size(); ++i) {
+            QCOMPARE(pts[int(i)].x(), double(s.steps[i]));
+            QCOMPARE(pts[int(i)].y(), s.values[i]);
+        }
+        ++checked;
+    }
+    QVERIFY(checked >= minSeries);
 }
 
 } // namespace
@@ -81,6 +126,16 @@ private Q_SLOTS:
         panel.closeRuns();
         QCOMPARE(panel.runCount(), 0);
         QCOMPARE(points(panel, "loss/total", 0), 0);
+    }
+
+    void startsWithTheSmallDemoConfig() {
+        // The form's config is the source tree's small trainer config (not the full-size
+        // library defaults), and it is a valid trainer config.
+        TrainingPanel panel(nullptr);
+        const QString cfg = panel.configPath();
+        QVERIFY2(cfg.endsWith("letr_demo_train.json") && QFileInfo(cfg).isFile(), qPrintable(cfg));
+        const auto c = letr::LetrTrainConfig::fromFile(cfg.toStdString());
+        QVERIFY(c.model.hiddenDim < letr::LetrTrainConfig{}.model.hiddenDim);
     }
 
     void openRunErrorsNameTheFile() {
@@ -239,6 +294,140 @@ private Q_SLOTS:
         QVERIFY(!err.isEmpty());
     }
 
+    void replacedLogIsReadAgain() {
+        // A stopped run's log, then (another process resumes it from an earlier checkpoint)
+        // replaced by a live log with fewer rows, then by its finished log with more.
+        const auto write = [&](int rows, RunStatus st, double scale) {
+            RunLog log;
+            log.status = st;
+            for (int i = 1; i <= rows; ++i) log.series["loss/total"].append(i, i, scale / i);
+            log.save(file("replaced.h5"));
+        };
+        write(6, RunStatus::Failed, 1.0);
+        TrainingPanel panel(nullptr);
+        QVERIFY(panel.openRun(dir_.filePath("replaced.h5")));
+        QCOMPARE(panel.runStatus(0), QString("failed"));
+        QCOMPARE(points(panel, "loss/total", 0), 6);
+        write(4, RunStatus::Running, 2.0);
+        panel.pollNow();
+        QCOMPARE(panel.runStatus(0), QString("running"));
+        QCOMPARE(points(panel, "loss/total", 0), 4);
+        QCOMPARE(panel.charts()->chart("loss/total")->lastPoint(0), QPointF(4, 0.5));
+        write(9, RunStatus::Finished, 2.0);
+        panel.pollNow();
+        QCOMPARE(panel.runStatus(0), QString("finished"));
+        chartsMatchDisk(panel, 0, dir_.filePath("replaced.h5"), 1);
+    }
+
+    void realRunStartedFromThePanelPlotsLive() {
+        // The real LETR trainer (app::letrRunner -> trainLetr) on a worker thread, driven only
+        // through the panel's widgets; the panel's own poll timer draws the charts.
+        const QString cfg = dir_.filePath("tiny.json"), out = dir_.filePath("gui_run");
+        writeTinyConfig(cfg, 1000000);   // never ends by itself: the test stops it
+        TrainingJob job(app::letrRunner());
+        // Owned here (destroyed before the job even when a check fails and returns early).
+        auto panel = std::make_unique<TrainingPanel>(&job);
+        panel->resize(800, 900);
+        panel->show();
+        panel->setConfigPath(cfg);
+        panel->setDataSpec("procedural:8:0:64x64");
+        panel->setOutDir(out);
+        QSignalSpy finished(&job, &TrainingJob::finished);
+        panel->startButton()->click();
+        QVERIFY(job.running());
+        QTRY_VERIFY_WITH_TIMEOUT(points(*panel, "loss/total", 0) >= 3 && points(*panel, "val/sAP10", 0) >= 1, 120000);
+        QTRY_VERIFY_WITH_TIMEOUT(panel->progressText().contains("/ 1000000") && panel->progressText().contains("ETA"),
+                                 60000);
+        QVERIFY(panel->progressValue() >= 0);
+        // Headline charts first: total loss, then validation.
+        const QStringList order = panel->charts()->layoutOrder();
+        QCOMPARE(order.value(0), QString("loss/total"));
+        QCOMPARE(order.value(1), QString("val/sAP10"));
+
+        // Closing the panel does not stop the run; its charts keep following.
+        panel->close();
+        int seen = points(*panel, "loss/total", 0);
+        QTRY_VERIFY_WITH_TIMEOUT(points(*panel, "loss/total", 0) > seen, 60000);
+        QVERIFY(job.running());
+        panel->show();
+
+        // Pause / unpause through the button; rows keep arriving after the unpause.
+        panel->pauseButton()->click();
+        QVERIFY(job.paused());
+        QTRY_VERIFY(panel->progressText().contains("(paused)"));
+        panel->pauseButton()->click();
+        QVERIFY(!job.paused());
+        seen = points(*panel, "loss/total", 0);
+        QTRY_VERIFY_WITH_TIMEOUT(points(*panel, "loss/total", 0) > seen, 60000);
+
+        // The preview appears while the run goes on, drawn from a mid-run checkpoint.
+        QTRY_VERIFY_WITH_TIMEOUT(!panel->previewImage().isNull(), 60000);
+        QVERIFY2(panel->previewCaption().startsWith("checkpoint.h5"), qPrintable(panel->previewCaption()));
+        QVERIFY(job.running());
+
+        // For looking at it (not a check): GLIMPSE_TEST_SHOTS=DIR saves the panel mid-run.
+        if (qEnvironmentVariableIsSet("GLIMPSE_TEST_SHOTS")) {
+            QTRY_VERIFY_WITH_TIMEOUT(points(*panel, "val/sAP10", 0) >= 3, 120000);
+            panel->grab().save(QDir(qEnvironmentVariable("GLIMPSE_TEST_SHOTS")).filePath("training_panel_run.png"));
+        }
+
+        // Stop: the trainer writes its checkpoint; the charts equal the log on disk.
+        panel->stopButton()->click();
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(finished.last().at(0).toBool(), true);
+        panel->pollNow();
+        QCOMPARE(panel->runStatus(0), QString("failed"));   // "stopped at step N"
+        chartsMatchDisk(*panel, 0, out + "/run.h5");
+        const int64_t done = train::loadTrainState((out + "/checkpoint.h5").toStdString(), "letr-train")
+                                 .meta["step"].get<int64_t>();
+        QCOMPARE(int64_t(points(*panel, "loss/total", 0)), done);
+        QVERIFY(!QFileInfo::exists(out + "/model.h5"));
+        // The preview (refreshed when the run ends) comes from the mid-run checkpoint.
+        QSignalSpy preview(panel.get(), &TrainingPanel::previewUpdated);
+        QTRY_VERIFY_WITH_TIMEOUT(!panel->previewImage().isNull(), 60000);
+        QVERIFY2(panel->previewCaption().contains("checkpoint.h5"), qPrintable(panel->previewCaption()));
+
+        // Resume (a shorter schedule that agrees with the steps done) runs to the end.
+        writeTinyConfig(cfg, done + 3);
+        finished.clear();
+        panel->resumeButton()->click();
+        QVERIFY(finished.wait(120000));
+        QCOMPARE(finished.last().at(0).toBool(), true);
+        panel->pollNow();
+        QCOMPARE(panel->runStatus(0), QString("finished"));
+        QCOMPARE(int64_t(points(*panel, "loss/total", 0)), done + 3);
+        chartsMatchDisk(*panel, 0, out + "/run.h5");
+        QVERIFY(QFileInfo::exists(out + "/model.h5"));
+    }
+
+    void followsGlimpseTrainInAnotherProcess() {
+        const QString cfg = dir_.filePath("tiny_cli.json"), out = dir_.filePath("cli_run");
+        writeTinyConfig(cfg, 1000000);
+        QProcess proc;
+        proc.start(GLIMPSE_EXE, {"train", "letr", "--config", cfg, "--data", "procedural:8:1:64x64", "--out", out});
+        QVERIFY(proc.waitForStarted(30000));
+        TrainingPanel panel(nullptr);
+        const QString log = out + "/run.h5";
+        // The log appears once the trainer has built its model; open it as soon as it can be.
+        QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(log) && panel.openRun(log), 120000);
+        QCOMPARE(panel.runStatus(0), QString("running"));
+        // Rows are plotted as they arrive (the panel's poll timer).
+        QTRY_VERIFY_WITH_TIMEOUT(points(panel, "loss/total", 0) >= 2, 120000);
+        const int seen = points(panel, "loss/total", 0);
+        QTRY_VERIFY_WITH_TIMEOUT(points(panel, "loss/total", 0) > seen + 2 && points(panel, "val/APH", 0) >= 1, 120000);
+        QCOMPARE(panel.runStatus(0), QString("running"));
+        QTRY_VERIFY2_WITH_TIMEOUT(panel.progressText().contains("/ 1000000") && panel.progressText().contains("ETA"),
+                                  qPrintable(panel.progressText()), 30000);
+        // Ctrl-C: the trainer stops cleanly (checkpoint, log marked stopped).
+        ::kill(pid_t(proc.processId()), SIGINT);
+        QVERIFY(proc.waitForFinished(60000));
+        QCOMPARE(proc.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(proc.exitCode(), 0);
+        QTRY_COMPARE_WITH_TIMEOUT(panel.runStatus(0), QString("failed"), 30000);
+        chartsMatchDisk(panel, 0, log);
+        QVERIFY(panel.progressText().contains("(failed)"));
+    }
+
     void previewDrawsTheLatestModel() {
         letr::LetrConfig c;
         c.backbone = "resnet18";
@@ -257,11 +446,58 @@ private Q_SLOTS:
         panel.refreshPreview();   // no model yet: a message, no image
         QVERIFY(updated.wait(20000));
         QVERIFY(panel.previewImage().isNull());
+        // A trainer checkpoint (family letr-train) mid-run: every query made confident and
+        // every query's line set to the same segment (0.1, 0.2) - (0.9, 0.8) of the image, so
+        // the preview must draw exactly that segment over the fixed image.
+        letr::LetrModel trained(c, 2);
+        {
+            torch::NoGradGuard ng;
+            const auto logit = [](float v) { return std::log(v / (1 - v)); };
+            for (auto& p : trained.named_parameters()) {
+                const std::string& k = p.key();
+                const auto endsWith = [&](const std::string& e) {
+                    return k.size() >= e.size() && k.compare(k.size() - e.size(), e.size(), e) == 0;
+                };
+                if (endsWith("class_embed.bias")) p.value().copy_(torch::tensor({8.f, -8.f}));
+                if (endsWith("lines_embed.layers.2.weight")) p.value().zero_();
+                if (endsWith("lines_embed.layers.2.bias"))
+                    p.value().copy_(torch::tensor({logit(0.1f), logit(0.2f), logit(0.9f), logit(0.8f)}));
+            }
+        }
+        train::TrainState st;
+        st.meta["config"] = {{"model", c.toJson()}};
+        st.meta["step"] = 7;
+        st.meta["phase"] = "fine";
+        st.model = train::moduleTensors(trained);
+        train::saveTrainState(file("prev/checkpoint.h5"), "letr-train", st);
+        panel.refreshPreview();
+        QVERIFY(updated.wait(20000));
+        QCOMPARE(panel.previewImage().size(), QSize(320, 240));
+        QVERIFY2(panel.previewCaption().startsWith("checkpoint.h5: 8 lines"), qPrintable(panel.previewCaption()));
+        const cv::Mat plain = makeDemoImage(320, 240, 7);
+        const QImage shown = panel.previewImage().convertToFormat(QImage::Format_RGB888);
+        // Pixels that differ from the plain image lie on the segment (32, 48) - (288, 192).
+        const double ax = 32, ay = 48, bx = 288, by = 192;
+        int changed = 0, offLine = 0;
+        for (int y = 0; y < 240; ++y)
+            for (int x = 0; x < 320; ++x) {
+                const cv::Vec3b q = plain.at<cv::Vec3b>(y, x);
+                const QColor p = shown.pixelColor(x, y);
+                if (std::abs(p.red() - q[0]) + std::abs(p.green() - q[1]) + std::abs(p.blue() - q[2]) <= 60) continue;
+                ++changed;
+                const double t = std::clamp(((x - ax) * (bx - ax) + (y - ay) * (by - ay)) /
+                                                ((bx - ax) * (bx - ax) + (by - ay) * (by - ay)), 0.0, 1.0);
+                offLine += std::hypot(x - (ax + t * (bx - ax)), y - (ay + t * (by - ay))) > 2.5;
+            }
+        QVERIFY2(changed > 150 && offLine == 0, qPrintable(QString("%1 changed, %2 off the line").arg(changed).arg(offLine)));
+
+        // A newer final model.h5 wins.
         letr::LetrModel model(c, 1);
         letr::saveLetr(model, file("prev/model.h5"));
         panel.refreshPreview();
         QVERIFY(updated.wait(20000));
         QCOMPARE(panel.previewImage().size(), QSize(320, 240));
+        QVERIFY2(panel.previewCaption().startsWith("model.h5"), qPrintable(panel.previewCaption()));
     }
 };
 

@@ -106,6 +106,10 @@ QPointF LiveChart::lastPoint(int run) const {
     return lines_[run]->at(lines_[run]->count() - 1);
 }
 
+QVector<QPointF> LiveChart::points(int run) const {
+    return lines_.contains(run) ? QVector<QPointF>(lines_[run]->points()) : QVector<QPointF>();
+}
+
 QPen LiveChart::runPen(int run) const {
     return lines_.contains(run) ? lines_[run]->pen() : QPen();
 }
@@ -134,7 +138,9 @@ void LiveChart::rescale() {
     }
     if (x1 <= x0) x1 = x0 + 1;
     if (y1 <= y0) {
-        const double pad = std::max(1e-6, std::abs(y0) * 0.05);
+        // A constant series: +-5 % about it, or +-1 about 0 (an untrained model's sAP of 0
+        // would otherwise get a 1e-6 axis).
+        const double pad = y0 != 0 ? std::abs(y0) * 0.05 : 1.0;
         y0 -= pad;
         y1 += pad;
     } else {
@@ -186,11 +192,25 @@ QStringList ChartGrid::seriesNames() const { return charts_.keys(); }
 
 LiveChart* ChartGrid::chart(const QString& series) const { return charts_.value(series, nullptr); }
 
+void ChartGrid::setOrder(const QStringList& first) {
+    order_ = first;
+    relayout();
+}
+
+QStringList ChartGrid::layoutOrder() const {
+    QStringList out;
+    for (const QString& n : order_)
+        if (charts_.contains(n) && !out.contains(n)) out << n;
+    for (auto it = charts_.begin(); it != charts_.end(); ++it)   // QMap: sorted by name
+        if (!out.contains(it.key())) out << it.key();
+    return out;
+}
+
 void ChartGrid::relayout() {
     for (LiveChart* c : charts_) grid_->removeWidget(c);
     int i = 0;
-    for (LiveChart* c : charts_) {   // QMap: sorted by series name
-        grid_->addWidget(c, i / columns_, i % columns_);
+    for (const QString& n : layoutOrder()) {
+        grid_->addWidget(charts_.value(n), i / columns_, i % columns_);
         ++i;
     }
 }

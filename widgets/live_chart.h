@@ -40,6 +40,7 @@ public:
     QList<int> runs() const;
     int pointCount(int run) const;   // 0 for an unknown run
     QPointF lastPoint(int run) const;
+    QVector<QPointF> points(int run) const;   // the run's line (empty for an unknown run)
     QPen runPen(int run) const;      // the pen the run's line is drawn with
     // Axis ranges after the last append (for tests and "fit" behaviour).
     QPointF xRange() const;
@@ -59,7 +60,8 @@ private:
     QMap<int, QString> labels_;
 };
 
-// A grid of LiveCharts, one per series name, created on first append (sorted by name).
+// A grid of LiveCharts, one per series name, created on first append: the names given to
+// setOrder first (in that order), then the others sorted by name.
 class ChartGrid : public QWidget {
     Q_OBJECT
 public:
@@ -68,12 +70,15 @@ public:
     void appendPoints(const QString& series, int run, const QVector<QPointF>& points);
     void clearRun(int run);
     void clearAll();   // removes every chart
-    QStringList seriesNames() const;
+    QStringList seriesNames() const;                 // sorted by name
+    QStringList layoutOrder() const;                 // as laid out (row by row)
+    void setOrder(const QStringList& first);
     LiveChart* chart(const QString& series) const;   // nullptr when absent
 
 private:
     void relayout();
     int columns_;
+    QStringList order_;
     QGridLayout* grid_ = nullptr;
     QMap<QString, LiveChart*> charts_;
     QMap<int, QString> labels_;

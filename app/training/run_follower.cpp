@@ -1,5 +1,6 @@
 #include "app/training/run_follower.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -20,13 +21,30 @@ RunFollower::Update RunFollower::poll(bool mustExist) {
     } else {
         reader_->refresh();
     }
+    for (const std::string& name : reader_->seriesNames())
+        if (reader_->rowCount(name) < rows_.value(QString::fromStdString(name), 0)) u.reset = true;
+    if (u.reset) {   // a replaced file with fewer rows: read every series again
+        rows_.clear();
+        recent_.clear();
+    }
     for (const std::string& name : reader_->seriesNames()) {
         const QString qn = QString::fromStdString(name);
         const int64_t n = reader_->rowCount(name);
         int64_t& seen = rows_[qn];
-        if (n < seen) seen = 0;   // a replaced file with fewer rows: read it again
         if (n == seen) continue;
         const MetricSeries s = reader_->series(name, seen);
+        if (progressSeries_.isEmpty()) {
+            const auto& names = reader_->seriesNames();
+            const bool hasTotal = std::find(names.begin(), names.end(), "loss/total") != names.end();
+            progressSeries_ = hasTotal ? QStringLiteral("loss/total") : QString::fromStdString(names.front());
+        }
+        if (qn == progressSeries_) {
+            if (seen == 0) recent_.clear();
+            for (size_t i = 0; i < s.size(); ++i) {
+                recent_.push_back({s.steps[i], s.wallTimes[i]});
+                if (recent_.size() > 50) recent_.pop_front();
+            }
+        }
         QVector<QPointF>& pts = u.points[qn];
         pts.reserve(int(s.size()));
         for (size_t i = 0; i < s.size(); ++i) pts.push_back(QPointF(double(s.steps[i]), s.values[i]));
@@ -38,6 +56,25 @@ RunFollower::Update RunFollower::poll(bool mustExist) {
         lastStatus_ = st;
     }
     return u;
+}
+
+RunFollower::Progress RunFollower::progress() const {
+    Progress p;
+    if (!reader_) return p;
+    const auto& c = reader_->config();
+    auto it = c.find("total_steps");
+    if (it != c.end() && it->is_number_integer()) p.total = it->get<int64_t>();
+    if (recent_.empty()) return p;
+    p.step = recent_.back().first;
+    if (reader_->status() != RunStatus::Running) {
+        p.eta = 0;
+    } else if (p.total >= 0 && recent_.size() >= 2) {
+        const auto& a = recent_.front();
+        const auto& b = recent_.back();
+        if (b.first > a.first && b.second >= a.second)
+            p.eta = double(std::max<int64_t>(0, p.total - p.step)) * (b.second - a.second) / double(b.first - a.first);
+    }
+    return p;
 }
 
 QString RunFollower::status() const {

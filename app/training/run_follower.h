@@ -6,6 +6,7 @@
 #include <QPointF>
 #include <QString>
 #include <QVector>
+#include <deque>
 #include <memory>
 #include <string>
 
@@ -24,6 +25,8 @@ public:
         QMap<QString, QVector<QPointF>> points;   // new (step, value) rows per series
         bool statusChanged = false;
         bool opened = false;                      // the file was opened by this poll
+        bool reset = false;   // the file was replaced by one with fewer rows (a run resumed
+                              // from an earlier checkpoint): points hold every row again
     };
     // Throws glimpse::Error for a file that exists but is not a run log (or is corrupt);
     // a missing file is not an error (waitForFile) unless mustExist.
@@ -36,11 +39,22 @@ public:
     QString configText() const;      // the run's config JSON, pretty-printed
     std::string dataSpec() const;    // config's "data" (or "data_spec") string, "" if none
 
+    // Progress read from the log: the last step of its first series ("loss/total" when there
+    // is one), the config's "total_steps" (-1 if absent), and the ETA from the wall times of
+    // the last rows (-1 when unknown, 0 once the run has ended).
+    struct Progress {
+        int64_t step = -1, total = -1;
+        double eta = -1;
+    };
+    Progress progress() const;
+
 private:
     QString path_;
     std::unique_ptr<RunLogReader> reader_;
     QMap<QString, int64_t> rows_;
     QString lastStatus_;
+    QString progressSeries_;
+    std::deque<std::pair<int64_t, double>> recent_;   // (step, wall time) of the last rows
 };
 
 } // namespace glimpse::app

@@ -1,5 +1,6 @@
 #include "app/training/training_panel.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -15,7 +16,10 @@
 #include <QFrame>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <QCoreApplication>
 #include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include <opencv2/imgproc.hpp>
@@ -28,9 +32,28 @@
 #include "core/models/letr/trace.h"
 #include "widgets/live_chart.h"
 
+#ifndef GLIMPSE_RESOURCES_DIR
+#define GLIMPSE_RESOURCES_DIR ""
+#endif
+
 namespace glimpse::app {
 
 namespace {
+
+// The small LETR trainer config the form starts with (resources/letr_demo_train.json, looked
+// up like defaultLetrCheckpoint()): the library defaults are the paper's full-size model.
+QString defaultTrainConfig() {
+    QStringList dirs;
+    const QString env = qEnvironmentVariable("GLIMPSE_RESOURCES");
+    if (!env.isEmpty()) dirs << env;
+    dirs << QCoreApplication::applicationDirPath() + "/../share/glimpse";
+    if (std::strlen(GLIMPSE_RESOURCES_DIR) > 0) dirs << QString::fromUtf8(GLIMPSE_RESOURCES_DIR);
+    for (const QString& d : dirs) {
+        const QFileInfo f(QDir(d).filePath("letr_demo_train.json"));
+        if (f.isFile()) return f.absoluteFilePath();
+    }
+    return {};
+}
 
 constexpr int kPollMs = 1000;
 constexpr int kPreviewMs = 15000;
@@ -129,7 +152,8 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
         h->addWidget(browse);
         return row;
     };
-    form->addRow("Config", pathRow(config_, "trainer config .json (empty: defaults)", false));
+    form->addRow("Config", pathRow(config_, "trainer config .json (empty: full-size defaults)", false));
+    config_->setText(defaultTrainConfig());
     data_ = new QLineEdit("procedural:2000", this);
     data_->setPlaceholderText("data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]");
     form->addRow("Dataset", data_);
@@ -157,6 +181,9 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
     runList_ = new QListWidget(this);
 
     charts_ = new widgets::ChartGrid(this, 2);
+    // The headline charts first: total loss, validation, then the other loss terms and rates.
+    charts_->setOrder({"loss/total", "val/sAP10", "val/sAP15", "val/APH", "loss/cls", "loss/l1", "lr",
+                       "throughput", "grad_norm", "phase"});
     auto* scroll = new QScrollArea(this);
     scroll->setWidgetResizable(true);
     scroll->setWidget(charts_);
@@ -173,19 +200,21 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
     previewBox->addWidget(previewLabel_);
     previewBox->addWidget(previewCaption_);
     previewBox->addStretch();
-    runList_->setMaximumHeight(130);
-    runList_->setMinimumHeight(60);
-    auto* middle = new QHBoxLayout;
-    middle->addWidget(runList_, 1);
-    middle->addLayout(previewBox);
+    // The run list is short (a few runs) and the preview sits beside the charts, so the charts
+    // get most of the height even when the dock shares its column with the LETR panel.
+    runList_->setMaximumHeight(64);
+    runList_->setMinimumHeight(40);
+    auto* bottom = new QHBoxLayout;
+    bottom->addWidget(scroll, 1);
+    bottom->addLayout(previewBox);
 
     auto* lay = new QVBoxLayout(this);
     lay->addLayout(form);
     lay->addLayout(buttons);
     lay->addWidget(progress_);
     lay->addWidget(progressLabel_);
-    lay->addLayout(middle);
-    lay->addWidget(scroll, 3);
+    lay->addWidget(runList_);
+    lay->addLayout(bottom, 3);
 
     connect(start_, &QPushButton::clicked, this, [this] { startRun(false); });
     connect(resume_, &QPushButton::clicked, this, [this] { startRun(true); });
@@ -213,12 +242,14 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
         connect(job_, &TrainingJob::progressed, this,
                 [this](qint64 step, qint64 total, double eta, const QString& phase) {
                     progress_->setValue(total > 0 ? int(1000 * step / total) : 0);
-                    progressLabel_->setText(QStringLiteral("step %1 / %2   %3   ETA %4")
-                                                .arg(step).arg(total).arg(phase, formatSeconds(eta)));
+                    progressLabel_->setText(QStringLiteral("step %1 / %2   %3   ETA %4%5")
+                                                .arg(step).arg(total).arg(phase, formatSeconds(eta),
+                                                                          QString(job_->paused() ? "  (paused)" : "")));
                 });
         connect(job_, &TrainingJob::pausedChanged, this, [this](bool p) {
             pause_->setChecked(p);
-            if (p) progressLabel_->setText(progressLabel_->text() + "  (paused)");
+            const QString base = progressLabel_->text().remove("  (paused)");
+            progressLabel_->setText(p ? base + "  (paused)" : base);
         });
         connect(job_, &TrainingJob::finished, this, [this](bool ok, const QString& msg) {
             updateButtons();
@@ -234,12 +265,16 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
         });
     }
 
+    if (job_ && job_->running()) followJobRun();   // a panel made while a run is going
+
     pollTimer_ = new QTimer(this);
     connect(pollTimer_, &QTimer::timeout, this, &TrainingPanel::pollNow);
     pollTimer_->start(kPollMs);
     previewTimer_ = new QTimer(this);
     connect(previewTimer_, &QTimer::timeout, this, [this] {
-        if (job_ && job_->running()) refreshPreview();
+        bool live = job_ && job_->running();
+        for (const auto& r : runs_) live |= r->follower->isOpen() && r->follower->status() == "running";
+        if (live) refreshPreview();
     });
     previewTimer_->start(kPreviewMs);
     updateButtons();
@@ -248,8 +283,10 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
 TrainingPanel::~TrainingPanel() = default;
 
 void TrainingPanel::setConfigPath(const QString& p) { config_->setText(p); }
+QString TrainingPanel::configPath() const { return config_->text(); }
 void TrainingPanel::setDataSpec(const QString& s) { data_->setText(s); }
 void TrainingPanel::setOutDir(const QString& d) { outDir_->setText(d); }
+QString TrainingPanel::previewCaption() const { return previewCaption_->text(); }
 QString TrainingPanel::progressText() const { return progressLabel_->text(); }
 int TrainingPanel::progressValue() const { return progress_->value(); }
 
@@ -342,8 +379,10 @@ bool TrainingPanel::openRun(const QString& path, QString* error) {
         charts_->appendPoints(it.key(), run->index, it.value());
     runs_.push_back(std::move(run));
     rebuildRunList();
+    showFollowedProgress();
     Q_EMIT message("Opened run " + path);
     Q_EMIT runsChanged();
+    if (runs_.size() == 1 && !(job_ && job_->running())) refreshPreview();
     return true;
 }
 
@@ -373,10 +412,15 @@ void TrainingPanel::rebuildRunList() {
 void TrainingPanel::pollNow() {
     bool changed = false, listDirty = false;
     for (auto& r : runs_) {
-        // Finished or failed logs no longer change.
-        if (r->follower->isOpen() && r->follower->status() != "running") continue;
+        // Finished and failed logs are polled too (a stat() unless the file was replaced): a
+        // resumed run replaces a stopped run's log, and the job's follower may have opened the
+        // old log just before its trainer replaced it.
         try {
             const RunFollower::Update u = r->follower->poll();
+            if (u.reset) {
+                charts_->clearRun(r->index);
+                charts_->setRunLabel(r->index, r->label);
+            }
             for (auto it = u.points.begin(); it != u.points.end(); ++it) {
                 charts_->appendPoints(it.key(), r->index, it.value());
                 changed = true;
@@ -396,14 +440,56 @@ void TrainingPanel::pollNow() {
         }
     }
     if (listDirty) rebuildRunList();
+    if (changed || listDirty) showFollowedProgress();
+    // No preview yet: draw one as soon as the run's first checkpoint (or model) appears rather
+    // than at the next 15 s tick; tried once per file version.
+    if (preview_.isNull() && !previewBusy_) {
+        const QString dir = previewDir();
+        qint64 newest = -1;
+        for (const char* f : {"checkpoint.h5", "model.h5"}) {
+            const QFileInfo fi(QDir(dir).filePath(f));
+            if (!dir.isEmpty() && fi.isFile()) newest = std::max(newest, fi.lastModified().toMSecsSinceEpoch());
+        }
+        if (newest >= 0 && newest != previewFirstTried_) {
+            previewFirstTried_ = newest;
+            refreshPreview();
+        }
+    }
     Q_EMIT polled(changed || listDirty);
+}
+
+void TrainingPanel::showFollowedProgress() {
+    // The job's run reports through its progress signal; otherwise the first followed run
+    // that is still being written (another process), else the first opened one.
+    if (job_ && job_->running()) return;
+    const Run* pick = nullptr;
+    for (const auto& r : runs_) {
+        if (r->live || !r->follower->isOpen()) continue;
+        if (!pick || (r->follower->status() == "running" && pick->follower->status() != "running")) pick = r.get();
+    }
+    if (!pick) return;
+    const RunFollower::Progress p = pick->follower->progress();
+    if (p.step < 0) return;
+    const QString status = pick->follower->status();
+    QString text = QStringLiteral("%1: step %2").arg(pick->label).arg(p.step);
+    if (p.total > 0) {
+        text += QStringLiteral(" / %1").arg(p.total);
+        progress_->setValue(int(1000 * std::min(p.step, p.total) / p.total));
+    }
+    if (status == "running") text += QStringLiteral("   ETA %1").arg(formatSeconds(p.eta));
+    else text += QStringLiteral("  (%1)").arg(status);
+    progressLabel_->setText(text);
+}
+
+QString TrainingPanel::previewDir() const {
+    if (job_ && !job_->spec().outDir.isEmpty()) return job_->spec().outDir;
+    if (!runs_.empty()) return QFileInfo(runs_.front()->follower->path()).absolutePath();
+    return {};
 }
 
 void TrainingPanel::refreshPreview() {
     if (previewBusy_) return;
-    QString dir;
-    if (job_ && !job_->spec().outDir.isEmpty()) dir = job_->spec().outDir;
-    else if (!runs_.empty()) dir = QFileInfo(runs_.front()->follower->path()).absolutePath();
+    const QString dir = previewDir();
     if (dir.isEmpty()) return;
     previewBusy_ = true;
     auto* watcher = new QFutureWatcher<PreviewResult>(this);

@@ -41,9 +41,11 @@ public:
     QString runStatus(int i) const;
     widgets::ChartGrid* charts() const { return charts_; }
     QImage previewImage() const { return preview_; }
+    QString previewCaption() const;
 
     // Form fields (also set by tests).
     void setConfigPath(const QString& p);
+    QString configPath() const;   // starts as the small demo config when one is found
     void setDataSpec(const QString& s);
     void setOutDir(const QString& d);
     QPushButton* startButton() const { return start_; }
@@ -69,6 +71,7 @@ private:
     struct Run;
     int nextRunIndex() const;
     void followJobRun();
+    void showFollowedProgress();   // progress / ETA of a followed run when no job is running
     void updateButtons();
     void rebuildRunList();
 
@@ -91,6 +94,8 @@ private:
     std::vector<std::unique_ptr<Run>> runs_;
     QImage preview_;
     bool previewBusy_ = false;
+    qint64 previewFirstTried_ = -1;   // mtime of the first model file tried before any preview
+    QString previewDir() const;
 };
 
 } // namespace glimpse::app

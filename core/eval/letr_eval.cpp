@@ -76,7 +76,7 @@ LetrEvalResult evaluateLetr(letr::LetrModel& model, const data::LineDataset& dat
     };
     std::vector<Slot> slots;
     std::vector<EvalRow> rows;
-    const int numStages = model.config().fineStage ? 2 : 1;
+    const int numStages = model.config().fineStage && !options.coarseOnly ? 2 : 1;
     for (int si = 0; si < numStages; ++si) {
         const auto stage = letr::Stage(si);
         const int L = model.numDecoderLayers(stage);
@@ -100,7 +100,9 @@ LetrEvalResult evaluateLetr(letr::LetrModel& model, const data::LineDataset& dat
         const data::LineSample s = data.get(i);
         const std::vector<GtLine> gt = toGt(s.lines, s.name);
         const letr::LetrImage in = model.preprocess(s.image);
-        const letr::LetrOutput out = model.forward({in.tensor});
+        letr::LetrForwardOptions fo;
+        fo.coarseOnly = numStages == 1;
+        const letr::LetrOutput out = model.forward({in.tensor}, fo);
         const float W0 = float(in.originalWidth), H0 = float(in.originalHeight);
         for (auto& slot : slots) {
             const letr::LetrStageOutput& so = out.stages[size_t(slot.stage)];

@@ -35,6 +35,8 @@ struct LetrEvalOptions {
     std::vector<double> thresholds{5, 10, 15};
     int64_t maxImages = -1;       // evaluate the first maxImages images only (-1: all)
     size_t maxCurvePoints = 512;  // PR curves are subsampled to this many points when stored
+    bool coarseOnly = false;      // evaluate (and run) the coarse stage only (validation while
+                                  // the trainer is in its coarse phase)
 };
 
 struct EvalRow {

@@ -557,6 +557,39 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
 
 // ---- checkpoints ----------------------------------------------------------------------------
 
+namespace {
+// The model inside a trainer checkpoint (core/train/state.h layout: meta JSON {"config":
+// {"model": LetrConfig, ...}, "phase": ...}, tensors "model.<name>" and "optim.<key>").
+std::shared_ptr<LetrModel> loadLetrTrainState(Checkpoint ckpt, const std::string& path) {
+    nlohmann::json meta;
+    try {
+        meta = nlohmann::json::parse(ckpt.configJson);
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(path + ": training state has malformed JSON (" + e.what() + ")");
+    }
+    if (!meta.is_object() || !meta.contains("config") || !meta["config"].is_object() ||
+        !meta["config"].contains("model") || !meta["config"]["model"].is_object())
+        throw Error(path + ": LETR training checkpoint has no model config (config.model)");
+    LetrConfig cfg = LetrConfig::fromJson(meta["config"]["model"], path + " (training config model)");
+    const bool coarsePhase = meta.value("phase", std::string()) == "coarse";
+    if (coarsePhase) cfg.fineStage = false;
+    Checkpoint model;
+    model.family = "letr";
+    model.formatVersion = ckpt.formatVersion;
+    for (auto& [name, t] : ckpt.tensors) {
+        if (name.rfind("model.", 0) != 0) continue;
+        const std::string n = name.substr(6);
+        // Coarse phase: the fine stage's tensors (top-level transformer/heads) are dropped.
+        if (coarsePhase && n.rfind("backbone.", 0) != 0 && n.rfind("letr.", 0) != 0) continue;
+        model.tensors[n] = t;
+    }
+    auto m = std::make_shared<LetrModel>(cfg, 0);
+    applyCheckpoint(model, *m, "letr", path);
+    m->eval();
+    return m;
+}
+} // namespace
+
 std::shared_ptr<LetrModel> loadLetr(const std::string& path) {
     const auto dot = path.rfind('.');
     const std::string ext = dot == std::string::npos ? "" : path.substr(dot);
@@ -564,8 +597,9 @@ std::shared_ptr<LetrModel> loadLetr(const std::string& path) {
         throw Error(path + ": a PyTorch checkpoint; convert it first: /usr/bin/python3 installer/convert_letr.py " +
                     path + " --out letr.h5");
     Checkpoint ckpt = loadCheckpoint(path);
+    if (ckpt.family == "letr-train") return loadLetrTrainState(std::move(ckpt), path);
     if (ckpt.family != "letr")
-        throw Error(path + ": checkpoint family is '" + ckpt.family + "', expected 'letr'");
+        throw Error(path + ": checkpoint family is '" + ckpt.family + "', expected 'letr' (or 'letr-train')");
     const LetrConfig cfg = LetrConfig::fromJsonString(ckpt.configJson, path + " (/meta config)");
     auto model = std::make_shared<LetrModel>(cfg, 0);
     applyCheckpoint(ckpt, *model, "letr", path);

@@ -285,6 +285,11 @@ private:
 
 // ---- checkpoints --------------------------------------------------------------------------
 // Family "letr"; the config JSON is stored in the checkpoint. Errors name the file.
+// loadLetr also reads the trainer's resumable checkpoint (family "letr-train", written by
+// trainLetr every checkpoint_every steps): its "model.*" tensors and the model config inside
+// its training config, as the model being trained. A checkpoint written in the coarse phase
+// of a two-stage run loads as a coarse-only model (its fine stage is still the untrained
+// initialization). So the Training panel's preview and `glimpse eval` work mid-run.
 std::shared_ptr<LetrModel> loadLetr(const std::string& path);
 void saveLetr(const LetrModel& model, const std::string& path);
 

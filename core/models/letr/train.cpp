@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "core/data/open.h"
+#include "core/eval/letr_eval.h"
 #include "core/error.h"
 #include "core/models/letr/model.h"
 #include "core/runlog.h"
@@ -59,6 +60,8 @@ void LetrTrainConfig::validate() const {
     if (!(clipMaxNorm >= 0)) bad("clip_max_norm must be >= 0");
     if (checkpointEvery < 1) bad("checkpoint_every must be >= 1");
     if (threads < 0 || threads > 1024) bad("threads must be in 0..1024");
+    if (valEvery < 0) bad("val_every must be >= 0");
+    if (valImages < 1 || valImages > 100000) bad("val_images must be in 1..100000");
     if (!(loss.eosCoef > 0 && loss.eosCoef <= 1)) bad("loss.eos_coef must be in (0, 1]");
     if (!(loss.gamma >= 0 && loss.gamma <= 10)) bad("loss.gamma must be in [0, 10]");
     if (loss.costClass < 0 || loss.costLine < 0 || loss.clsCoef < 0 || loss.lineCoef < 0) bad("loss coefficients must be >= 0");
@@ -90,6 +93,9 @@ nlohmann::json LetrTrainConfig::toJson() const {
     j["clip_max_norm"] = clipMaxNorm;
     j["checkpoint_every"] = checkpointEvery;
     j["threads"] = threads;
+    j["val_every"] = valEvery;
+    j["val_data"] = valData;
+    j["val_images"] = valImages;
     j["loss"] = {{"cost_class", loss.costClass}, {"cost_line", loss.costLine}, {"cls_coef", loss.clsCoef},
                  {"line_coef", loss.lineCoef}, {"eos_coef", loss.eosCoef}, {"gamma", loss.gamma}};
     j["augment"] = {{"enabled", augmentEnabled}, {"hflip", augment.hflip}, {"vflip", augment.vflip},
@@ -107,7 +113,9 @@ void readKey(const nlohmann::json& j, const char* key, T& out, const std::string
     auto it = j.find(key);
     if (it == j.end()) return;
     try {
-        if constexpr (std::is_same_v<T, bool>) {
+        if constexpr (std::is_same_v<T, std::string>) {
+            if (!it->is_string()) throw Error("");
+        } else if constexpr (std::is_same_v<T, bool>) {
             if (!it->is_boolean()) throw Error("");
         } else if constexpr (std::is_integral_v<T>) {
             if (!it->is_number_integer()) throw Error("");
@@ -132,7 +140,7 @@ void checkKeys(const nlohmann::json& j, std::initializer_list<const char*> known
 LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::string& source) {
     checkKeys(j, {"model", "seed", "batch_size", "coarse_steps", "fine_steps", "focal_steps", "lr", "lr_backbone",
                   "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "clip_max_norm", "checkpoint_every",
-                  "threads", "loss", "augment"},
+                  "threads", "val_every", "val_data", "val_images", "loss", "augment"},
               source);
     LetrTrainConfig c;
     if (j.contains("model")) {
@@ -156,6 +164,9 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     readKey(j, "clip_max_norm", c.clipMaxNorm, source);
     readKey(j, "checkpoint_every", c.checkpointEvery, source);
     readKey(j, "threads", c.threads, source);
+    readKey(j, "val_every", c.valEvery, source);
+    readKey(j, "val_data", c.valData, source);
+    readKey(j, "val_images", c.valImages, source);
     if (j.contains("loss")) {
         const auto& l = j["loss"];
         const std::string w = source + " (loss)";
@@ -213,7 +224,32 @@ std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg) {
         s.push_back("loss/l1_layer_" + std::to_string(k));
     }
     for (const char* n : {"lr", "grad_norm", "throughput", "phase"}) s.push_back(n);
+    if (cfg.valEvery > 0)
+        for (const char* n : {"val/sAP10", "val/sAP15", "val/APH"}) s.push_back(n);
     return s;
+}
+
+std::string letrValidationSpec(const LetrTrainConfig& cfg, const std::string& dataDescription) {
+    if (!cfg.valData.empty()) return cfg.valData;
+    // describe() of procedural data: "procedural:COUNT:SEED:WxH (N images)".
+    uint64_t seed = 0;
+    std::string size = "256x256";
+    const std::string prefix = "procedural:";
+    if (dataDescription.rfind(prefix, 0) == 0) {
+        std::vector<std::string> parts;
+        const std::string spec = dataDescription.substr(0, dataDescription.find(' '));
+        std::stringstream in(spec.substr(prefix.size()));
+        for (std::string p; std::getline(in, p, ':');) parts.push_back(p);
+        if (parts.size() == 3) {
+            try {
+                seed = std::stoull(parts[1]);
+                size = parts[2];
+            } catch (const std::exception&) {
+                seed = 0;
+            }
+        }
+    }
+    return "procedural:" + std::to_string(cfg.valImages) + ":" + std::to_string(seed + 1000) + ":" + size;
 }
 
 torch::Tensor letrInputTensor(const cv::Mat& rgb, const LetrConfig& model) {
@@ -262,8 +298,9 @@ std::vector<train::AdamW::Param> trainable(LetrModel& model, bool fineStage, dou
 }
 
 nlohmann::json comparable(nlohmann::json j) {
+    // Validation settings do not affect the weights (and old checkpoints lack them).
     for (const char* k : {"checkpoint_every", "threads", "coarse_steps", "fine_steps", "focal_steps", "lr_drop_coarse",
-                          "lr_drop_fine"})
+                          "lr_drop_fine", "val_every", "val_data", "val_images"})
         j.erase(k);
     return j;
 }
@@ -308,6 +345,18 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     const std::string modelPath = (fs::path(outDir) / "model.h5").string();
     if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
 
+    std::unique_ptr<data::LineDataset> valDs;
+    std::string valSpec;
+    if (cfg.valEvery > 0) {
+        valSpec = letrValidationSpec(cfg, ds->describe());
+        try {
+            valDs = data::openLineDataset(valSpec);
+        } catch (const Error& e) {
+            throw Error(std::string("LETR training: validation data: ") + e.what());
+        }
+        if (valDs->size() < 1) throw Error("LETR training: validation dataset '" + valSpec + "' is empty");
+    }
+
     auto model = std::make_shared<LetrModel>(cfg.model, cfg.seed);
     model->train(true);
     const nlohmann::json cfgJson = cfg.toJson();
@@ -343,6 +392,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     logConfig["data_description"] = ds->describe();
     logConfig["series"] = letrSeriesNames(cfg);
     logConfig["total_steps"] = cfg.totalSteps();
+    if (valDs) logConfig["val_data_description"] = valDs->describe();
     RunLogWriter log = train::openRunLog(runPath, logConfig, letrSeriesNames(cfg), resume ? step : -1);
     train::StepReporter rep(log, progress, cfg.totalSteps(), step);
 
@@ -433,6 +483,25 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
                 m["throughput"] = double(cfg.batchSize) / std::max(dt, 1e-9);
                 m["phase"] = double(pi);
                 rep.report(step, ph.name, m);
+                if (valDs && (step % cfg.valEvery == 0 || step == ph.begin + ph.steps)) {
+                    // Eval mode, no grad, no training random numbers (the next step reseeds
+                    // anyway); the model's training flag is restored by evaluateLetr.
+                    eval::LetrEvalOptions eo;
+                    eo.allLayers = false;
+                    eo.lsd = false;
+                    eo.thresholds = {10, 15};
+                    eo.maxImages = cfg.valImages;
+                    eo.coarseOnly = !ph.fineStage;
+                    const auto r = eval::evaluateLetr(*model, *valDs, eo);
+                    const std::string key = ph.fineStage ? "fine_" + std::to_string(cfg.model.fineDecLayers)
+                                                         : "coarse_" + std::to_string(cfg.model.coarseDecLayers);
+                    const eval::LineMetrics& vm = r.row(key).metrics;
+                    // Percent, as the paper's tables and `glimpse eval letr` print them.
+                    log.append("val/sAP10", step, 100 * vm.sAPAt(10));
+                    log.append("val/sAP15", step, 100 * vm.sAPAt(15));
+                    log.append("val/APH", step, 100 * vm.APH);
+                    log.flush();
+                }
                 if (step % cfg.checkpointEvery == 0 || step == ph.begin + ph.steps) {
                     save();
                     log.flush();

@@ -17,6 +17,9 @@
 //     "clip_max_norm": 0.1,     // gradient clipping (global L2 norm; 0: off)
 //     "checkpoint_every": 200,  // steps between checkpoints (and one at the end / on stop)
 //     "threads": 0,             // LibTorch intra-op threads (0: leave as is)
+//     "val_every": 500,         // validation every K steps and at the end of each phase (0: off)
+//     "val_data": "",           // validation dataset spec ("": held-out procedural scenes, below)
+//     "val_images": 16,         // images of val_data evaluated (batch 1, no LSD)
 //     "loss": {"cost_class": 1, "cost_line": 5, "cls_coef": 1, "line_coef": 5,
 //              "eos_coef": 0.1, "gamma": 2},
 //     "augment": {"enabled": true, "hflip": 0.5, "vflip": 0.5, "min_short_side": 224,
@@ -24,6 +27,13 @@
 //                 "brightness": 0.2, "contrast": 0.2, "saturation": 0.2}
 //   }
 // With "model": {"stages": "coarse"} only the coarse phase runs.
+//
+// Validation (series val/sAP10, val/sAP15, val/APH): core/eval/letr_eval on the first
+// val_images images of val_data, for the last decoder layer of the stage being trained, with
+// the model in eval mode. It draws no training random numbers, so a resumed run still equals
+// an uninterrupted one. The val_* keys may change on resume. Default val_data: procedural
+// scenes of seed (training seed + 1000) at the training images' size when the training data is
+// procedural (letrValidationSpec), else 256 x 256 ones of seed 1000.
 //
 // Files in the output folder: run.h5 (RunLog: series letrSeriesNames(), config = this JSON plus
 // "data" and "series"), checkpoint.h5 (training state, family "letr-train"), model.h5 (the
@@ -51,6 +61,9 @@ struct LetrTrainConfig {
     double clipMaxNorm = 0.1;
     int64_t checkpointEvery = 200;
     int threads = 0;
+    int64_t valEvery = 500;
+    std::string valData;
+    int64_t valImages = 16;
     LetrLossConfig loss;
     bool augmentEnabled = true;
     data::AugmentConfig augment;
@@ -69,8 +82,13 @@ struct LetrTrainConfig {
 // Every RunLog series a LETR run writes (the GUI reads this list, also stored in the RunLog's
 // config under "series"): loss/total, loss/cls, loss/l1 (last decoder layer of the stage being
 // trained), loss/cls_layer_<k>, loss/l1_layer_<k> (k = 0.. decoder layers - 1), lr, grad_norm,
-// throughput (images/s), phase (0 coarse, 1 fine, 2 focal).
+// throughput (images/s), phase (0 coarse, 1 fine, 2 focal); with val_every > 0 also
+// val/sAP10, val/sAP15, val/APH (percent, in [0, 100]; rows at the validation steps).
 std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg);
+
+// The validation dataset spec of a run on `dataSpec` (cfg.valData when set; see above).
+// `dataDescription` is the opened dataset's describe() (canonical procedural spec).
+std::string letrValidationSpec(const LetrTrainConfig& cfg, const std::string& dataDescription);
 
 // Trains on `dataSpec` (core/data/open.h) into `outDir` (created if needed). With `resume`,
 // continues from outDir/checkpoint.h5 and ends with the same weights as an uninterrupted run.
