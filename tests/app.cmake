@@ -8,3 +8,6 @@ glimpse_add_test(test_live_chart SOURCES test_live_chart.cpp LIBS glimpse_widget
 # Training panel (app/training): run-log following, overlay, job control, preview; offscreen.
 glimpse_add_test(test_training_panel SOURCES test_training_panel.cpp LIBS glimpse_app TIMEOUT 300)
 glimpse_add_test(test_letr_inspector SOURCES test_letr_inspector.cpp LIBS glimpse_app XVFB TIMEOUT 300 LABELS letr)
+# The inspector test also starts the glimpse executable (--run-letr --screenshot exits on its own).
+add_dependencies(test_letr_inspector glimpse)
+target_compile_definitions(test_letr_inspector PRIVATE GLIMPSE_EXE="$<TARGET_FILE:glimpse>")
