@@ -12,6 +12,7 @@
 
 #include "app/cli/cli.h"
 #include "app/letr_inspector.h"
+#include "app/letr_view.h"
 #include "app/mainwindow.h"
 #include "widgets/viewport.h"
 
@@ -68,6 +69,9 @@ int runGui(int argc, char** argv) {
         return 2;
     }
     QApplication app(argc, argv);
+    // OpenBLAS on the calling thread: the inspector computes attention maps on the UI thread
+    // (see setBlasThreads); LETR passes on the worker keep LibTorch's own threads.
+    glimpse::app::setBlasThreads(1);
     QApplication::setOrganizationName("Glimpse");
     QApplication::setApplicationName("Glimpse");
     QApplication::setApplicationVersion(GLIMPSE_VERSION);

@@ -39,7 +39,8 @@ const char* kUsage =
     "instead). Prints per kind the median, 95th percentile and maximum wall time, the\n"
     "median scene-building time and the median CPU time of the whole process (all threads,\n"
     "lavapipe's included) per request, in milliseconds; 'none' redraws an unchanged scene.\n"
-    "--no-heatmap / --no-lines leave that layer out (to see what each costs).\n";
+    "--no-heatmap / --no-lines leave that layer out (to see what each costs). --threads: LibTorch\n"
+    "and OpenBLAS threads (default 1; the GUI runs OpenBLAS on 1 thread too).\n";
 
 double percentile(std::vector<double> v, double p) {
     if (v.empty()) return 0.0;
@@ -74,6 +75,7 @@ int benchInspector(const std::vector<std::string>& argv) {
     if (std::sscanf(size.c_str(), "%dx%d", &vw, &vh) != 2 || vw < 16 || vh < 16 || vw > 8192 || vh > 8192)
         throw Error("--size: expected WxH between 16 and 8192, got '" + size + "'");
     torch::set_num_threads(int(threads));
+    app::setBlasThreads(int(threads));
 
     std::shared_ptr<const letr::LetrTrace> trace;
     cv::Mat image;
