@@ -22,6 +22,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include <chrono>
+#include <limits>
 
 #include <opencv2/imgproc.hpp>
 
@@ -95,9 +96,16 @@ private:
 QString defaultLetrCheckpoint() {
     QStringList dirs;
     const QString env = qEnvironmentVariable("GLIMPSE_RESOURCES");
-    if (!env.isEmpty()) dirs << env;
-    dirs << QCoreApplication::applicationDirPath() + "/../share/glimpse";
-    if (std::strlen(GLIMPSE_RESOURCES_DIR) > 0) dirs << QString::fromUtf8(GLIMPSE_RESOURCES_DIR);
+    if (!env.isEmpty()) {
+        dirs << env;   // set: the only place looked in (tests and relocated installs)
+    } else {
+        // (Also before the QApplication exists: main checks --run-letr before opening a display.)
+        const QString exeDir = QCoreApplication::instance()
+                                   ? QCoreApplication::applicationDirPath()
+                                   : QFileInfo(QFileInfo("/proc/self/exe").canonicalFilePath()).absolutePath();
+        dirs << exeDir + "/../share/glimpse";
+        if (std::strlen(GLIMPSE_RESOURCES_DIR) > 0) dirs << QString::fromUtf8(GLIMPSE_RESOURCES_DIR);
+    }
     for (const QString& d : dirs) {
         const QString p = QDir(d).filePath("letr_demo.h5");
         if (QFileInfo(p).isFile()) return QFileInfo(p).absoluteFilePath();
@@ -151,6 +159,9 @@ void LetrInspector::buildUi() {
     progress_->setTextVisible(false);
     progress_->setMaximumHeight(10);
     form->addRow(progress_);
+    runStatus_ = new QLabel(this);
+    runStatus_->setWordWrap(true);
+    form->addRow(runStatus_);
     connect(openCk, &QPushButton::clicked, this, &LetrInspector::openCheckpointDialog);
     connect(runButton_, &QPushButton::clicked, this, [this] { run(true); });
     connect(cancelButton_, &QPushButton::clicked, this, &LetrInspector::cancel);
@@ -259,6 +270,7 @@ void LetrInspector::loadCheckpoint(const QString& path) {
         watcher->deleteLater();
         --loadingModel_;
         if (!r.error.isEmpty()) {
+            if (pendingRun_ && !model_ && loadingModel_ == 0) pendingRun_ = false;   // nothing to run with
             updateControls();
             fail(r.error);
             return;
@@ -292,6 +304,7 @@ void LetrInspector::setModel(std::shared_ptr<letr::LetrModel> model, const QStri
         modelLabel_->setText("no checkpoint");
     }
     updateControls();
+    startPendingRun();
 }
 
 void LetrInspector::run(bool interactive) {
@@ -317,14 +330,25 @@ void LetrInspector::run(bool interactive) {
     const int gen = ++runGeneration_;
     const QString key = sourceKey_;
     updateControls();
-    Q_EMIT message("Running LETR on " + (key.isEmpty() ? QStringLiteral("the image") : key) + " ...");
+    const QString what = key.isEmpty() ? QStringLiteral("the image") : key;
+    if (abandoned_ > 0)
+        Q_EMIT message(QStringLiteral("LETR run on %1 queued: waiting for the cancelled pass to finish ...").arg(what));
+    else
+        Q_EMIT message("Running LETR on " + what + " ...");
     cv::Mat image = toMat(viewport_->image());
     auto* watcher = new QFutureWatcher<RunResult>(this);
     connect(watcher, &QFutureWatcher<RunResult>::finished, this, [this, watcher, gen, key] {
         RunResult r = watcher->result();
         watcher->deleteLater();
-        if (gen != runGeneration_) return;   // cancelled: dropped
+        if (gen != runGeneration_) {   // cancelled: dropped
+            --abandoned_;
+            if (abandoned_ == 0 && running_)
+                Q_EMIT message("The cancelled LETR pass finished (result dropped); the queued run starts.");
+            updateControls();
+            return;
+        }
         running_ = false;
+        const int select = gen == autoRunGeneration_ ? autoEntity_ : -2;
         updateControls();
         if (!r.error.isEmpty()) {
             fail(r.error);
@@ -336,7 +360,10 @@ void LetrInspector::run(bool interactive) {
         cacheOrder_.removeAll(key);
         cacheOrder_.append(key);
         while (cacheOrder_.size() > kTraceCacheSize) cache_.remove(cacheOrder_.takeFirst());
-        if (key == sourceKey_) setTrace(r.trace);
+        if (key == sourceKey_) {
+            setTrace(r.trace);
+            selectAfterRun(select);
+        }
     });
     watcher->setFuture(QtConcurrent::run([model = model_, mutex = modelMutex_, image]() {
         RunResult r;
@@ -355,10 +382,46 @@ void LetrInspector::run(bool interactive) {
 void LetrInspector::cancel() {
     if (!running_) return;
     ++runGeneration_;
+    ++abandoned_;   // its worker still finishes the forward pass (LibTorch cannot interrupt it)
     running_ = false;
     updateControls();
-    Q_EMIT message("LETR run cancelled.");
+    Q_EMIT message("LETR run cancelled (the forward pass finishes in the background; its result is dropped).");
 }
+
+void LetrInspector::runWhenReady(int entity) {
+    pendingRun_ = true;
+    pendingEntity_ = entity;
+    startPendingRun();
+    if (pendingRun_) updateControls();
+}
+
+void LetrInspector::startPendingRun() {
+    if (!pendingRun_ || running_ || loadingModel_ > 0 || !model_ || !viewport_->hasImage()) return;
+    pendingRun_ = false;
+    run(false);
+    if (running_) {
+        autoRunGeneration_ = runGeneration_;
+        autoEntity_ = pendingEntity_;
+    }
+}
+
+void LetrInspector::selectAfterRun(int entity) {
+    if (!view_ || entity < -1) return;
+    if (entity < 0) {
+        const auto best = view_->visible(settings_.position, -std::numeric_limits<float>::infinity());
+        if (best.empty()) return;
+        entity = best.front().entity;
+        setEntity(entity);
+        Q_EMIT message(QStringLiteral("Selected entity %1 (score %2), the best line of layer %3.")
+                           .arg(entity)
+                           .arg(double(best.front().score), 0, 'f', 3)
+                           .arg(QString::fromStdString(view_->positions()[size_t(settings_.position)].label())));
+        return;
+    }
+    setEntity(entity);
+}
+
+QString LetrInspector::runStatus() const { return runStatus_->text(); }
 
 // --- traces ---------------------------------------------------------------------------
 
@@ -368,6 +431,7 @@ void LetrInspector::sourceChanged(const QString& key) {
     auto it = cache_.find(key);
     if (!key.isEmpty() && it != cache_.end()) setTrace(it.value());
     else clearTrace();
+    startPendingRun();
 }
 
 void LetrInspector::clearTrace() {
@@ -698,6 +762,14 @@ void LetrInspector::updateControls() {
     runButton_->setEnabled(!running_ && loadingModel_ == 0);
     cancelButton_->setEnabled(running_);
     progress_->setVisible(running_ || loadingModel_ > 0 || ioPending_ > 0);
+    QString status;
+    if (running_ && abandoned_ > 0) status = "Queued: waiting for the cancelled pass to finish.";
+    else if (running_) status = "Running LETR ...";
+    else if (loadingModel_ > 0) status = pendingRun_ ? "Loading the checkpoint; LETR runs when it is loaded."
+                                                     : "Loading the checkpoint ...";
+    else if (abandoned_ > 0) status = "A cancelled pass is finishing in the background.";
+    runStatus_->setText(status);
+    runStatus_->setVisible(!status.isEmpty());
     for (QWidget* w : {static_cast<QWidget*>(threshold_), static_cast<QWidget*>(head_),
                        static_cast<QWidget*>(colormap_), static_cast<QWidget*>(opacity_),
                        static_cast<QWidget*>(entity_), static_cast<QWidget*>(compareBox_)})

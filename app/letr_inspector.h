@@ -35,8 +35,8 @@ struct RgbImage;
 
 namespace glimpse::app {
 
-// letr_demo.h5 in $GLIMPSE_RESOURCES, else <exe dir>/../share/glimpse/, else the source
-// tree's resources/; empty when none exists.
+// letr_demo.h5 in $GLIMPSE_RESOURCES when that is set (only there), else in
+// <exe dir>/../share/glimpse/, else in the source tree's resources/; empty when none exists.
 QString defaultLetrCheckpoint();
 
 class LetrInspector : public QWidget {
@@ -53,6 +53,15 @@ public:
     QString checkpointPath() const { return checkpoint_; }
     // --- state ---
     bool running() const { return running_; }
+    // A run started while a cancelled pass is still finishing waits for it (one pass per model
+    // at a time): true while that is the case, as far as the UI thread knows.
+    bool queued() const { return running_ && abandoned_ > 0; }
+    // Cancelled passes still finishing on the worker thread (their results are dropped).
+    int abandonedRuns() const { return abandoned_; }
+    // True while runWhenReady() waits for a model or an image.
+    bool runPending() const { return pendingRun_; }
+    // The one-line run state shown under the progress bar ("" when idle).
+    QString runStatus() const;
     bool busy() const { return running_ || loadingModel_ > 0 || ioPending_ > 0; }
     bool hasTrace() const { return bool(view_); }
     std::shared_ptr<const letr::LetrTrace> trace() const;
@@ -77,6 +86,10 @@ public Q_SLOTS:
     void run(bool interactive = true);
     // Abandons the running pass: the UI returns to idle at once, its result is dropped.
     void cancel();
+    // Runs LETR once a model is loaded and an image is shown (at once when both are; once),
+    // then selects `entity`: >= 0 that entity, -1 the highest-scoring entity of the shown
+    // layer, -2 leaves the selection alone. Dropped when the checkpoint fails to load.
+    void runWhenReady(int entity = -2);
     // The viewport now shows a different image; `key` identifies it (see sourceKey()).
     void sourceChanged(const QString& key);
     void setTrace(std::shared_ptr<const letr::LetrTrace> trace);
@@ -115,6 +128,8 @@ private:
     void refreshCompare();
     void updateControls();
     void fail(const QString& message);
+    void startPendingRun();
+    void selectAfterRun(int entity);
 
     widgets::ImageViewport* viewport_;
     widgets::ImageViewport* compare_;
@@ -131,6 +146,11 @@ private:
     QHash<QString, std::shared_ptr<std::vector<eval::ScoredLine>>> lsdCache_;
     bool running_ = false;
     int runGeneration_ = 0;
+    int abandoned_ = 0;          // cancelled passes whose workers have not finished
+    bool pendingRun_ = false;    // runWhenReady() waiting
+    int pendingEntity_ = -2;
+    int autoRunGeneration_ = -1; // the run started by runWhenReady(), and what it selects
+    int autoEntity_ = -2;
     int loadingModel_ = 0;
     int ioPending_ = 0;
     bool updating_ = false;
@@ -140,6 +160,7 @@ private:
     QPushButton* runButton_ = nullptr;
     QPushButton* cancelButton_ = nullptr;
     QProgressBar* progress_ = nullptr;
+    QLabel* runStatus_ = nullptr;
     widgets::LayerStepper* stepper_ = nullptr;
     QSlider* threshold_ = nullptr;
     QLabel* thresholdLabel_ = nullptr;

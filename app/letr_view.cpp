@@ -1,6 +1,7 @@
 #include "app/letr_view.h"
 
 #include <algorithm>
+#include <dlfcn.h>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -211,6 +212,15 @@ void writeLines(const std::string& path, const std::string& layerLabel,
         throw Error(path + ": unknown line export format (use a .json or .csv file name)");
     }
     writeBytesAtomically(path, text.data(), text.size());
+}
+
+bool setBlasThreads(int threads) {
+    // Looked up at run time: libblas.so.3 is whichever BLAS Debian's alternatives select.
+    using SetThreads = void (*)(int);
+    auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    if (!set) return false;
+    set(threads);
+    return true;
 }
 
 } // namespace glimpse::app

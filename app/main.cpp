@@ -3,6 +3,7 @@
 #include <QCommandLineParser>
 #include <QScreen>
 #include <QTimer>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "app/cli/cli.h"
 #include "app/coat_inspector.h"
 #include "app/letr_inspector.h"
+#include "app/letr_view.h"
 #include "app/mainwindow.h"
 #include "widgets/viewport.h"
 
@@ -40,7 +42,8 @@ const char* kUsage =
     "  --run RUN.h5       follow a run log in the Training panel (repeat to overlay runs)\n"
     "  --screenshot PNG   once the first frame is drawn, save a screenshot of the window\n"
     "                     and quit (for checks under Xvfb)\n"
-    "  --checkpoint C.h5  load this LETR checkpoint (default: letr_demo.h5 when installed)\n"
+    "  --checkpoint C.h5  load this LETR checkpoint (default: letr_demo.h5 when installed; on the\n"
+    "                     demo scene LETR then runs at once and the best line is selected)\n"
     "  --run-letr         run LETR on the opened image once the model is loaded\n"
     "  --entity K         then select line entity K (K = -1: the highest-scoring line)\n"
     "  --compare M        then show the compare pane: 'lsd' or a layer position (1-based)\n"
@@ -53,8 +56,29 @@ const char* kUsage =
     "  --coat-compare S   then show scale S (1-4) in the compare pane\n"
     "Run 'glimpse COMMAND --help' for a subcommand's options.\n";
 
+// `--run-letr` needs a checkpoint: without --checkpoint and without an installed letr_demo.h5,
+// say so and fail before any window (or display connection) is made.
+bool runLetrWithoutCheckpoint(int argc, char** argv) {
+    bool run = false, ckpt = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--run-letr") run = true;
+        if (a == "--checkpoint" || a.rfind("--checkpoint=", 0) == 0) ckpt = true;
+    }
+    return run && !ckpt && glimpse::app::defaultLetrCheckpoint().isEmpty();
+}
+
 int runGui(int argc, char** argv) {
+    if (runLetrWithoutCheckpoint(argc, argv)) {
+        std::cerr << "glimpse: --run-letr: no LETR checkpoint: give --checkpoint C.h5, or install "
+                     "letr_demo.h5 (looked in $GLIMPSE_RESOURCES, else <exe dir>/../share/glimpse and "
+                     "the source tree's resources/)\n";
+        return 2;
+    }
     QApplication app(argc, argv);
+    // OpenBLAS on the calling thread: the inspector computes attention maps on the UI thread
+    // (see setBlasThreads); LETR passes on the worker keep LibTorch's own threads.
+    glimpse::app::setBlasThreads(1);
     QApplication::setOrganizationName("Glimpse");
     QApplication::setApplicationName("Glimpse");
     QApplication::setApplicationVersion(GLIMPSE_VERSION);
@@ -87,43 +111,26 @@ int runGui(int argc, char** argv) {
         return 2;
     }
 
+    const bool wantRun = parser.isSet(runLetr);
+    const QStringList files = parser.positionalArguments();
+    // The LETR model: --checkpoint, else the shipped letr_demo.h5 when there is one.
+    const QString checkpoint =
+        parser.isSet(ckpt) ? parser.value(ckpt) : glimpse::app::defaultLetrCheckpoint();
+    if (wantRun && checkpoint.isEmpty()) {   // e.g. --checkpoint ""
+        std::cerr << "glimpse: --run-letr: no LETR checkpoint given\n";
+        return 2;
+    }
+
     glimpse::app::MainWindow window;
     window.show();
-    const QStringList files = parser.positionalArguments();
     auto* inspector = window.letrInspector();
-    const bool wantRun = parser.isSet(runLetr);
-    if (wantRun) {
-        // Run once both the image and the model are there (either may come second).
-        auto tryRun = [&window, inspector] {
-            static bool started = false;
-            if (!started && inspector->hasModel() && window.viewport()->hasImage() && !window.busy()) {
-                started = true;
-                inspector->run(false);
-            }
-        };
-        QObject::connect(&window, &glimpse::app::MainWindow::imageLoaded, &window, tryRun);
-        QObject::connect(inspector, &glimpse::app::LetrInspector::checkpointLoaded, &window, tryRun);
-        QObject::connect(inspector, &glimpse::app::LetrInspector::busyChanged, &window, tryRun);
-        if (parser.isSet(compare)) {
-            const QString m = parser.value(compare);
-            const int mode = m.compare("lsd", Qt::CaseInsensitive) == 0 ? -1 : m.toInt() - 1;
-            QObject::connect(inspector, &glimpse::app::LetrInspector::traceReady, &window,
-                             [inspector, mode] { inspector->setCompare(mode); });
-        }
-        if (parser.isSet(entity)) {
-            const int k = parser.value(entity).toInt();
-            QObject::connect(inspector, &glimpse::app::LetrInspector::traceReady, &window, [inspector, k] {
-                static bool done = false;
-                if (done) return;
-                done = true;
-                int e = k;
-                if (e < 0) {
-                    const auto rows = inspector->tableEntities();   // sorted by score, highest first
-                    e = rows.empty() ? 0 : rows.front();
-                }
-                inspector->setEntity(e);
-            });
-        }
+    // What to select after the run: --entity K (K < 0: the highest-scoring line), else leave it.
+    const int select = parser.isSet(entity) ? std::max(-1, parser.value(entity).toInt()) : -2;
+    if (wantRun && parser.isSet(compare)) {
+        const QString m = parser.value(compare);
+        const int mode = m.compare("lsd", Qt::CaseInsensitive) == 0 ? -1 : m.toInt() - 1;
+        QObject::connect(inspector, &glimpse::app::LetrInspector::traceReady, &window,
+                         [inspector, mode] { inspector->setCompare(mode); });
     }
     auto* coat = window.coatInspector();
     const bool wantCoat = parser.isSet(runCoat);
@@ -188,29 +195,47 @@ int runGui(int argc, char** argv) {
         }
     }
     if (parser.isSet(coatCkpt)) coat->loadCheckpoint(parser.value(coatCkpt));
-    if (parser.isSet(ckpt)) inspector->loadCheckpoint(parser.value(ckpt));
-    if (!files.isEmpty()) window.openImage(files.first());
-    else window.openDemoImage();
+    if (files.isEmpty()) {
+        // The demo scene; with a model, LETR runs on it and the best line is selected.
+        window.startDemo(checkpoint, select == -2 ? -1 : select);
+    } else {
+        if (!checkpoint.isEmpty()) inspector->loadCheckpoint(checkpoint);
+        window.openImage(files.first());
+        if (wantRun) inspector->runWhenReady(select);
+    }
+    // With --screenshot, wait for the trace when a run was asked for (or the demo runs one).
+    const bool waitTrace = wantRun || (files.isEmpty() && !checkpoint.isEmpty());
     for (const QString& r : parser.values(run)) window.openRun(r);
 
     if (parser.isSet(shot)) {
         const QString out = parser.value(shot);
         auto* vp = window.viewport();
-        auto take = [&window, out] {
+        auto take = [&window, out, inspector, wantRun, wantCoat, coat] {
             QScreen* screen = window.screen();
             QPixmap pm = screen->grabWindow(window.winId());
             const bool ok = pm.save(out, "PNG");
             std::cerr << (ok ? "glimpse: screenshot saved to " : "glimpse: cannot write screenshot ")
                       << out.toStdString() << "\n";
-            QApplication::exit(ok ? 0 : 1);
+            // A failed load or LETR run makes the exit status non-zero (the screenshot shows it too).
+            const bool letrFailed = wantRun && !inspector->hasTrace();
+            const bool coatFailed = wantCoat && !coat->hasTrace();
+            const bool failed = !window.lastError().isEmpty() || letrFailed || coatFailed;
+            if (failed)
+                std::cerr << "glimpse: "
+                          << (!window.lastError().isEmpty() ? window.lastError().toStdString()
+                              : letrFailed                  ? std::string("LETR produced no trace")
+                                                            : std::string("CoaT produced no trace"))
+                          << "\n";
+            QApplication::exit(ok && !failed ? 0 : 1);
         };
         // Wait for the image to be drawn a few times (swapchain settled), then grab.
         QObject::connect(vp, &glimpse::widgets::ImageViewport::frameDrawn, &window,
-                         [vp, take, wantRun, inspector, wantCoat, coat] {
+                         [vp, take, waitTrace, inspector, wantCoat, coat] {
             static bool scheduled = false;
-            if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 &&
-                (!wantRun || inspector->hasTrace() || !inspector->lastFailure().isEmpty()) &&
-                (!wantCoat || (coat->hasTrace() && !coat->busy()) || !coat->lastFailure().isEmpty())) {
+            const bool traceDone = !waitTrace || inspector->hasTrace() || !inspector->lastFailure().isEmpty() ||
+                                   (!inspector->busy() && !inspector->runPending() && !inspector->hasModel());
+            const bool coatDone = !wantCoat || (coat->hasTrace() && !coat->busy()) || !coat->lastFailure().isEmpty();
+            if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 && traceDone && coatDone) {
                 scheduled = true;
                 QTimer::singleShot(300, take);
             }

@@ -107,10 +107,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     });
     if (!viewport_->vulkanError().isEmpty()) log(viewport_->vulkanError());
 
-    // The demo LETR checkpoint, when installed, is loaded at start (worker thread).
-    const QString demo = defaultLetrCheckpoint();
-    if (!demo.isEmpty()) inspector_->loadCheckpoint(demo);
-    // Likewise the CoaT demo checkpoint (Fashion-MNIST), when installed.
+    // The CoaT demo checkpoint (Fashion-MNIST), when installed, is loaded at start (worker
+    // thread); the LETR demo checkpoint is loaded by startDemo or main().
     const QString coatDemo = defaultCoatCheckpoint();
     if (!coatDemo.isEmpty()) coat_->loadCheckpoint(coatDemo);
 
@@ -400,6 +398,18 @@ void MainWindow::openDemoImage() {
     showImage("demo", toRgbImage(makeDemoImage()), "demo");
     propPath_->setText("built-in demo scene");
     Q_EMIT imageLoaded(QString());
+}
+
+void MainWindow::startDemo(const QString& checkpoint, int entity) {
+    openDemoImage();
+    if (checkpoint.isEmpty()) {
+        log("Demo: no LETR model installed (letr_demo.h5); open a checkpoint to run LETR.");
+        return;
+    }
+    log("Demo: loading the LETR model " + checkpoint + " in the background; it runs on the demo scene "
+        "when loaded.");
+    inspector_->loadCheckpoint(checkpoint);
+    inspector_->runWhenReady(entity);
 }
 
 void MainWindow::showImage(const QString& label, widgets::RgbImage image, const QString& key,

@@ -57,6 +57,10 @@ public Q_SLOTS:
     // Loads on a worker thread; emits imageLoaded or loadFailed.
     void openImage(const QString& path);
     void openDemoImage();
+    // First launch: shows the demo scene; with a LETR checkpoint (main passes --checkpoint or
+    // the shipped letr_demo.h5) loads it on a worker thread, runs LETR on the scene once it is
+    // loaded and selects `entity` (-1: the highest-scoring line), saying so in Messages.
+    void startDemo(const QString& checkpoint, int entity = -1);
     // Opens a video (OpenCV) on a worker thread and shows frame 0; emits videoOpened or
     // loadFailed. Files with a video extension given to openImage() come here too.
     void openVideo(const QString& path);

@@ -1,6 +1,7 @@
 #include "renderer/heatmap_layer.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "renderer/colormap.h"
 #include "renderer/shaders.h"
@@ -15,13 +16,31 @@ struct HeatmapPush {
 
 } // namespace
 
-HeatmapLayer::HeatmapLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSampleCountFlagBits samples)
+HeatmapLayer::HeatmapLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSampleCountFlagBits samples,
+                           VkDescriptorSetLayout imageSetLayout)
     : gpu_(gpu) {
     try {
+        VkFormatProperties fp{};
+        vkGetPhysicalDeviceFormatProperties(gpu.physicalDevice, VK_FORMAT_R32_SFLOAT, &fp);
+        linearGrid_ = (fp.optimalTilingFeatures & VK_FORMAT_FEATURE_SAMPLED_IMAGE_FILTER_LINEAR_BIT) != 0 &&
+                      !std::getenv("GLIMPSE_HEATMAP_SHADER_FILTER");   // forces the texelFetch path
         setLayout_ = vk::createSamplerSetLayout(gpu.device, 2);
-        layout_ = vk::createPipelineLayout(gpu.device, setLayout_,
-                                           VK_SHADER_STAGE_VERTEX_BIT | VK_SHADER_STAGE_FRAGMENT_BIT,
-                                           sizeof(HeatmapPush));
+        const VkDescriptorSetLayout sets[2] = {imageSetLayout, setLayout_};
+        const VkPushConstantRange range{VK_SHADER_STAGE_VERTEX_BIT | VK_SHADER_STAGE_FRAGMENT_BIT, 0,
+                                        sizeof(HeatmapPush)};
+        VkPipelineLayoutCreateInfo li{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+        li.setLayoutCount = 2;
+        li.pSetLayouts = sets;
+        li.pushConstantRangeCount = 1;
+        li.pPushConstantRanges = &range;
+        vk::check(vkCreatePipelineLayout(gpu.device, &li, nullptr, &layout_), "vkCreatePipelineLayout");
+        const VkBool32 linear = linearGrid_ ? VK_TRUE : VK_FALSE;
+        const VkSpecializationMapEntry entry{0, 0, sizeof(VkBool32)};
+        VkSpecializationInfo spec{};
+        spec.mapEntryCount = 1;
+        spec.pMapEntries = &entry;
+        spec.dataSize = sizeof(linear);
+        spec.pData = &linear;
         vk::PipelineDesc d;
         d.layout = layout_;
         d.renderPass = renderPass;
@@ -30,9 +49,15 @@ HeatmapLayer::HeatmapLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSample
         d.vertBytes = shaders::quadVert.bytes;
         d.fragWords = shaders::heatmapFrag.words;
         d.fragBytes = shaders::heatmapFrag.bytes;
+        d.fragSpecialization = &spec;
         pipeline_ = vk::createPipeline(gpu.device, d);
-        gridSampler_ = vk::createSampler(gpu.device, VK_FILTER_NEAREST, VK_SAMPLER_MIPMAP_MODE_NEAREST, 0.0f);
-        lutSampler_ = vk::createSampler(gpu.device, VK_FILTER_LINEAR, VK_SAMPLER_MIPMAP_MODE_NEAREST, 0.0f);
+        d.blend = false;
+        opaquePipeline_ = vk::createPipeline(gpu.device, d);
+        gridSampler_ = vk::createSampler(gpu.device, linearGrid_ ? VK_FILTER_LINEAR : VK_FILTER_NEAREST,
+                                         VK_SAMPLER_MIPMAP_MODE_NEAREST, 0.0f);
+        // Nearest entry: t * 255 rounded (at most half an entry from interpolating the table,
+        // and one filtered fetch less per pixel).
+        lutSampler_ = vk::createSampler(gpu.device, VK_FILTER_NEAREST, VK_SAMPLER_MIPMAP_MODE_NEAREST, 0.0f);
     } catch (...) {
         release();
         throw;
@@ -48,6 +73,8 @@ void HeatmapLayer::release() {
     if (lutSampler_) vkDestroySampler(dev, lutSampler_, nullptr);
     if (gridSampler_) vkDestroySampler(dev, gridSampler_, nullptr);
     if (pipeline_) vkDestroyPipeline(dev, pipeline_, nullptr);
+    if (opaquePipeline_) vkDestroyPipeline(dev, opaquePipeline_, nullptr);
+    opaquePipeline_ = VK_NULL_HANDLE;
     if (layout_) vkDestroyPipelineLayout(dev, layout_, nullptr);
     if (setLayout_) vkDestroyDescriptorSetLayout(dev, setLayout_, nullptr);
     lutSampler_ = gridSampler_ = VK_NULL_HANDLE;
@@ -122,8 +149,8 @@ void HeatmapLayer::upload(vk::UploadBatch& batch, vk::Retirer& retirer) {
 }
 
 void HeatmapLayer::draw(VkCommandBuffer cmd, const View& view, uint32_t vw, uint32_t vh, int imageW,
-                        int imageH) const {
-    if (!resident_.grid.valid() || imageW <= 0 || imageH <= 0 || opacity <= 0.0f)
+                        int imageH, VkDescriptorSet imageSet, bool opaqueImage) const {
+    if (!drawable() || imageSet == VK_NULL_HANDLE || imageW <= 0 || imageH <= 0)
         return;
     HeatmapPush push;
     push.rect = vk::imageRectNdc(view, imageW, imageH, vw, vh);
@@ -132,8 +159,9 @@ void HeatmapLayer::draw(VkCommandBuffer cmd, const View& view, uint32_t vw, uint
     push.opacity = std::clamp(opacity, 0.0f, 1.0f);
     push.row = float(int(colormap));
     push.rows = float(kColormapCount);
-    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_GRAPHICS, pipeline_);
-    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_GRAPHICS, layout_, 0, 1, &resident_.set, 0, nullptr);
+    const VkDescriptorSet sets[2] = {imageSet, resident_.set};
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_GRAPHICS, opaqueImage ? opaquePipeline_ : pipeline_);
+    vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_GRAPHICS, layout_, 0, 2, sets, 0, nullptr);
     vkCmdPushConstants(cmd, layout_, VK_SHADER_STAGE_VERTEX_BIT | VK_SHADER_STAGE_FRAGMENT_BIT, 0, sizeof(push),
                        &push);
     vkCmdDraw(cmd, 4, 1, 0, 0);

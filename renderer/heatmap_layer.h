@@ -1,6 +1,8 @@
 #pragma once
 // The heatmap layer: a float grid stretched over the image extent, interpolated bilinearly in
 // the fragment shader and coloured through a 256-entry colour map table (one row per map).
+// It draws the image too (one pass: the image layer's texture with the heatmap over it), so
+// the renderer draws either the image layer or this one.
 #include <cstdint>
 #include <vector>
 
@@ -10,7 +12,9 @@ namespace glimpse::render {
 
 class HeatmapLayer {
 public:
-    HeatmapLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSampleCountFlagBits samples);
+    // `imageSetLayout`: the image layer's descriptor set layout (set 0 of the pipeline).
+    HeatmapLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSampleCountFlagBits samples,
+                 VkDescriptorSetLayout imageSetLayout);
     ~HeatmapLayer();
     HeatmapLayer(const HeatmapLayer&) = delete;
     HeatmapLayer& operator=(const HeatmapLayer&) = delete;
@@ -23,8 +27,15 @@ public:
 
     // Outside any render pass: uploads the colour maps once and a pending grid.
     void upload(vk::UploadBatch& batch, vk::Retirer& retirer);
-    // Inside the render pass: covers the image rectangle (0,0)-(imageW,imageH).
-    void draw(VkCommandBuffer cmd, const View& view, uint32_t vw, uint32_t vh, int imageW, int imageH) const;
+    // Whether draw() has something to draw (a resident grid and a visible opacity).
+    bool drawable() const { return resident_.grid.valid() && opacity > 0.0f; }
+    // Inside the render pass: the image (`imageSet`, its descriptor set) with the heatmap over
+    // it, covering the image rectangle (0,0)-(imageW,imageH).
+    // `opaqueImage`: the image has no transparency, so the result replaces the pixel (no blend).
+    void draw(VkCommandBuffer cmd, const View& view, uint32_t vw, uint32_t vh, int imageW, int imageH,
+              VkDescriptorSet imageSet, bool opaqueImage) const;
+    // True when the grid is interpolated by the sampler (R32_SFLOAT linear filtering supported).
+    bool linearGrid() const { return linearGrid_; }
 
 private:
     struct Resident {
@@ -39,8 +50,10 @@ private:
     VkDescriptorSetLayout setLayout_ = VK_NULL_HANDLE;
     VkPipelineLayout layout_ = VK_NULL_HANDLE;
     VkPipeline pipeline_ = VK_NULL_HANDLE;
-    VkSampler gridSampler_ = VK_NULL_HANDLE;   // nearest; the shader interpolates
-    VkSampler lutSampler_ = VK_NULL_HANDLE;    // linear between table entries
+    VkPipeline opaquePipeline_ = VK_NULL_HANDLE;
+    VkSampler gridSampler_ = VK_NULL_HANDLE;   // linear when linearGrid_, else nearest (shader interpolates)
+    bool linearGrid_ = false;
+    VkSampler lutSampler_ = VK_NULL_HANDLE;    // nearest table entry
     vk::Texture lut_;
     Resident resident_;
 

@@ -449,7 +449,7 @@ struct OffscreenTarget::Impl {
         }
     }
 
-    std::vector<uint8_t> render() {
+    std::vector<uint8_t> render(bool readBack = true) {
         if (framebuffer == VK_NULL_HANDLE || !readback.mapped)
             throw VulkanError("OffscreenTarget::render: no target (a previous resize failed)");
         vk::check(vkResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
@@ -472,19 +472,21 @@ struct OffscreenTarget::Impl {
         frameIndex = (frameIndex + 1) % framesInFlight;
         vkCmdEndRenderPass(cmd);
 
-        VkBufferImageCopy region{};
-        region.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1};
-        region.imageExtent = {uint32_t(width), uint32_t(height), 1};
-        vkCmdCopyImageToBuffer(cmd, image, VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, readback.buffer, 1, &region);
-        VkBufferMemoryBarrier toHost{VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER};
-        toHost.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-        toHost.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-        toHost.srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
-        toHost.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
-        toHost.buffer = readback.buffer;
-        toHost.size = VK_WHOLE_SIZE;
-        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 0, nullptr, 1,
-                             &toHost, 0, nullptr);
+        if (readBack) {
+            VkBufferImageCopy region{};
+            region.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1};
+            region.imageExtent = {uint32_t(width), uint32_t(height), 1};
+            vkCmdCopyImageToBuffer(cmd, image, VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL, readback.buffer, 1, &region);
+            VkBufferMemoryBarrier toHost{VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER};
+            toHost.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+            toHost.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+            toHost.srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
+            toHost.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
+            toHost.buffer = readback.buffer;
+            toHost.size = VK_WHOLE_SIZE;
+            vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 0, nullptr, 1,
+                                 &toHost, 0, nullptr);
+        }
         vk::check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
 
         VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
@@ -493,6 +495,8 @@ struct OffscreenTarget::Impl {
         vk::check(vkResetFences(device, 1, &fence), "vkResetFences");
         vk::check(vkQueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
         vk::check(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+        if (!readBack)
+            return {};
 
         const auto* src = static_cast<const uint8_t*>(readback.mapped);
         return std::vector<uint8_t>(src, src + size_t(width) * size_t(height) * 4);
@@ -527,5 +531,6 @@ void OffscreenTarget::resize(int width, int height) {
 }
 
 std::vector<uint8_t> OffscreenTarget::render() { return d->render(); }
+void OffscreenTarget::renderFrame() { (void)d->render(false); }
 
 } // namespace glimpse::render

@@ -38,7 +38,7 @@ struct Renderer::Impl {
             VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
             vk::check(vkCreateFence(gpu.device, &fi, nullptr, &uploadFence), "vkCreateFence");
             image.emplace(gpu, pass, samples);
-            heatmap.emplace(gpu, pass, samples);
+            heatmap.emplace(gpu, pass, samples, image->setLayout());
             lines.emplace(gpu, pass, samples, frames);
             overlay.emplace(ctx, gpu, pass, samples, frames);
         } catch (...) {
@@ -131,8 +131,13 @@ void Renderer::record(VkCommandBuffer cmd, uint32_t width, uint32_t height, uint
     vkCmdSetScissor(cmd, 0, 1, &scissor);
 
     const View& v = d->view;
-    d->image->draw(cmd, v, width, height, v.zoom >= d->nearestAbove);
-    d->heatmap->draw(cmd, v, width, height, d->image->width(), d->image->height());
+    // With a heatmap, one pass draws the image and the heatmap over it (no second full-size
+    // blended pass); without one, the image layer alone.
+    if (d->heatmap->drawable() && d->image->resident())
+        d->heatmap->draw(cmd, v, width, height, d->image->width(), d->image->height(),
+                         d->image->descriptorSet(v.zoom, d->nearestAbove), d->image->opaque());
+    else
+        d->image->draw(cmd, v, width, height, d->nearestAbove);
     d->lines->draw(cmd, v, width, height, frameIndex);
     d->overlay->draw(cmd);
 }

@@ -150,6 +150,9 @@ public:
     void resize(int width, int height);
     // Renders one frame and reads it back: width*height*4 bytes, RGBA, rows top to bottom.
     std::vector<uint8_t> render();
+    // Renders one frame and waits for it, without reading it back (what a window's frame
+    // costs before presentation; `glimpse bench inspector` times this).
+    void renderFrame();
     std::string deviceName() const;
     // Whether the validation layer is on (GLIMPSE_VK_VALIDATION=1 and the layer installed), and
     // how many errors it has reported so far.

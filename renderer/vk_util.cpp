@@ -346,6 +346,7 @@ VkPipeline createPipeline(VkDevice device, const PipelineDesc& d) {
     stages[1].stage = VK_SHADER_STAGE_FRAGMENT_BIT;
     stages[1].module = frag;
     stages[1].pName = "main";
+    stages[1].pSpecializationInfo = d.fragSpecialization;
 
     VkPipelineVertexInputStateCreateInfo vin{VK_STRUCTURE_TYPE_PIPELINE_VERTEX_INPUT_STATE_CREATE_INFO};
     vin.vertexBindingDescriptionCount = uint32_t(d.bindings.size());
@@ -371,7 +372,7 @@ VkPipeline createPipeline(VkDevice device, const PipelineDesc& d) {
 
     // Straight-alpha "over" for colour; alpha accumulates coverage (stays 1 over an opaque clear).
     VkPipelineColorBlendAttachmentState blend{};
-    blend.blendEnable = VK_TRUE;
+    blend.blendEnable = d.blend ? VK_TRUE : VK_FALSE;
     blend.srcColorBlendFactor = VK_BLEND_FACTOR_SRC_ALPHA;
     blend.dstColorBlendFactor = VK_BLEND_FACTOR_ONE_MINUS_SRC_ALPHA;
     blend.colorBlendOp = VK_BLEND_OP_ADD;

@@ -115,6 +115,10 @@ struct PipelineDesc {
     size_t vertBytes = 0;
     const uint32_t* fragWords = nullptr;
     size_t fragBytes = 0;
+    const VkSpecializationInfo* fragSpecialization = nullptr;   // optional
+    // false: the fragment replaces the pixel (opaque content: no read of the framebuffer,
+    // which a software rasterizer pays for per pixel).
+    bool blend = true;
     VkPrimitiveTopology topology = VK_PRIMITIVE_TOPOLOGY_TRIANGLE_STRIP;
     std::vector<VkVertexInputBindingDescription> bindings;
     std::vector<VkVertexInputAttributeDescription> attributes;

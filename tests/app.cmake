@@ -12,3 +12,6 @@ target_compile_definitions(test_training_panel PRIVATE GLIMPSE_EXE="$<TARGET_FIL
 glimpse_add_test(test_letr_inspector SOURCES test_letr_inspector.cpp LIBS glimpse_app XVFB TIMEOUT 300 LABELS letr)
 # CoaT inspector (app/coat_inspector, app/coat_view) on a small random CoaT-Lite, under Xvfb.
 glimpse_add_test(test_coat_inspector SOURCES test_coat_inspector.cpp LIBS glimpse_app XVFB TIMEOUT 300 LABELS coat)
+# The inspector test also starts the glimpse executable (--run-letr --screenshot exits on its own).
+add_dependencies(test_letr_inspector glimpse)
+target_compile_definitions(test_letr_inspector PRIVATE GLIMPSE_EXE="$<TARGET_FILE:glimpse>")

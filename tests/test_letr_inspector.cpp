@@ -2,6 +2,7 @@
 // small random LETR saved as a checkpoint, driven through key and mouse events; checks the
 // viewport's rendered pixels (selected line, heatmap) and the trace / lines / PNG round trips.
 #include <QFile>
+#include <QProcess>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -478,6 +479,162 @@ private Q_SLOTS:
         in2->run(false);
         QCOMPARE(nomodel.count(), 1);
         QVERIFY(nomodel.first().first().toString().contains("checkpoint"));
+    }
+
+    // Cancel abandons the pass, but its worker still finishes it: a run started meanwhile is
+    // queued behind it (said in the panel and in Messages) and its result, not the cancelled
+    // ones', is shown.
+    void runAfterCancelIsQueued() {
+        MainWindow w;
+        runOn(w);
+        if (QTest::currentTestFailed()) return;
+        LetrInspector* in = w.letrInspector();
+        const auto before = in->trace();
+        QSignalSpy ready(in, &LetrInspector::traceReady);
+        QSignalSpy failed(in, &LetrInspector::failed);
+        QSignalSpy msgs(in, &LetrInspector::message);
+        in->run(false);
+        QVERIFY(in->running());
+        QVERIFY(!in->queued());
+        in->cancel();   // no event processed in between: the worker cannot have reported yet
+        QVERIFY(!in->running());
+        QCOMPARE(in->abandonedRuns(), 1);
+        QVERIFY(in->runStatus().contains("cancelled pass"));
+        in->run(false);
+        QVERIFY(in->running());
+        QVERIFY(in->queued());
+        QVERIFY(in->busy());
+        QVERIFY2(in->runStatus().startsWith("Queued"), qPrintable(in->runStatus()));
+        QVERIFY(msgs.last().first().toString().contains("queued"));
+        // Cancel the queued one too and run again: two abandoned passes ahead of it.
+        in->cancel();
+        in->run(false);
+        QCOMPARE(in->abandonedRuns(), 2);
+        QVERIFY(in->queued());
+        QVERIFY(QTest::qWaitFor([&] { return (ready.count() + failed.count() > 0 && in->abandonedRuns() == 0); },
+                                120000));
+        QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+        QCOMPARE(ready.count(), 1);   // the cancelled results were dropped
+        QVERIFY(!in->running());
+        QVERIFY(!in->queued());
+        QVERIFY(in->runStatus().isEmpty());
+        QVERIFY(in->trace() && in->trace() != before);
+        // Same model and image: the shown (third) run predicts what the first one did.
+        QVERIFY(torch::allclose(in->trace()->scores(Stage::Fine, 2), before->scores(Stage::Fine, 2)));
+    }
+
+    // First launch with the shipped model (letr_demo.h5 under GLIMPSE_RESOURCES): the demo scene
+    // is shown, the model loads in the background, LETR runs on the scene and the best line is
+    // selected, with its heatmap; Messages say what was loaded.
+    void demoRunsShippedModel() {
+        QTemporaryDir res;
+        QVERIFY(res.isValid());
+        const QString demo = res.filePath("letr_demo.h5");
+        QVERIFY(QFile::copy(checkpoint_, demo));
+        qputenv("GLIMPSE_RESOURCES", res.path().toUtf8());
+        const QString found = glimpse::app::defaultLetrCheckpoint();
+        {
+            QTemporaryDir empty;   // GLIMPSE_RESOURCES set: the only place looked in
+            qputenv("GLIMPSE_RESOURCES", empty.path().toUtf8());
+            QVERIFY(glimpse::app::defaultLetrCheckpoint().isEmpty());
+        }
+        qunsetenv("GLIMPSE_RESOURCES");
+        QCOMPARE(found, QFileInfo(demo).absoluteFilePath());
+
+        MainWindow w;
+        w.resize(1000, 760);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        LetrInspector* in = w.letrInspector();
+        QSignalSpy ready(in, &LetrInspector::traceReady);
+        QSignalSpy failed(in, &LetrInspector::failed);
+        QSignalSpy msgs(in, &LetrInspector::message);
+        w.startDemo(found);
+        QVERIFY(w.viewport()->hasImage());
+        QCOMPARE(in->sourceKey(), QString("demo"));
+        QVERIFY(in->modelLoading());
+        QVERIFY(in->runPending());   // waits for the model, no click needed
+        QVERIFY(QTest::qWaitFor([&] { return ready.count() + failed.count() > 0; }, 60000));
+        QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+        QVERIFY(!in->runPending());
+        QCOMPARE(in->checkpointPath(), found);
+        // The best entity of the shown (last) layer, computed here from the trace's scores.
+        const auto trace = in->trace();
+        const int last = in->positionCount() - 1;
+        QCOMPARE(in->settings().position, last);
+        const torch::Tensor scores = trace->scores(Stage::Fine, trace->numLayers(Stage::Fine) - 1);
+        const int best = in->settings().entity;
+        QVERIFY(best >= 0);
+        QCOMPARE(scores[best].item<float>(), scores.max().item<float>());   // (ties: any of them)
+        const auto& sc = w.viewport()->scene();
+        QVERIFY(sc.hasHeatmap());
+        QVERIFY(!sc.lines.empty());
+        QCOMPARE(sc.lineIds.back(), best);   // drawn on top, in red
+        QCOMPARE(sc.lines.back().r, 1.0f);
+        QStringList all;
+        for (const auto& m : msgs) all << m.first().toString();
+        QVERIFY2(all.filter("letr_demo.h5").size() >= 1, qPrintable(all.join(" | ")));
+        QVERIFY2(all.filter(QStringLiteral("Selected entity %1").arg(best)).size() == 1, qPrintable(all.join(" | ")));
+        // Drawn: with the view centred on the selected line's middle (it may lie off the image:
+        // a random model), the pixel there is red.
+        ImageViewport* vp = w.viewport();
+        vp->setOverlayVisible(false);
+        const auto& l = sc.lines.back();
+        glimpse::render::View v = vp->view();
+        v.centerX = 0.5 * (l.x1 + l.x2);
+        v.centerY = 0.5 * (l.y1 + l.y2);
+        vp->setView(v);
+        QVERIFY(waitFrames(vp, 3));
+        const QImage frame = vp->grabFrame();
+        const QPoint p = toScreen(vp, frame, v.centerX, v.centerY);
+        const QColor c = frame.pixelColor(p);
+        QVERIFY2(c.red() > 200 && c.green() < 90 && c.blue() < 90,
+                 qPrintable(QStringLiteral("%1 %2 %3").arg(c.red()).arg(c.green()).arg(c.blue())));
+    }
+
+    // `glimpse IMG --run-letr --screenshot P` ends on its own: without any checkpoint with a
+    // clear error (status 2, no window), with a checkpoint that fails to load with the
+    // screenshot taken and status 1, and with a good one with status 0.
+    void runLetrScreenshotNeverHangs() {
+        QTemporaryDir tmp;
+        QVERIFY(tmp.isValid());
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("GLIMPSE_RESOURCES", tmp.path());   // empty: no letr_demo.h5
+        env.insert("XDG_CONFIG_HOME", tmp.filePath("config"));
+        auto runGlimpse = [&](const QStringList& args, QString& err) {
+            QProcess p;
+            p.setProcessEnvironment(env);
+            p.start(GLIMPSE_EXE, args);
+            if (!p.waitForFinished(120000)) {   // a guard against a hang, not a timing
+                p.kill();
+                p.waitForFinished();
+                return -100;
+            }
+            err = QString::fromLocal8Bit(p.readAllStandardError());
+            return p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -101;
+        };
+        QString err;
+        const QString shot1 = tmp.filePath("a.png");
+        QCOMPARE(runGlimpse({imagePath_, "--run-letr", "--screenshot", shot1}, err), 2);
+        QVERIFY2(err.contains("no LETR checkpoint"), qPrintable(err));
+        QVERIFY(!QFile::exists(shot1));
+
+        const QString bad = tmp.filePath("broken.h5");
+        {
+            QFile f(bad);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("not an HDF5 file\n");
+        }
+        const QString shot2 = tmp.filePath("b.png");
+        QCOMPARE(runGlimpse({imagePath_, "--checkpoint", bad, "--run-letr", "--screenshot", shot2}, err), 1);
+        QVERIFY2(err.contains("broken.h5"), qPrintable(err));
+        QVERIFY(QFile::exists(shot2));
+
+        const QString shot3 = tmp.filePath("c.png");
+        QCOMPARE(runGlimpse({imagePath_, "--checkpoint", checkpoint_, "--run-letr", "--entity", "-1",
+                             "--screenshot", shot3}, err), 0);
+        QVERIFY2(!err.contains("infinite loop"), qPrintable(err));   // HDF5 closes cleanly at exit
+        QVERIFY(QImage(shot3).width() > 0);
     }
 
     void videoFramesAreCachedPerFrame() {

@@ -374,6 +374,39 @@ private Q_SLOTS:
             QCOMPARE(pixel(cleared, w, x, 16), (Rgba{0, 0, 0, 255}));
     }
 
+    // Where the device filters R32_SFLOAT (lavapipe does) the sampler interpolates the grid;
+    // elsewhere the shader does (four texel fetches), forced here by GLIMPSE_HEATMAP_SHADER_FILTER.
+    // Both draw the same pixels, over an opaque and over a translucent image.
+    void heatmapSamplerAndShaderInterpolationAgree() {
+        const int w = 60, h = 40;
+        const float grid[6] = {0.0f, 1.0f, 0.25f, 0.75f, 0.5f, 0.1f};   // 3 x 2
+        std::vector<uint8_t> rgba(size_t(w) * h * 4);
+        for (size_t i = 0; i < rgba.size(); ++i) rgba[i] = uint8_t((i * 37) % 256);
+        auto draw = [&](bool shaderFilter, int channels) {
+            if (shaderFilter) qputenv("GLIMPSE_HEATMAP_SHADER_FILTER", "1");
+            else qunsetenv("GLIMPSE_HEATMAP_SHADER_FILTER");
+            OffscreenTarget t(w, h);
+            t.renderer().setImage(w, h, channels, rgba.data());
+            t.renderer().setView(View::oneToOne(w, h));
+            t.renderer().setHeatmap(3, 2, grid, 0.0f, 1.0f);
+            t.renderer().setColormap(Colormap::Magma);
+            t.renderer().setHeatmapOpacity(0.7f);
+            Overlay none;
+            none.visible = false;
+            t.renderer().setOverlay(none);
+            return t.render();
+        };
+        for (int channels : {3, 4}) {
+            const auto a = draw(false, channels);
+            const auto b = draw(true, channels);
+            qunsetenv("GLIMPSE_HEATMAP_SHADER_FILTER");
+            QCOMPARE(a.size(), b.size());
+            int worst = 0;
+            for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(int(a[i]) - int(b[i])));
+            QVERIFY2(worst <= 3, qPrintable(QString("channels %1: max difference %2").arg(channels).arg(worst)));
+        }
+    }
+
     void heatmapColormapsAndOpacity() {
         const int w = 32, h = 16;
         std::vector<uint8_t> black(w * h, 0);

@@ -28,16 +28,19 @@ namespace {
 const char* kUsage =
     "usage: glimpse bench inspector [--trace T.h5] [--image I.png] [--queries N] [--reps R]\n"
     "                               [--size WxH] [--threads T] [--no-heatmap] [--no-lines]\n"
+    "                               [--readback]\n"
     "Builds a LETR trace of a 1024x768 image (--image resized to 1024x768, default the demo scene)\n"
     "with a randomly initialized LETR (resnet18 backbone, d 256, 8 heads, 6+6 decoder layers,\n"
     "--queries entities, default 1000; the feature grids are those of a 1024x768 input: 24x32\n"
     "coarse, 48x64 fine), or loads --trace, then times each kind of view change --reps times\n"
     "(default 60): recompute the visible lines and the selected entity's attention map, convert\n"
     "them to the viewport's buffers, render one frame offscreen at --size (default 1280x800)\n"
-    "and read it back. Prints per kind the median, 95th percentile and maximum wall time, the\n"
+    "and wait for it (--readback: and read it back, as an export does; a window presents it\n"
+    "instead). Prints per kind the median, 95th percentile and maximum wall time, the\n"
     "median scene-building time and the median CPU time of the whole process (all threads,\n"
     "lavapipe's included) per request, in milliseconds; 'none' redraws an unchanged scene.\n"
-    "--no-heatmap / --no-lines leave that layer out (to see what each costs).\n";
+    "--no-heatmap / --no-lines leave that layer out (to see what each costs). --threads: LibTorch\n"
+    "and OpenBLAS threads (default 1; the GUI runs OpenBLAS on 1 thread too).\n";
 
 double percentile(std::vector<double> v, double p) {
     if (v.empty()) return 0.0;
@@ -54,9 +57,9 @@ int benchInspector(const std::vector<std::string>& argv) {
         std::cout << kUsage;
         return 0;
     }
-    Args a(argv, {"--no-heatmap", "--no-lines"});
+    Args a(argv, {"--no-heatmap", "--no-lines", "--readback"});
     try {
-        a.checkKnown({"--trace", "--image", "--queries", "--reps", "--size", "--threads", "--no-heatmap", "--no-lines"});
+        a.checkKnown({"--trace", "--image", "--queries", "--reps", "--size", "--threads", "--no-heatmap", "--no-lines", "--readback"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
     } catch (const Error& e) {
         std::cerr << "glimpse bench inspector: " << e.what() << "\n" << kUsage;
@@ -72,6 +75,7 @@ int benchInspector(const std::vector<std::string>& argv) {
     if (std::sscanf(size.c_str(), "%dx%d", &vw, &vh) != 2 || vw < 16 || vh < 16 || vw > 8192 || vh > 8192)
         throw Error("--size: expected WxH between 16 and 8192, got '" + size + "'");
     torch::set_num_threads(int(threads));
+    app::setBlasThreads(int(threads));
 
     std::shared_ptr<const letr::LetrTrace> trace;
     cv::Mat image;
@@ -130,6 +134,7 @@ int benchInspector(const std::vector<std::string>& argv) {
     s.showHeatmap = !a.has("--no-heatmap");
     s.showLines = !a.has("--no-lines");
     std::mt19937 rng(1);
+    const bool readBack = a.has("--readback");
 
     // One request: build the scene (lines + attention), hand what changed to the renderer
     // (as the viewport does), draw a frame and read it back.
@@ -151,7 +156,8 @@ int benchInspector(const std::vector<std::string>& argv) {
         sc.applyTo(r, &shown);
         shown = std::move(sc);
         r.setOverlay(o);
-        (void)target.render();
+        if (readBack) (void)target.render();
+        else target.renderFrame();
         cpuMs = cpuNow() - c0;
         return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     };
@@ -170,8 +176,8 @@ int benchInspector(const std::vector<std::string>& argv) {
         {"threshold", [&](int i) { s.threshold = thresholds[i % 6]; }},
         {"colormap", [&](int i) { s.colormap = render::Colormap(i % 4); }},
     };
-    std::printf("%-10s %8s %8s %8s %8s   (ms, request to frame, %lld reps; build = scene only)\n", "change",
-                "median", "p95", "max", "build", reps);
+    std::printf("%-10s %8s %8s %8s %8s   (ms, request to frame%s, %lld reps; build = scene only)\n", "change",
+                "median", "p95", "max", "build", readBack ? " read back" : "", reps);
     std::printf("%-10s %8s %8s %8s %8s %8s\n", "", "", "", "", "", "cpu");
     double worst = 0;
     for (auto& k : kinds) {

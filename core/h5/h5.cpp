@@ -142,7 +142,14 @@ void Id::reset() noexcept { close(); }
 
 herr_t Id::close() noexcept {
     herr_t r = 0;
-    if (id_ >= 0 && closer_) r = closer_(id_);
+    // An id already closed by HDF5 is not closed again. Files are opened with the strong close
+    // degree, so closing a file closes every object of it: a File's own root group (File's
+    // implicit destructor closes the file member before the base Group's root), or a Group or
+    // Dataset that outlives File::close(). Closing those again failed and left an error on
+    // the thread's HDF5 error stack; in the thread-safe build that stack outlives a worker
+    // thread and holds references to the error message ids, so H5close at exit could not
+    // release them and printed "infinite loop closing library".
+    if (id_ >= 0 && closer_) r = H5Iis_valid(id_) > 0 ? closer_(id_) : 0;
     id_ = H5I_INVALID_HID;
     return r;
 }

@@ -1,9 +1,16 @@
 #version 450
-// The heatmap layer: a grid of float values stretched over the image, bilinearly interpolated
-// between cell centres (done here with texelFetch, so it does not depend on the device being
-// able to filter R32_SFLOAT), mapped through a row of the colour map table.
-layout(set = 0, binding = 0) uniform sampler2D grid;       // R32_SFLOAT, w x h
-layout(set = 0, binding = 1) uniform sampler2D colormaps;  // RGBA8, 256 x rows, linear
+// The image with the heatmap over it, in one pass (one write per pixel instead of an image pass
+// and a blended heatmap pass: on a software rasterizer every full-screen pass costs): the
+// image texel, and a grid of float values stretched over the image, bilinearly interpolated
+// between cell centres, mapped through a row of the colour map table and composited over the
+// image with the heatmap opacity. The result is blended over the background like the image.
+layout(set = 0, binding = 0) uniform sampler2D image;      // the image layer's set
+layout(set = 1, binding = 0) uniform sampler2D grid;       // R32_SFLOAT, w x h
+layout(set = 1, binding = 1) uniform sampler2D colormaps;  // RGBA8, 256 x rows, nearest
+
+// True when the device filters R32_SFLOAT linearly (the grid's sampler is then linear and
+// one texture() call interpolates); else four texelFetch and the interpolation here.
+layout(constant_id = 0) const bool kLinearGrid = false;
 
 layout(push_constant) uniform Heatmap {
     layout(offset = 16) float vmin;
@@ -16,7 +23,9 @@ layout(push_constant) uniform Heatmap {
 layout(location = 0) in vec2 uv;
 layout(location = 0) out vec4 color;
 
-void main() {
+float gridValue() {
+    if (kLinearGrid)
+        return texture(grid, uv).r;   // clamp-to-edge: the outer half cells are constant
     ivec2 size = textureSize(grid, 0);
     vec2 g = uv * vec2(size) - 0.5;
     vec2 base = floor(g);
@@ -27,12 +36,22 @@ void main() {
     float v10 = texelFetch(grid, ivec2(hi.x, lo.y), 0).r;
     float v01 = texelFetch(grid, ivec2(lo.x, hi.y), 0).r;
     float v11 = texelFetch(grid, ivec2(hi.x, hi.y), 0).r;
-    float v = mix(mix(v00, v10, f.x), mix(v01, v11, f.x), f.y);
-    if (isnan(v))
-        discard;
+    return mix(mix(v00, v10, f.x), mix(v01, v11, f.x), f.y);
+}
+
+void main() {
+    vec4 img = texture(image, uv);
+    float v = gridValue();
+    // NaN values are transparent: the image alone.
+    float a = isnan(v) ? 0.0 : hm.opacity;
     float range = hm.vmax - hm.vmin;
     float t = range > 0.0 ? clamp((v - hm.vmin) / range, 0.0, 1.0) : (v >= hm.vmax ? 1.0 : 0.0);
+    if (isnan(v)) t = 0.0;
     // Entry i of the table sits at texel centre (i + 0.5) / 256.
     vec2 lut = vec2((t * 255.0 + 0.5) / 256.0, (hm.row + 0.5) / hm.rows);
-    color = vec4(texture(colormaps, lut).rgb, hm.opacity);
+    vec3 heat = texture(colormaps, lut).rgb;
+    // Heat over image (straight alpha "over"); blended over the background by the pipeline.
+    float outA = a + img.a * (1.0 - a);
+    vec3 rgb = outA > 0.0 ? (heat * a + img.rgb * img.a * (1.0 - a)) / outA : vec3(0.0);
+    color = vec4(rgb, outA);
 }
