@@ -1,5 +1,6 @@
 #include "app/training/training_panel.h"
 
+#include <QComboBox>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -23,7 +24,9 @@
 #include "app/training/run_follower.h"
 #include "app/training/training_job.h"
 #include "core/error.h"
+#include "core/data/classification.h"
 #include "core/io/demo_image.h"
+#include "core/models/coat/model.h"
 #include "core/models/letr/model.h"
 #include "core/models/letr/trace.h"
 #include "widgets/live_chart.h"
@@ -98,6 +101,59 @@ PreviewResult makePreview(const std::string& dir) {
     return r;
 }
 
+// A CoaT run's preview: its model.h5 (written when the run ends) classifies the first
+// kCoatPreviewCount validation images of the run's dataset; a grid of the images, each framed
+// green (right) or red (wrong), with the count in the caption.
+constexpr int kCoatPreviewCount = 8;
+PreviewResult makeCoatPreview(const std::string& dir, const std::string& dataSpec) {
+    PreviewResult r;
+    try {
+        const std::string path = (std::filesystem::path(dir) / "model.h5").string();
+        if (!std::filesystem::exists(path)) throw Error("model.h5 is written when the run ends");
+        auto model = coat::loadCoat(path);
+        torch::NoGradGuard ng;
+        model->eval();
+        const auto splits = data::openClassificationDataset(dataSpec);
+        const auto& val = *splits.val;
+        const int n = int(std::min<int64_t>(kCoatPreviewCount, val.size()));
+        if (n == 0) throw Error("the validation split of " + dataSpec + " is empty");
+        std::vector<torch::Tensor> xs;
+        std::vector<cv::Mat> images;
+        std::vector<int64_t> labels;
+        for (int i = 0; i < n; ++i) {
+            const auto s = val.get(i);
+            images.push_back(data::toRgb(s.image));
+            labels.push_back(s.label);
+            xs.push_back(model->preprocess(images.back()).tensor);
+        }
+        const auto pred = model->forward(torch::stack(xs).to(model->device())).logits.argmax(1).cpu();
+        const int cell = 40, cols = 4, rows = (n + cols - 1) / cols;
+        cv::Mat canvas(rows * cell, cols * cell, CV_8UC3, cv::Scalar(40, 40, 40));
+        int correct = 0;
+        const auto& names = val.classNames();
+        QStringList guesses;
+        for (int i = 0; i < n; ++i) {
+            const int64_t p = pred[i].item<int64_t>();
+            const bool ok = p == labels[size_t(i)];
+            correct += ok;
+            cv::Mat tile;
+            cv::resize(images[size_t(i)], tile, cv::Size(cell - 6, cell - 6), 0, 0, cv::INTER_AREA);
+            const cv::Rect box((i % cols) * cell, (i / cols) * cell, cell, cell);
+            canvas(box).setTo(ok ? cv::Scalar(40, 200, 60) : cv::Scalar(220, 40, 40));
+            tile.copyTo(canvas(cv::Rect(box.x + 3, box.y + 3, cell - 6, cell - 6)));
+            if (p >= 0 && p < int64_t(names.size())) guesses << QString::fromStdString(names[size_t(p)]);
+        }
+        r.image = QImage(canvas.data, canvas.cols, canvas.rows, int(canvas.step), QImage::Format_RGB888).copy();
+        r.caption = QStringLiteral("model.h5: %1 / %2 validation images right (%3)")
+                        .arg(correct)
+                        .arg(n)
+                        .arg(guesses.join(", "));
+    } catch (const std::exception& e) {
+        r.error = QString::fromStdString(e.what());
+    }
+    return r;
+}
+
 } // namespace
 
 struct TrainingPanel::Run {
@@ -129,10 +185,23 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
         h->addWidget(browse);
         return row;
     };
+    model_ = new QComboBox(this);
+    model_->addItem("LETR (line segments)", "letr");
+    model_->addItem("CoaT (image classification)", "coat");
+    form->addRow("Model", model_);
     form->addRow("Config", pathRow(config_, "trainer config .json (empty: defaults)", false));
     data_ = new QLineEdit("procedural:2000", this);
     data_->setPlaceholderText("data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]");
     form->addRow("Dataset", data_);
+    // Each model's default dataset and hint; a dataset the user typed is kept.
+    connect(model_, &QComboBox::currentIndexChanged, this, [this] {
+        const bool coat = model() == "coat";
+        const QString other = coat ? "procedural:2000" : "fashion-mnist";
+        if (data_->text().trimmed().isEmpty() || data_->text().trimmed() == other)
+            data_->setText(coat ? "fashion-mnist" : "procedural:2000");
+        data_->setPlaceholderText(coat ? "fashion-mnist, fashion-mnist:DIR or a folder of class folders"
+                                       : "data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]");
+    });
     form->addRow("Output", pathRow(outDir_, "run directory (run.h5, checkpoint.h5, model.h5)", true));
 
     start_ = new QPushButton("Start", this);
@@ -250,6 +319,11 @@ TrainingPanel::~TrainingPanel() = default;
 void TrainingPanel::setConfigPath(const QString& p) { config_->setText(p); }
 void TrainingPanel::setDataSpec(const QString& s) { data_->setText(s); }
 void TrainingPanel::setOutDir(const QString& d) { outDir_->setText(d); }
+void TrainingPanel::setModel(const QString& m) {
+    const int i = model_->findData(m);
+    if (i >= 0) model_->setCurrentIndex(i);
+}
+QString TrainingPanel::model() const { return model_->currentData().toString(); }
 QString TrainingPanel::progressText() const { return progressLabel_->text(); }
 int TrainingPanel::progressValue() const { return progress_->value(); }
 
@@ -285,6 +359,7 @@ void TrainingPanel::startRun(bool resume) {
     spec.dataSpec = data_->text().trimmed();
     spec.outDir = outDir_->text().trimmed();
     spec.resume = resume;
+    spec.model = model();
     if (spec.dataSpec.isEmpty()) {
         Q_EMIT errorOccurred("Choose a dataset for the run.");
         return;
@@ -405,6 +480,8 @@ void TrainingPanel::refreshPreview() {
     if (job_ && !job_->spec().outDir.isEmpty()) dir = job_->spec().outDir;
     else if (!runs_.empty()) dir = QFileInfo(runs_.front()->follower->path()).absolutePath();
     if (dir.isEmpty()) return;
+    const bool coatRun = job_ && !job_->spec().outDir.isEmpty() && job_->spec().model == "coat";
+    const std::string dataSpec = coatRun ? job_->spec().dataSpec.toStdString() : std::string();
     previewBusy_ = true;
     auto* watcher = new QFutureWatcher<PreviewResult>(this);
     connect(watcher, &QFutureWatcher<PreviewResult>::finished, this, [this, watcher] {
@@ -421,7 +498,9 @@ void TrainingPanel::refreshPreview() {
         }
         Q_EMIT previewUpdated();
     });
-    watcher->setFuture(QtConcurrent::run([d = dir.toStdString()] { return makePreview(d); }));
+    watcher->setFuture(QtConcurrent::run([d = dir.toStdString(), coatRun, dataSpec] {
+        return coatRun ? makeCoatPreview(d, dataSpec) : makePreview(d);
+    }));
 }
 
 } // namespace glimpse::app

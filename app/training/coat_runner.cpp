@@ -1,0 +1,25 @@
+#include "app/training/coat_runner.h"
+
+#include "app/training/letr_runner.h"
+#include "core/models/coat/train.h"
+
+namespace glimpse::app {
+
+TrainingJob::Runner coatRunner() {
+    return [](const TrainingSpec& spec, train::Control& control, const train::ProgressFn& progress) {
+        const coat::CoatTrainConfig cfg = spec.configPath.isEmpty()
+                                              ? coat::CoatTrainConfig{}
+                                              : coat::CoatTrainConfig::fromFile(spec.configPath.toStdString());
+        coat::trainCoat(cfg, spec.dataSpec.toStdString(), spec.outDir.toStdString(), spec.resume, control, progress);
+    };
+}
+
+TrainingJob::Runner modelRunner() {
+    return [letr = letrRunner(), coat = coatRunner()](const TrainingSpec& spec, train::Control& control,
+                                                      const train::ProgressFn& progress) {
+        if (spec.model == "coat") coat(spec, control, progress);
+        else letr(spec, control, progress);
+    };
+}
+
+} // namespace glimpse::app
