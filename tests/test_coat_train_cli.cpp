@@ -278,6 +278,54 @@ private Q_SLOTS:
         QCOMPARE(pa.size(), pb.size());
         for (size_t i = 0; i < pa.size(); ++i) QVERIFY(torch::allclose(pa[i], pb[i], 1e-5, 1e-6));
     }
+
+    // EfficientZero from the same combo: the Dataset field names the game; its runlog.h5 is
+    // followed; Start refuses a folder that already holds a run, Resume continues it.
+    void panelStartsAnEfficientZeroRun() {
+        const QString cfg = tmp_.filePath("ez.json");
+        std::ofstream(cfg.toStdString()) << R"({"steps": 3, "num_envs": 2, "simulations": 2,
+          "max_episode_steps": 25, "batch_size": 4, "min_replay": 30, "updates_per_env_step": 1.0,
+          "checkpoint_interval": 3, "log_interval": 1, "warmup_steps": 2,
+          "network": {"channels": 4, "lstm_hidden": 8, "reduced_channels_reward": 2,
+                      "reduced_channels_value": 2, "reduced_channels_policy": 2, "support_size": 10,
+                      "proj_hidden": 8, "proj_out": 8, "pred_hidden": 4,
+                      "reward_hidden": [8], "value_hidden": [8], "policy_hidden": [8]}})";
+        app::TrainingJob job(app::modelRunner());
+        app::TrainingPanel panel(&job);
+        auto* combo = panel.findChild<QComboBox*>();
+        combo->setCurrentIndex(combo->findData("efficientzero"));
+        QCOMPARE(panel.model(), QString("efficientzero"));
+        bool sawGame = false;
+        for (auto* e : panel.findChildren<QLineEdit*>()) sawGame |= e->text() == "breakout";
+        QVERIFY(sawGame);
+        panel.setConfigPath(cfg);
+        const QString out = tmp_.filePath("panel-ez");
+        panel.setOutDir(out);
+        QSignalSpy finished(&job, &app::TrainingJob::finished);
+        panel.startButton()->click();
+        QCOMPARE(job.runLogPath(), QDir(out).filePath("runlog.h5"));
+        QVERIFY(finished.wait(120000));
+        QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(finished.at(0).at(1).toString()));
+        QVERIFY(QFileInfo::exists(out + "/model.h5"));
+        panel.pollNow();
+        auto* loss = panel.charts()->chart("loss");
+        QVERIFY(loss && loss->pointCount(0) == 3);
+        QVERIFY2(panel.progressText().contains("step 3 / 3"), qPrintable(panel.progressText()));
+        // Start again into the same folder: refused, naming state.h5.
+        QSignalSpy errors(&panel, &app::TrainingPanel::errorOccurred);
+        panel.startButton()->click();
+        QVERIFY(finished.wait(60000));
+        QVERIFY(!finished.at(1).at(0).toBool());
+        QVERIFY2(finished.at(1).at(1).toString().contains("state.h5"), qPrintable(finished.at(1).at(1).toString()));
+        QCOMPARE(errors.count(), 1);
+        // An unknown game is named.
+        panel.setDataSpec("pong-deluxe");
+        panel.setOutDir(tmp_.filePath("panel-ez2"));
+        panel.startButton()->click();
+        QVERIFY(finished.wait(60000));
+        QVERIFY(!finished.at(2).at(0).toBool());
+        QVERIFY2(finished.at(2).at(1).toString().contains("pong-deluxe"), qPrintable(finished.at(2).at(1).toString()));
+    }
 };
 
 QTEST_MAIN(TestCoatTrainCli)

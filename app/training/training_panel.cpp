@@ -1,6 +1,7 @@
 #include "app/training/training_panel.h"
 
 #include <QComboBox>
+#include <QMap>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -29,6 +30,7 @@
 #include "core/models/coat/model.h"
 #include "core/models/letr/model.h"
 #include "core/models/letr/trace.h"
+#include "core/rl/env.h"
 #include "widgets/live_chart.h"
 
 namespace glimpse::app {
@@ -188,19 +190,29 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
     model_ = new QComboBox(this);
     model_->addItem("LETR (line segments)", "letr");
     model_->addItem("CoaT (image classification)", "coat");
+    model_->addItem("EfficientZero (game self-play)", "efficientzero");
     form->addRow("Model", model_);
     form->addRow("Config", pathRow(config_, "trainer config .json (empty: defaults)", false));
     data_ = new QLineEdit("procedural:2000", this);
     data_->setPlaceholderText("data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]");
     form->addRow("Dataset", data_);
-    // Each model's default dataset and hint; a dataset the user typed is kept.
+    // Each model's default dataset (a game for EfficientZero) and hint; a dataset the user
+    // typed is kept.
     connect(model_, &QComboBox::currentIndexChanged, this, [this] {
-        const bool coat = model() == "coat";
-        const QString other = coat ? "procedural:2000" : "fashion-mnist";
-        if (data_->text().trimmed().isEmpty() || data_->text().trimmed() == other)
-            data_->setText(coat ? "fashion-mnist" : "procedural:2000");
-        data_->setPlaceholderText(coat ? "fashion-mnist, fashion-mnist:DIR or a folder of class folders"
-                                       : "data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]");
+        static const QMap<QString, QPair<QString, QString>> kData{
+            {"letr", {"procedural:2000", "data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]"}},
+            {"coat", {"fashion-mnist", "fashion-mnist, fashion-mnist:DIR or a folder of class folders"}},
+            {"efficientzero", {"breakout", "game: " + [] {
+                                   QStringList l;
+                                   for (const auto& n : rl::envNames()) l << QString::fromStdString(n);
+                                   return l.join(", ");
+                               }()}}};
+        const QString text = data_->text().trimmed();
+        bool untouched = text.isEmpty();
+        for (const auto& d : kData) untouched |= text == d.first;
+        const auto d = kData.value(model());
+        if (untouched) data_->setText(d.first);
+        data_->setPlaceholderText(d.second);
     });
     form->addRow("Output", pathRow(outDir_, "run directory (run.h5, checkpoint.h5, model.h5)", true));
 
@@ -480,7 +492,12 @@ void TrainingPanel::refreshPreview() {
     if (job_ && !job_->spec().outDir.isEmpty()) dir = job_->spec().outDir;
     else if (!runs_.empty()) dir = QFileInfo(runs_.front()->follower->path()).absolutePath();
     if (dir.isEmpty()) return;
-    const bool coatRun = job_ && !job_->spec().outDir.isEmpty() && job_->spec().model == "coat";
+    const bool jobRun = job_ && !job_->spec().outDir.isEmpty();
+    if (jobRun && job_->spec().model == "efficientzero") {
+        previewCaption_->setText("no preview for EfficientZero runs (glimpse play runs the agent)");
+        return;
+    }
+    const bool coatRun = jobRun && job_->spec().model == "coat";
     const std::string dataSpec = coatRun ? job_->spec().dataSpec.toStdString() : std::string();
     previewBusy_ = true;
     auto* watcher = new QFutureWatcher<PreviewResult>(this);
