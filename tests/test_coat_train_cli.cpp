@@ -228,6 +228,12 @@ private Q_SLOTS:
         QVERIFY(preview.count() > 0 || preview.wait(60000));
         QVERIFY2(!panel.previewImage().isNull(), "no CoaT preview image");
         QCOMPARE(panel.previewImage().width(), 4 * 40);
+        // A finished CoaT run opened in a panel (File > Open run) gets the same preview.
+        app::TrainingPanel viewer(nullptr);
+        QSignalSpy viewerPreview(&viewer, &app::TrainingPanel::previewUpdated);
+        QVERIFY(viewer.openRun(out + "/run.h5"));
+        QVERIFY(viewerPreview.wait(60000));
+        QCOMPARE(viewer.previewImage(), panel.previewImage());
 
         // Cancel: the trainer is held at its second step until Stop has been clicked, so the
         // stop lands mid-run deterministically.

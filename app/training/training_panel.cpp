@@ -31,6 +31,7 @@
 #include "core/models/letr/model.h"
 #include "core/models/letr/trace.h"
 #include "core/rl/env.h"
+#include "core/runlog.h"
 #include "widgets/live_chart.h"
 
 namespace glimpse::app {
@@ -132,8 +133,6 @@ PreviewResult makeCoatPreview(const std::string& dir, const std::string& dataSpe
         const int cell = 40, cols = 4, rows = (n + cols - 1) / cols;
         cv::Mat canvas(rows * cell, cols * cell, CV_8UC3, cv::Scalar(40, 40, 40));
         int correct = 0;
-        const auto& names = val.classNames();
-        QStringList guesses;
         for (int i = 0; i < n; ++i) {
             const int64_t p = pred[i].item<int64_t>();
             const bool ok = p == labels[size_t(i)];
@@ -143,13 +142,9 @@ PreviewResult makeCoatPreview(const std::string& dir, const std::string& dataSpe
             const cv::Rect box((i % cols) * cell, (i / cols) * cell, cell, cell);
             canvas(box).setTo(ok ? cv::Scalar(40, 200, 60) : cv::Scalar(220, 40, 40));
             tile.copyTo(canvas(cv::Rect(box.x + 3, box.y + 3, cell - 6, cell - 6)));
-            if (p >= 0 && p < int64_t(names.size())) guesses << QString::fromStdString(names[size_t(p)]);
         }
         r.image = QImage(canvas.data, canvas.cols, canvas.rows, int(canvas.step), QImage::Format_RGB888).copy();
-        r.caption = QStringLiteral("model.h5: %1 / %2 validation images right (%3)")
-                        .arg(correct)
-                        .arg(n)
-                        .arg(guesses.join(", "));
+        r.caption = QStringLiteral("model.h5: %1 / %2 validation images right").arg(correct).arg(n);
     } catch (const std::exception& e) {
         r.error = QString::fromStdString(e.what());
     }
@@ -431,6 +426,8 @@ bool TrainingPanel::openRun(const QString& path, QString* error) {
     rebuildRunList();
     Q_EMIT message("Opened run " + path);
     Q_EMIT runsChanged();
+    // The first opened run (with no run of the job's to show) gets its model's preview.
+    if (runs_.size() == 1 && !(job_ && !job_->spec().outDir.isEmpty())) refreshPreview();
     return true;
 }
 
@@ -488,9 +485,12 @@ void TrainingPanel::pollNow() {
 
 void TrainingPanel::refreshPreview() {
     if (previewBusy_) return;
-    QString dir;
+    QString dir, logPath;
     if (job_ && !job_->spec().outDir.isEmpty()) dir = job_->spec().outDir;
-    else if (!runs_.empty()) dir = QFileInfo(runs_.front()->follower->path()).absolutePath();
+    else if (!runs_.empty()) {
+        logPath = runs_.front()->follower->path();
+        dir = QFileInfo(logPath).absolutePath();
+    }
     if (dir.isEmpty()) return;
     const bool jobRun = job_ && !job_->spec().outDir.isEmpty();
     if (jobRun && job_->spec().model == "efficientzero") {
@@ -515,8 +515,19 @@ void TrainingPanel::refreshPreview() {
         }
         Q_EMIT previewUpdated();
     });
-    watcher->setFuture(QtConcurrent::run([d = dir.toStdString(), coatRun, dataSpec] {
-        return coatRun ? makeCoatPreview(d, dataSpec) : makePreview(d);
+    watcher->setFuture(QtConcurrent::run([d = dir.toStdString(), log = logPath.toStdString(), coatRun, dataSpec, jobRun] {
+        if (coatRun) return makeCoatPreview(d, dataSpec);
+        if (!jobRun) {
+            // An opened run: its run.h5 says which trainer wrote it (and a CoaT run's dataset).
+            try {
+                const RunLog runLog = RunLog::load(log);
+                if (runLog.config.value("trainer", "") == "coat")
+                    return makeCoatPreview(d, runLog.config.value("data", ""));
+            } catch (const std::exception&) {
+                // not readable (yet): the LETR preview reports what is missing
+            }
+        }
+        return makePreview(d);
     }));
 }
 
