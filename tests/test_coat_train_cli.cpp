@@ -25,6 +25,7 @@
 #include "app/training/training_panel.h"
 #include "core/data/classification.h"
 #include "core/models/coat/model.h"
+#include "core/models/coat/train.h"
 #include "core/runlog.h"
 #include "widgets/live_chart.h"
 
@@ -331,6 +332,35 @@ private Q_SLOTS:
         QVERIFY(finished.wait(60000));
         QVERIFY(!finished.at(2).at(0).toBool());
         QVERIFY2(finished.at(2).at(1).toString().contains("pong-deluxe"), qPrintable(finished.at(2).at(1).toString()));
+    }
+
+    // The shipped model (resources/coat_fmnist.h5, docs/decisions.md): loads with its class
+    // names and classifies the first 500 Fashion-MNIST test images well above chance, both
+    // through evaluateClassifier and one image through `glimpse infer`.
+    void shippedModelClassifiesFashionMnist() {
+        const std::string path = std::string(GLIMPSE_SOURCE_DIR) + "/resources/coat_fmnist.h5";
+        auto model = coat::loadCoat(path);
+        QCOMPARE(model->config().numClasses, int64_t(10));
+        QCOMPARE(model->config().classNames, data::fashionMnistClassNames());
+        const std::string dir = data::fashionMnistDefaultDir();
+        if (!std::filesystem::exists(dir + "/t10k-images-idx3-ubyte.gz") &&
+            !std::filesystem::exists(dir + "/t10k-images-idx3-ubyte"))
+            QSKIP("dataset-fashion-mnist is not installed");
+        data::FashionMnistDataset test(dir, "test");
+        const auto e = coat::evaluateClassifier(*model, test, 500, 100, true);
+        QCOMPARE(e.count, int64_t(500));
+        QVERIFY2(e.acc > 0.8, qPrintable(QString::number(e.acc)));
+        QCOMPARE(e.confusion.sum().item<int64_t>(), int64_t(500));
+        // The same answer from the CLI on a PNG of test image 0 (an ankle boot).
+        const auto s = test.get(0);
+        const QString png = tmp_.filePath("fm0.png");
+        QVERIFY(cv::imwrite(png.toStdString(), s.image));
+        Result r = run({"infer", "--model", "coat", "--checkpoint", QString::fromStdString(path), "--image", png,
+                        "--out", tmp_.filePath("fm0.h5"), "--threads", "1"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const QString top = r.out.section('\n', 1, 1);
+        QVERIFY2(top.contains(QString::fromStdString(data::fashionMnistClassNames()[size_t(s.label)])),
+                 qPrintable(r.out));
     }
 };
 
