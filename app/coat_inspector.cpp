@@ -1,4 +1,5 @@
 #include "app/coat_inspector.h"
+#include "app/resources.h"
 
 #include <QComboBox>
 #include <QCoreApplication>
@@ -34,10 +35,6 @@
 #include "core/models/coat/model.h"
 #include "renderer/colormap.h"
 #include "widgets/viewport.h"
-
-#ifndef GLIMPSE_RESOURCES_DIR
-#define GLIMPSE_RESOURCES_DIR ""
-#endif
 
 namespace glimpse::app {
 
@@ -77,18 +74,7 @@ struct CamResult {
 
 } // namespace
 
-QString defaultCoatCheckpoint() {
-    QStringList dirs;
-    const QString env = qEnvironmentVariable("GLIMPSE_RESOURCES");
-    if (!env.isEmpty()) dirs << env;
-    dirs << QCoreApplication::applicationDirPath() + "/../share/glimpse";
-    if (std::strlen(GLIMPSE_RESOURCES_DIR) > 0) dirs << QString::fromUtf8(GLIMPSE_RESOURCES_DIR);
-    for (const QString& d : dirs) {
-        const QString p = QDir(d).filePath("coat_fmnist.h5");
-        if (QFileInfo(p).isFile()) return QFileInfo(p).absoluteFilePath();
-    }
-    return {};
-}
+QString defaultCoatCheckpoint() { return resourceFile("coat_fmnist.h5"); }
 
 CoatInspector::CoatInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare, QWidget* parent)
     : QWidget(parent), viewport_(viewport), compare_(compare), modelMutex_(std::make_shared<std::mutex>()) {

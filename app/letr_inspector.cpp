@@ -1,4 +1,5 @@
 #include "app/letr_inspector.h"
+#include "app/resources.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -31,10 +32,6 @@
 #include "renderer/colormap.h"
 #include "widgets/layer_stepper.h"
 #include "widgets/viewport.h"
-
-#ifndef GLIMPSE_RESOURCES_DIR
-#define GLIMPSE_RESOURCES_DIR ""
-#endif
 
 namespace glimpse::app {
 
@@ -93,25 +90,7 @@ private:
 
 } // namespace
 
-QString defaultLetrCheckpoint() {
-    QStringList dirs;
-    const QString env = qEnvironmentVariable("GLIMPSE_RESOURCES");
-    if (!env.isEmpty()) {
-        dirs << env;   // set: the only place looked in (tests and relocated installs)
-    } else {
-        // (Also before the QApplication exists: main checks --run-letr before opening a display.)
-        const QString exeDir = QCoreApplication::instance()
-                                   ? QCoreApplication::applicationDirPath()
-                                   : QFileInfo(QFileInfo("/proc/self/exe").canonicalFilePath()).absolutePath();
-        dirs << exeDir + "/../share/glimpse";
-        if (std::strlen(GLIMPSE_RESOURCES_DIR) > 0) dirs << QString::fromUtf8(GLIMPSE_RESOURCES_DIR);
-    }
-    for (const QString& d : dirs) {
-        const QString p = QDir(d).filePath("letr_demo.h5");
-        if (QFileInfo(p).isFile()) return QFileInfo(p).absoluteFilePath();
-    }
-    return {};
-}
+QString defaultLetrCheckpoint() { return resourceFile("letr_demo.h5"); }
 
 LetrInspector::LetrInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare,
                              QWidget* parent)

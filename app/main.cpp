@@ -33,6 +33,7 @@ const char* kUsage =
     "       glimpse train letr --config C.json --data D --out RUN_DIR   train LETR\n"
     "       glimpse eval letr --checkpoint C.h5 --data D   sAP/APH per decoder layer and LSD\n"
     "       glimpse train efficientzero --env NAME ...     train EfficientZero on a game\n"
+    "       glimpse train coat --data fashion-mnist|DIR --out RUN [--ablation pe]   train CoaT\n"
     "       glimpse play --checkpoint C --env NAME         evaluate (and --record) episodes\n"
     "       glimpse --help | --version\n"
     "\n"
@@ -279,6 +280,8 @@ int main(int argc, char** argv) {
             if (cmd == "data") return glimpse::cli::data(rest);
             if (cmd == "train" && !rest.empty() && rest[0] == "efficientzero")
                 return glimpse::cli::trainEfficientZero(std::vector<std::string>(rest.begin() + 1, rest.end()));
+            if (cmd == "train" && !rest.empty() && rest[0] == "coat")
+                return glimpse::cli::trainCoat(std::vector<std::string>(rest.begin() + 1, rest.end()));
             if (cmd == "train") return glimpse::cli::train(rest);
             if (cmd == "eval") return glimpse::cli::eval(rest);
             if (cmd == "play") return glimpse::cli::play(rest);

@@ -30,6 +30,7 @@
 
 #include <opencv2/core.hpp>
 
+#include "app/training/coat_runner.h"
 #include "app/training/letr_runner.h"
 #include "app/training/training_job.h"
 #include "app/training/training_panel.h"
@@ -316,7 +317,7 @@ void MainWindow::buildDocks() {
     addDockWidget(Qt::BottomDockWidgetArea, msgDock);
     msgDock->setMaximumHeight(160);
 
-    trainingJob_ = new TrainingJob(letrRunner(), this);
+    trainingJob_ = new TrainingJob(modelRunner(), this);   // LETR or CoaT, by the panel's Model
     auto* trainDock = new QDockWidget("Training", this);
     trainDock->setObjectName("dock.training");
     trainingPanel_ = new TrainingPanel(trainingJob_, trainDock);

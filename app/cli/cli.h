@@ -22,6 +22,7 @@ int trainEfficientZero(const std::vector<std::string>& args);  // glimpse train 
 int play(const std::vector<std::string>& args);    // glimpse play --checkpoint C --env NAME
 int inferCoat(const std::vector<std::string>& args); // glimpse infer --model coat ...
 int benchCoat(const std::vector<std::string>& args); // glimpse bench coat [--variant V]
+int trainCoat(const std::vector<std::string>& args); // glimpse train coat --data D --out RUN ...
 
 // Minimal option parser shared by the subcommands: "--key value", "--flag", positionals.
 class Args {

@@ -85,7 +85,9 @@ void TrainingJob::stop() {
 
 bool TrainingJob::paused() const { return running_ && control_ && control_->paused(); }
 
-QString TrainingJob::runLogPath() const { return QDir(spec_.outDir).filePath("run.h5"); }
+QString TrainingJob::runLogPath() const {
+    return QDir(spec_.outDir).filePath(spec_.model == "efficientzero" ? "runlog.h5" : "run.h5");
+}
 
 train::Progress TrainingJob::lastProgress() const {
     std::lock_guard<std::mutex> lock(mutex_);

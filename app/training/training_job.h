@@ -20,6 +20,7 @@ struct TrainingSpec {
     QString dataSpec;     // dataset spec (core/data/open.h)
     QString outDir;       // run directory: run.h5, checkpoint.h5, model.h5
     bool resume = false;  // continue from outDir's checkpoint
+    QString model = "letr";   // which trainer (app/training/coat_runner.h: "letr", "coat", "efficientzero")
 };
 
 class TrainingJob : public QObject {
@@ -40,7 +41,7 @@ public:
     bool running() const { return running_; }
     bool paused() const;
     const TrainingSpec& spec() const { return spec_; }
-    QString runLogPath() const;   // outDir/run.h5
+    QString runLogPath() const;   // outDir/run.h5 (outDir/runlog.h5 for efficientzero)
     train::Progress lastProgress() const;
 
 Q_SIGNALS:

@@ -1,6 +1,9 @@
 #include "app/training/training_panel.h"
+#include "app/resources.h"
 
 #include <QDateTime>
+#include <QComboBox>
+#include <QMap>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -27,32 +30,26 @@
 #include "app/training/run_follower.h"
 #include "app/training/training_job.h"
 #include "core/error.h"
+#include "core/data/classification.h"
 #include "core/io/demo_image.h"
+#include "core/models/coat/model.h"
 #include "core/models/letr/model.h"
 #include "core/models/letr/trace.h"
+#include "core/rl/env.h"
+#include "core/runlog.h"
 #include "widgets/live_chart.h"
-
-#ifndef GLIMPSE_RESOURCES_DIR
-#define GLIMPSE_RESOURCES_DIR ""
-#endif
 
 namespace glimpse::app {
 
 namespace {
 
-// The small LETR trainer config the form starts with (resources/letr_demo_train.json, looked
-// up like defaultLetrCheckpoint()): the library defaults are the paper's full-size model.
-QString defaultTrainConfig() {
-    QStringList dirs;
-    const QString env = qEnvironmentVariable("GLIMPSE_RESOURCES");
-    if (!env.isEmpty()) dirs << env;
-    dirs << QCoreApplication::applicationDirPath() + "/../share/glimpse";
-    if (std::strlen(GLIMPSE_RESOURCES_DIR) > 0) dirs << QString::fromUtf8(GLIMPSE_RESOURCES_DIR);
-    for (const QString& d : dirs) {
-        const QFileInfo f(QDir(d).filePath("letr_demo_train.json"));
-        if (f.isFile()) return f.absoluteFilePath();
-    }
-    return {};
+// The shipped small trainer config of a model (letr_demo_train.json, coat_fmnist_train.json;
+// the library defaults are the papers' full-size models); empty for EfficientZero (its
+// options are flags) or when not installed. The form starts with LETR's.
+QString defaultTrainConfig(const QString& model = "letr") {
+    if (model == "letr") return resourceFile("letr_demo_train.json");
+    if (model == "coat") return resourceFile("coat_fmnist_train.json");
+    return {};   // EfficientZero: its options are flags
 }
 
 constexpr int kPollMs = 1000;
@@ -121,6 +118,53 @@ PreviewResult makePreview(const std::string& dir) {
     return r;
 }
 
+// A CoaT run's preview: its model.h5 (written when the run ends) classifies the first
+// kCoatPreviewCount validation images of the run's dataset; a grid of the images, each framed
+// green (right) or red (wrong), with the count in the caption.
+constexpr int kCoatPreviewCount = 8;
+PreviewResult makeCoatPreview(const std::string& dir, const std::string& dataSpec) {
+    PreviewResult r;
+    try {
+        const std::string path = (std::filesystem::path(dir) / "model.h5").string();
+        if (!std::filesystem::exists(path)) throw Error("model.h5 is written when the run ends");
+        auto model = coat::loadCoat(path);
+        torch::NoGradGuard ng;
+        model->eval();
+        const auto splits = data::openClassificationDataset(dataSpec);
+        const auto& val = *splits.val;
+        const int n = int(std::min<int64_t>(kCoatPreviewCount, val.size()));
+        if (n == 0) throw Error("the validation split of " + dataSpec + " is empty");
+        std::vector<torch::Tensor> xs;
+        std::vector<cv::Mat> images;
+        std::vector<int64_t> labels;
+        for (int i = 0; i < n; ++i) {
+            const auto s = val.get(i);
+            images.push_back(data::toRgb(s.image));
+            labels.push_back(s.label);
+            xs.push_back(model->preprocess(images.back()).tensor);
+        }
+        const auto pred = model->forward(torch::stack(xs).to(model->device())).logits.argmax(1).cpu();
+        const int cell = 40, cols = 4, rows = (n + cols - 1) / cols;
+        cv::Mat canvas(rows * cell, cols * cell, CV_8UC3, cv::Scalar(40, 40, 40));
+        int correct = 0;
+        for (int i = 0; i < n; ++i) {
+            const int64_t p = pred[i].item<int64_t>();
+            const bool ok = p == labels[size_t(i)];
+            correct += ok;
+            cv::Mat tile;
+            cv::resize(images[size_t(i)], tile, cv::Size(cell - 6, cell - 6), 0, 0, cv::INTER_AREA);
+            const cv::Rect box((i % cols) * cell, (i / cols) * cell, cell, cell);
+            canvas(box).setTo(ok ? cv::Scalar(40, 200, 60) : cv::Scalar(220, 40, 40));
+            tile.copyTo(canvas(cv::Rect(box.x + 3, box.y + 3, cell - 6, cell - 6)));
+        }
+        r.image = QImage(canvas.data, canvas.cols, canvas.rows, int(canvas.step), QImage::Format_RGB888).copy();
+        r.caption = QStringLiteral("model.h5: %1 / %2 validation images right").arg(correct).arg(n);
+    } catch (const std::exception& e) {
+        r.error = QString::fromStdString(e.what());
+    }
+    return r;
+}
+
 } // namespace
 
 struct TrainingPanel::Run {
@@ -152,11 +196,38 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
         h->addWidget(browse);
         return row;
     };
+    model_ = new QComboBox(this);
+    model_->addItem("LETR (line segments)", "letr");
+    model_->addItem("CoaT (image classification)", "coat");
+    model_->addItem("EfficientZero (game self-play)", "efficientzero");
+    form->addRow("Model", model_);
     form->addRow("Config", pathRow(config_, "trainer config .json (empty: full-size defaults)", false));
     config_->setText(defaultTrainConfig());
     data_ = new QLineEdit("procedural:2000", this);
     data_->setPlaceholderText("data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]");
     form->addRow("Dataset", data_);
+    // Each model's default dataset (a game for EfficientZero) and hint; a dataset the user
+    // typed is kept.
+    connect(model_, &QComboBox::currentIndexChanged, this, [this] {
+        static const QMap<QString, QPair<QString, QString>> kData{
+            {"letr", {"procedural:2000", "data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]"}},
+            {"coat", {"fashion-mnist", "fashion-mnist, fashion-mnist:DIR or a folder of class folders"}},
+            {"efficientzero", {"breakout", "game: " + [] {
+                                   QStringList l;
+                                   for (const auto& n : rl::envNames()) l << QString::fromStdString(n);
+                                   return l.join(", ");
+                               }()}}};
+        const QString text = data_->text().trimmed();
+        bool untouched = text.isEmpty();
+        for (const auto& d : kData) untouched |= text == d.first;
+        const auto d = kData.value(model());
+        if (untouched) data_->setText(d.first);
+        data_->setPlaceholderText(d.second);
+        // Likewise the config: a shipped default is swapped for the new model's.
+        const QString cfg = config_->text().trimmed();
+        if (cfg.isEmpty() || cfg == defaultTrainConfig("letr") || cfg == defaultTrainConfig("coat"))
+            config_->setText(defaultTrainConfig(model()));
+    });
     form->addRow("Output", pathRow(outDir_, "run directory (run.h5, checkpoint.h5, model.h5)", true));
 
     start_ = new QPushButton("Start", this);
@@ -287,6 +358,11 @@ QString TrainingPanel::configPath() const { return config_->text(); }
 void TrainingPanel::setDataSpec(const QString& s) { data_->setText(s); }
 void TrainingPanel::setOutDir(const QString& d) { outDir_->setText(d); }
 QString TrainingPanel::previewCaption() const { return previewCaption_->text(); }
+void TrainingPanel::setModel(const QString& m) {
+    const int i = model_->findData(m);
+    if (i >= 0) model_->setCurrentIndex(i);
+}
+QString TrainingPanel::model() const { return model_->currentData().toString(); }
 QString TrainingPanel::progressText() const { return progressLabel_->text(); }
 int TrainingPanel::progressValue() const { return progress_->value(); }
 
@@ -322,6 +398,7 @@ void TrainingPanel::startRun(bool resume) {
     spec.dataSpec = data_->text().trimmed();
     spec.outDir = outDir_->text().trimmed();
     spec.resume = resume;
+    spec.model = model();
     if (spec.dataSpec.isEmpty()) {
         Q_EMIT errorOccurred("Choose a dataset for the run.");
         return;
@@ -382,7 +459,8 @@ bool TrainingPanel::openRun(const QString& path, QString* error) {
     showFollowedProgress();
     Q_EMIT message("Opened run " + path);
     Q_EMIT runsChanged();
-    if (runs_.size() == 1 && !(job_ && job_->running())) refreshPreview();
+    // The first opened run (with no run of the job's to show) gets its model's preview.
+    if (runs_.size() == 1 && !(job_ && !job_->spec().outDir.isEmpty())) refreshPreview();
     return true;
 }
 
@@ -490,7 +568,16 @@ QString TrainingPanel::previewDir() const {
 void TrainingPanel::refreshPreview() {
     if (previewBusy_) return;
     const QString dir = previewDir();
+    QString logPath;
+    if (!(job_ && !job_->spec().outDir.isEmpty()) && !runs_.empty()) logPath = runs_.front()->follower->path();
     if (dir.isEmpty()) return;
+    const bool jobRun = job_ && !job_->spec().outDir.isEmpty();
+    if (jobRun && job_->spec().model == "efficientzero") {
+        previewCaption_->setText("no preview for EfficientZero runs (glimpse play runs the agent)");
+        return;
+    }
+    const bool coatRun = jobRun && job_->spec().model == "coat";
+    const std::string dataSpec = coatRun ? job_->spec().dataSpec.toStdString() : std::string();
     previewBusy_ = true;
     auto* watcher = new QFutureWatcher<PreviewResult>(this);
     connect(watcher, &QFutureWatcher<PreviewResult>::finished, this, [this, watcher] {
@@ -507,7 +594,20 @@ void TrainingPanel::refreshPreview() {
         }
         Q_EMIT previewUpdated();
     });
-    watcher->setFuture(QtConcurrent::run([d = dir.toStdString()] { return makePreview(d); }));
+    watcher->setFuture(QtConcurrent::run([d = dir.toStdString(), log = logPath.toStdString(), coatRun, dataSpec, jobRun] {
+        if (coatRun) return makeCoatPreview(d, dataSpec);
+        if (!jobRun) {
+            // An opened run: its run.h5 says which trainer wrote it (and a CoaT run's dataset).
+            try {
+                const RunLog runLog = RunLog::load(log);
+                if (runLog.config.value("trainer", "") == "coat")
+                    return makeCoatPreview(d, runLog.config.value("data", ""));
+            } catch (const std::exception&) {
+                // not readable (yet): the LETR preview reports what is missing
+            }
+        }
+        return makePreview(d);
+    }));
 }
 
 } // namespace glimpse::app

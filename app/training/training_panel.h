@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+class QComboBox;
 class QLabel;
 class QLineEdit;
 class QListWidget;
@@ -48,6 +49,8 @@ public:
     QString configPath() const;   // starts as the small demo config when one is found
     void setDataSpec(const QString& s);
     void setOutDir(const QString& d);
+    void setModel(const QString& m);   // "letr" or "coat" (TrainingSpec::model)
+    QString model() const;
     QPushButton* startButton() const { return start_; }
     QPushButton* pauseButton() const { return pause_; }
     QPushButton* stopButton() const { return stop_; }
@@ -76,6 +79,7 @@ private:
     void rebuildRunList();
 
     TrainingJob* job_;
+    QComboBox* model_ = nullptr;
     QLineEdit* config_ = nullptr;
     QLineEdit* data_ = nullptr;
     QLineEdit* outDir_ = nullptr;

@@ -1,5 +1,6 @@
 #include "core/train/optim.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <torch/torch.h>
@@ -32,7 +33,7 @@ void AdamW::step() {
         const auto& g = p.tensor.grad();
         if (!g.defined()) continue;
         const double lr = opts_.lr * p.lrScale;
-        p.tensor.mul_(1.0 - lr * opts_.weightDecay);
+        if (p.weightDecayScale != 0.0) p.tensor.mul_(1.0 - lr * opts_.weightDecay * p.weightDecayScale);
         expAvg_[i].mul_(opts_.beta1).add_(g, 1.0 - opts_.beta1);
         expAvgSq_[i].mul_(opts_.beta2).addcmul_(g, g, 1.0 - opts_.beta2);
         auto denom = (expAvgSq_[i].sqrt() / std::sqrt(bc2)).add_(opts_.eps);
@@ -76,6 +77,15 @@ void AdamW::loadState(const std::map<std::string, torch::Tensor>& state, const s
 double stepDecay(double base, double gamma, int64_t every, int64_t step) {
     if (every <= 0) return base;
     return base * std::pow(gamma, double(step / every));
+}
+
+double warmupCosine(double base, double minLr, int64_t warmup, int64_t total, int64_t step) {
+    if (step < 0) step = 0;
+    if (warmup > 0 && step < warmup) return base * double(step + 1) / double(warmup);
+    const int64_t span = total - warmup;
+    if (span <= 0) return base;
+    const double t = std::min(1.0, double(step - warmup) / double(span));
+    return minLr + (base - minLr) * 0.5 * (1.0 + std::cos(M_PI * t));
 }
 
 double clipGradNorm(const std::vector<AdamW::Param>& params, double maxNorm) {

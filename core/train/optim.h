@@ -24,6 +24,7 @@ public:
         std::string name;
         torch::Tensor tensor;   // a leaf that requires grad
         double lrScale = 1.0;   // this parameter's lr = lr() * lrScale
+        double weightDecayScale = 1.0;   // this parameter's decay = weightDecay * this (0: none)
     };
     AdamW(std::vector<Param> params, Options opts);
 
@@ -51,6 +52,11 @@ private:
 
 // base * gamma^floor(step / every) (every <= 0: constant).
 double stepDecay(double base, double gamma, int64_t every, int64_t step);
+
+// Linear warmup then cosine decay (timm's CosineLRScheduler without restarts), for step
+// 0..total-1: base * (step + 1) / warmup while step < warmup, then
+// minLr + (base - minLr) * (1 + cos(pi * (step - warmup) / (total - warmup))) / 2.
+double warmupCosine(double base, double minLr, int64_t warmup, int64_t total, int64_t step);
 
 // Scales the gradients of `params` so that their global L2 norm is at most maxNorm (if
 // maxNorm > 0); returns the norm before clipping.
