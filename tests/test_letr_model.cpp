@@ -149,8 +149,12 @@ private Q_SLOTS:
                               "transformer.decoder.norm.bias", "class_embed.bias",
                               "lines_embed.layers.1.weight"})
             QVERIFY2(names.count(n), n);
+        // Batch-norm weight / bias are parameters (trainable from scratch), the running
+        // statistics buffers; the tensor names are DETR's either way.
         for (const char* n : {"backbone.0.body.bn1.weight", "backbone.0.body.bn1.bias",
-                              "backbone.0.body.bn1.running_mean", "backbone.0.body.bn1.running_var",
+                              "backbone.0.body.layer3.0.downsample.1.weight"})
+            QVERIFY2(names.count(n), n);
+        for (const char* n : {"backbone.0.body.bn1.running_mean", "backbone.0.body.bn1.running_var",
                               "backbone.0.body.layer3.0.downsample.1.running_var"})
             QVERIFY2(buffers.count(n), n);
         for (const auto& n : names) {
@@ -196,14 +200,50 @@ private Q_SLOTS:
 
     void frozenBatchNormFormula() {
         FrozenBatchNorm2d bn(3);
-        bn->weight.copy_(torch::tensor({1.0f, 2.0f, 0.5f}));
-        bn->bias.copy_(torch::tensor({0.0f, 1.0f, -1.0f}));
-        bn->running_mean.copy_(torch::tensor({0.5f, -1.0f, 2.0f}));
-        bn->running_var.copy_(torch::tensor({1.0f, 4.0f, 0.25f}));
+        {
+            torch::NoGradGuard ng;
+            bn->weight.copy_(torch::tensor({1.0f, 2.0f, 0.5f}));
+            bn->bias.copy_(torch::tensor({0.0f, 1.0f, -1.0f}));
+            bn->running_mean.copy_(torch::tensor({0.5f, -1.0f, 2.0f}));
+            bn->running_var.copy_(torch::tensor({1.0f, 4.0f, 0.25f}));
+        }
         auto x = torch::randn({2, 3, 4, 5});
-        auto ref = torch::batch_norm(x, bn->weight, bn->bias, bn->running_mean, bn->running_var, false, 0.0,
-                                     1e-5, false);
+        // By hand: (x - mean) / sqrt(var + eps) * weight + bias, per channel.
+        auto v = [](std::vector<float> l) { return torch::tensor(l).view({1, 3, 1, 1}); };
+        auto ref = (x - v({0.5f, -1.0f, 2.0f})) / (v({1.0f, 4.0f, 0.25f}) + 1e-5).sqrt() * v({1.0f, 2.0f, 0.5f}) +
+                   v({0.0f, 1.0f, -1.0f});
+        QVERIFY(maxDiff(bn(x), ref) < 1e-5);   // training mode, but trainStats off: frozen
+        bn->eval();
         QVERIFY(maxDiff(bn(x), ref) < 1e-5);
+    }
+
+    // train_backbone_bn: in training mode the layer normalizes by batch statistics, updates
+    // the running ones with momentum 0.1 (unbiased variance), and trains weight / bias; in
+    // evaluation it is the frozen map with the updated running statistics.
+    void batchNormTrainsWhenAsked() {
+        FrozenBatchNorm2d bn(3);
+        bn->trainStats = true;
+        bn->train();
+        auto x = torch::randn({4, 3, 5, 6}) * 3.0 + 2.0;
+        auto y = bn(x);
+        const auto mean = x.mean({0, 2, 3});
+        const auto var = x.var({0, 2, 3}, /*unbiased=*/false);
+        auto byHand = (x - mean.view({1, 3, 1, 1})) / (var.view({1, 3, 1, 1}) + 1e-5).sqrt();
+        QVERIFY(maxDiff(y, byHand) < 1e-4);
+        const double n = double(x.numel() / 3);
+        QVERIFY(maxDiff(bn->running_mean, 0.1 * mean) < 1e-5);
+        QVERIFY(maxDiff(bn->running_var, 0.9 + 0.1 * var * n / (n - 1)) < 1e-4);
+        y.pow(2).sum().backward();
+        QVERIFY(bn->weight.grad().defined() && bn->weight.grad().abs().sum().item<double>() > 0);
+        bn->eval();
+        auto frozen = (x - bn->running_mean.view({1, 3, 1, 1})) / (bn->running_var.view({1, 3, 1, 1}) + 1e-5).sqrt();
+        QVERIFY(maxDiff(bn(x).detach(), frozen) < 1e-4);
+        // A frozen backbone (weight not requiring grad) keeps the statistics even in training mode.
+        bn->train();
+        for (auto& p : bn->parameters()) p.set_requires_grad(false);
+        const auto before = bn->running_mean.clone();
+        bn(x);
+        QVERIFY(maxDiff(bn->running_mean, before) == 0.0);
     }
 
     void sineEncodingMatchesFormula() {

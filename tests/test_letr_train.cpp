@@ -169,6 +169,32 @@ private Q_SLOTS:
         QVERIFY(!m->config().fineStage);
     }
 
+    // train_backbone_bn (default on): the coarse stage trains the backbone's batch norm (its
+    // running statistics and affine move away from identity); off: DETR's frozen identity stays.
+    void backboneBatchNormTrainsOnlyWhenAsked() {
+        for (const bool on : {true, false}) {
+            QTemporaryDir dir;
+            const std::string out = dir.path().toStdString() + "/run";
+            auto c = tinyConfig();
+            c.model.fineStage = false;
+            c.coarseSteps = 3;
+            c.trainBackboneBn = on;
+            QCOMPARE(LetrTrainConfig::fromJson(c.toJson()).trainBackboneBn, on);
+            train::Control control;
+            trainLetr(c, "procedural:2:0:64x64", out, false, control, [](const train::Progress&) {});
+            const auto t = modelTensors(out + "/model.h5");
+            const double meanMoved = t.at("backbone.0.body.layer2.0.bn1.running_mean").abs().max().item<double>();
+            const double weightMoved = (t.at("backbone.0.body.bn1.weight") - 1.0).abs().max().item<double>();
+            if (on) {
+                QVERIFY2(meanMoved > 1e-4, qPrintable(QString::number(meanMoved)));
+                QVERIFY2(weightMoved > 0.0, qPrintable(QString::number(weightMoved)));
+            } else {
+                QCOMPARE(meanMoved, 0.0);
+                QCOMPARE(weightMoved, 0.0);
+            }
+        }
+    }
+
     void resumeEqualsUninterrupted() {
         QTemporaryDir dir;
         const std::string a = dir.path().toStdString() + "/a", b = dir.path().toStdString() + "/b";

@@ -19,13 +19,16 @@ const char* stageName(Stage s) { return s == Stage::Coarse ? "coarse" : "fine"; 
 // ---- FrozenBatchNorm2d ---------------------------------------------------------------------
 
 FrozenBatchNorm2dImpl::FrozenBatchNorm2dImpl(int64_t channels) {
-    weight = register_buffer("weight", torch::ones({channels}));
-    bias = register_buffer("bias", torch::zeros({channels}));
+    weight = register_parameter("weight", torch::ones({channels}));
+    bias = register_parameter("bias", torch::zeros({channels}));
     running_mean = register_buffer("running_mean", torch::zeros({channels}));
     running_var = register_buffer("running_var", torch::ones({channels}));
 }
 
 torch::Tensor FrozenBatchNorm2dImpl::forward(const torch::Tensor& x) {
+    if (trainStats && is_training() && weight.requires_grad())
+        return torch::batch_norm(x, weight, bias, running_mean, running_var, /*training=*/true, kMomentum, kEps,
+                                 /*cudnn_enabled=*/true);
     auto scale = weight * (running_var + kEps).rsqrt();
     auto shift = bias - running_mean * scale;
     return x * scale.view({1, -1, 1, 1}) + shift.view({1, -1, 1, 1});
@@ -333,6 +336,11 @@ EncoderLayer LetrModel::encoderLayer(Stage s, int layer) const {
     return list[size_t(layer)];
 }
 
+void LetrModel::setTrainBackboneBn(bool on) {
+    for (auto& m : modules(false))
+        if (auto* bn = dynamic_cast<FrozenBatchNorm2dImpl*>(m.get())) bn->trainStats = on;
+}
+
 void LetrModel::setCaptureAttention(bool on) {
     for (auto& m : modules(false)) {
         if (auto* a = dynamic_cast<MultiheadAttentionImpl*>(m.get())) {
@@ -360,7 +368,10 @@ void LetrModel::resetParameters(uint64_t seed) {
         const torch::Tensor& p = item.value();
         auto v = torch::empty(p.sizes(), torch::kFloat);
         const bool transformer = contains(name, "transformer.");
-        if (name.rfind("backbone.", 0) == 0) {
+        if (name.rfind("backbone.", 0) == 0 && p.dim() == 1) {
+            // Batch-norm affine: torchvision's weight 1, bias 0.
+            v.fill_(endsWith(name, ".weight") ? 1.0 : 0.0);
+        } else if (name.rfind("backbone.", 0) == 0) {
             // torchvision: kaiming_normal_(mode="fan_out", nonlinearity="relu") on convs.
             const double fanOut = double(p.size(0) * p.size(2) * p.size(3));
             v.normal_(0.0, std::sqrt(2.0 / fanOut), gen);

@@ -40,13 +40,20 @@ const char* stageName(Stage s);            // "coarse" / "fine"
 // ---- building blocks ----------------------------------------------------------------------
 
 // DETR's FrozenBatchNorm2d: y = (x - running_mean) / sqrt(running_var + eps) * weight + bias,
-// eps 1e-5; four buffers, no parameters, no num_batches_tracked.
+// eps 1e-5; no num_batches_tracked. weight and bias are parameters (the same tensor names as
+// DETR's buffers) so that a backbone trained from scratch can train its batch norm: in training
+// mode with weight requiring grad, the layer normalizes by batch statistics and updates the
+// running ones (momentum 0.1, like torch.nn.BatchNorm2d) -- only when `trainStats` is set (the
+// LETR trainer's train_backbone_bn), the module is in training mode and weight requires grad;
+// otherwise (evaluation, frozen backbone, published checkpoints) it is the frozen map above.
 class FrozenBatchNorm2dImpl : public torch::nn::Module {
 public:
     explicit FrozenBatchNorm2dImpl(int64_t channels);
     torch::Tensor forward(const torch::Tensor& x);
     torch::Tensor weight, bias, running_mean, running_var;
     static constexpr double kEps = 1e-5;
+    static constexpr double kMomentum = 0.1;
+    bool trainStats = false;
 };
 TORCH_MODULE(FrozenBatchNorm2d);
 
@@ -258,6 +265,8 @@ public:
     torch::nn::Embedding queryEmbed() const { return queryEmbed_; }
     // Sets captureWeights on every attention module (encoders and decoders).
     void setCaptureAttention(bool on);
+    // Sets trainStats on every backbone batch norm (see FrozenBatchNorm2dImpl).
+    void setTrainBackboneBn(bool on);
 
     // Re-initializes every parameter and buffer from `seed` (see the constructor).
     void resetParameters(uint64_t seed);

@@ -96,6 +96,7 @@ nlohmann::json LetrTrainConfig::toJson() const {
     j["val_every"] = valEvery;
     j["val_data"] = valData;
     j["val_images"] = valImages;
+    j["train_backbone_bn"] = trainBackboneBn;
     j["loss"] = {{"cost_class", loss.costClass}, {"cost_line", loss.costLine}, {"cls_coef", loss.clsCoef},
                  {"line_coef", loss.lineCoef}, {"eos_coef", loss.eosCoef}, {"gamma", loss.gamma}};
     j["augment"] = {{"enabled", augmentEnabled}, {"hflip", augment.hflip}, {"vflip", augment.vflip},
@@ -140,7 +141,7 @@ void checkKeys(const nlohmann::json& j, std::initializer_list<const char*> known
 LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::string& source) {
     checkKeys(j, {"model", "seed", "batch_size", "coarse_steps", "fine_steps", "focal_steps", "lr", "lr_backbone",
                   "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "clip_max_norm", "checkpoint_every",
-                  "threads", "val_every", "val_data", "val_images", "loss", "augment"},
+                  "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment"},
               source);
     LetrTrainConfig c;
     if (j.contains("model")) {
@@ -167,6 +168,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     readKey(j, "val_every", c.valEvery, source);
     readKey(j, "val_data", c.valData, source);
     readKey(j, "val_images", c.valImages, source);
+    readKey(j, "train_backbone_bn", c.trainBackboneBn, source);
     if (j.contains("loss")) {
         const auto& l = j["loss"];
         const std::string w = source + " (loss)";
@@ -285,12 +287,14 @@ void initFineFromCoarse(LetrModel& model) {
     }
 }
 
-std::vector<train::AdamW::Param> trainable(LetrModel& model, bool fineStage, double lrScaleBackbone) {
+std::vector<train::AdamW::Param> trainable(LetrModel& model, bool fineStage, double lrScaleBackbone,
+                                           bool trainBackboneBn) {
     std::vector<train::AdamW::Param> out;
     for (auto& p : model.named_parameters()) {
         const std::string& n = p.key();
         const bool isBackbone = n.rfind("backbone.", 0) == 0, isCoarse = n.rfind("letr.", 0) == 0;
-        const bool train = fineStage ? !(isBackbone || isCoarse) : (isBackbone || isCoarse);
+        const bool isBn = isBackbone && p.value().dim() == 1;   // batch-norm weight / bias
+        const bool train = fineStage ? !(isBackbone || isCoarse) : (isBackbone || isCoarse) && (trainBackboneBn || !isBn);
         p.value().set_requires_grad(train);
         if (train) out.push_back({n, p.value(), isBackbone ? lrScaleBackbone : 1.0});
     }
@@ -359,6 +363,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
 
     auto model = std::make_shared<LetrModel>(cfg.model, cfg.seed);
     model->train(true);
+    model->setTrainBackboneBn(cfg.trainBackboneBn);
     const nlohmann::json cfgJson = cfg.toJson();
     int64_t step = 0;
     train::TrainState resumed;
@@ -401,7 +406,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
             const Phase& ph = phases[pi];
             if (ph.steps == 0 || step >= ph.begin + ph.steps) continue;
             if (ph.name == "fine" && step == ph.begin) initFineFromCoarse(*model);
-            auto params = trainable(*model, ph.fineStage, cfg.lrBackbone / cfg.lr);
+            auto params = trainable(*model, ph.fineStage, cfg.lrBackbone / cfg.lr, cfg.trainBackboneBn);
             train::AdamW::Options o;
             o.lr = cfg.lr;
             o.weightDecay = cfg.weightDecay;

@@ -66,6 +66,11 @@ struct LetrTrainConfig {
     int64_t valImages = 16;
     LetrLossConfig loss;
     bool augmentEnabled = true;
+    // Train the backbone's batch norm during the coarse stage (batch statistics, running ones
+    // updated; evaluation uses the running ones). On by default: the backbone is trained from
+    // scratch, and with frozen identity statistics its activations grow unchecked (C5 std ~1e3
+    // after 3000 steps), drowning the positional encoding. Off: DETR's frozen batch norm.
+    bool trainBackboneBn = true;
     data::AugmentConfig augment;
 
     // The small CPU model: resnet10, d = 128, 4 heads, FFN 512, 2+2 layers per stage, 100
