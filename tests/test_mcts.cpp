@@ -152,6 +152,13 @@ private Q_SLOTS:
         QVERIFY2(r.visitCounts[0][1] >= 40, qPrintable(QString::number(r.visitCounts[0][1])));
         QVERIFY(r.rootValues[0] > 0.5f);
         QVERIFY(std::abs(r.policies[0][1] - r.visitCounts[0][1] / 50.f) < 1e-6f);
+        // Root Q: reward + discount * mean value of the child (values are 0 except rewards).
+        const auto& tree = mcts.tree(0);
+        for (int a = 0; a < 2; ++a) {
+            const Node& c = tree[size_t(tree[0].firstChild + a)];
+            QVERIFY(std::abs(r.rootQ[0][size_t(a)] - float(c.valuePrefix + 0.997 * c.value())) < 1e-5f);
+        }
+        QVERIFY(r.rootQ[0][1] > r.rootQ[0][0]);
     }
 
     void batchedTreesAreIndependent() {
@@ -260,7 +267,19 @@ private Q_SLOTS:
 
     void actionSelection() {
         std::mt19937_64 rng(0);
-        QCOMPARE(selectAction({3, 9, 9, 1}, 0.0, rng), 1);  // argmax, lowest index on ties
+        QCOMPARE(selectAction({3, 9, 1, 1}, 0.0, rng), 1);  // argmax
+        // Ties at temperature 0 must not always go to index 0 (NOOP in every game): with 8
+        // simulations over 4 actions the counts are often 2/2/2/2, and a lowest-index rule made
+        // the evaluated agent stand still (breakout never served, pellets waited for the ghosts).
+        std::vector<int> picked(4, 0);
+        for (int i = 0; i < 400; ++i) ++picked[size_t(selectAction({2, 2, 2, 2}, 0.0, rng))];
+        for (int a = 0; a < 4; ++a) QVERIFY2(picked[size_t(a)] > 50, "every tied action is chosen");
+        for (int i = 0; i < 50; ++i) {
+            const int a = selectAction({3, 9, 9, 1}, 0.0, rng);
+            QVERIFY(a == 1 || a == 2);
+            QCOMPARE(selectAction({3, 9, 9, 1}, 0.0, rng, {5.f, 0.1f, 0.7f, 9.f}), 2);  // ties by score
+        }
+        QVERIFY_THROWS_EXCEPTION(glimpse::Error, selectAction({1, 2}, 0.0, rng, {1.f}));
         QCOMPARE(selectAction({0, 10}, 1.0, rng), 1);
         auto frequency = [&](double t) {
             int ones = 0;

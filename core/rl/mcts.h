@@ -81,6 +81,7 @@ struct SearchResult {
     std::vector<float> rootValues;              // [B] mean backed-up value of the root
     std::vector<std::vector<float>> policies;   // [B][numActions] visit distribution
     std::vector<std::vector<float>> rootPriors; // [B][numActions] after noise, if any
+    std::vector<std::vector<float>> rootQ;      // [B][numActions] Q from the root, -inf if unvisited
 };
 
 class Mcts {
@@ -118,9 +119,13 @@ private:
     std::vector<std::vector<Node>> trees_;
 };
 
-// Visit-count action selection: temperature 0 picks the most visited action (lowest index
-// among ties); otherwise samples with probability proportional to N^(1 / temperature).
-int selectAction(const std::vector<int>& visitCounts, double temperature, std::mt19937_64& rng);
+// Visit-count action selection: temperature 0 picks the most visited action; ties go to the
+// highest `tieScores` entry (e.g. the search's root Q, SearchResult::rootQ) when given, and the
+// remaining ties are broken uniformly with rng (never "lowest index": with few simulations the
+// counts often tie, and index 0 is NOOP in every game). Otherwise samples with probability
+// proportional to N^(1 / temperature).
+int selectAction(const std::vector<int>& visitCounts, double temperature, std::mt19937_64& rng,
+                 const std::vector<float>& tieScores = {});
 // EfficientZero's schedule: 1 for the first half of training, 0.5 up to 75%, then 0.25.
 double visitTemperature(double trainingProgress);
 

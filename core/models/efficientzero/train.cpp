@@ -683,7 +683,7 @@ EvalResult evaluate(Network& net, const std::string& game, const EvalOptions& o,
         const auto res = mcts.search(adapter, roots, false);
         for (size_t j = 0; j < active.size(); ++j) {
             Slot& s = slots[size_t(active[j])];
-            const int a = rl::selectAction(res.visitCounts[j], 0.0, rng);
+            const int a = rl::selectAction(res.visitCounts[j], 0.0, rng, res.rootQ[j]);
             const bool record = !o.recordDir.empty();
             if (record) {
                 cv::Mat img = s.env->render(8);
