@@ -275,6 +275,28 @@ RecurrentOutput Network::recurrentInference(const Tensor& state, const Tensor& a
     return out;
 }
 
+Tensor Network::represent(const Tensor& obs) {
+    const Config& c = impl_->config;
+    if (obs.dim() != 4 || obs.size(1) != c.inputChannels() || obs.size(2) != c.obsHeight || obs.size(3) != c.obsWidth)
+        throw Error("efficientzero: observation batch has shape " + c10::str(obs.sizes()) + ", expected [B, " +
+                    std::to_string(c.inputChannels()) + ", " + std::to_string(c.obsHeight) + ", " +
+                    std::to_string(c.obsWidth) + "]");
+    return impl_->representation_network(obs.to(torch::kFloat) * c.obsScale);
+}
+
+std::tuple<Tensor, Tensor, LstmState> Network::dynamics(const Tensor& state, const Tensor& actions, const LstmState& lstm) {
+    const Config& c = impl_->config;
+    const int64_t b = state.size(0);
+    if (actions.dim() != 1 || actions.size(0) != b)
+        throw Error("efficientzero: dynamics needs one action per state (" + std::to_string(b) + "), got shape " +
+                    c10::str(actions.sizes()));
+    const Tensor plane = (actions.to(state.options()).view({b, 1, 1, 1}) / double(c.numActions))
+                             .expand({b, 1, state.size(2), state.size(3)});
+    return impl_->dynamics_network(torch::cat({state, plane}, 1), state, lstm);
+}
+
+std::pair<Tensor, Tensor> Network::predict(const Tensor& state) { return impl_->prediction_network(state); }
+
 LstmState Network::initialLstm(int64_t batch) const {
     auto opts = torch::TensorOptions().device(device());
     return {torch::zeros({1, batch, impl_->config.lstmHidden}, opts),
