@@ -265,6 +265,39 @@ private Q_SLOTS:
         QVERIFY(run(5) != run(6));
     }
 
+    // Completed-Q policy target (SearchResult::improvedPolicies): with Q values that carry no
+    // information it is exactly the network's prior (no noise), whatever the simulation count,
+    // while the 16-simulation visit distribution only quantizes the prior to multiples of 1/16;
+    // with a rewarding action it moves the mass there, and illegal actions get none.
+    void completedQPolicyTarget() {
+        MctsConfig mc;
+        mc.numSimulations = 16;
+        const std::vector<float> logits = {0.4f, 0.2f, 0.f, -1.f, 0.f};
+        TinyModel model;
+        model.numActions = 5;
+        model.logits = [&](const std::vector<int>& path) { return path.empty() ? logits : std::vector<float>(5, 0.f); };
+        Mcts mcts(mc, 3);
+        const SearchResult r = mcts.search(model, model.start(1), true);  // noise does not enter the target
+        const auto prior = softmax(logits);
+        for (int a = 0; a < 5; ++a) QVERIFY(std::abs(r.improvedPolicies[0][size_t(a)] - prior[size_t(a)]) < 1e-5f);
+
+        TinyModel paying;
+        paying.numActions = 3;
+        paying.reward = [](int, const std::vector<int>& path) { return path.back() == 1 ? 1.f : 0.f; };
+        Mcts mcts2(mc, 1);
+        const SearchResult r2 = mcts2.search(paying, paying.start(1), false, {{0, 1}});
+        QVERIFY(r2.improvedPolicies[0][1] > 0.9f);
+        QCOMPARE(r2.improvedPolicies[0][2], 0.f);  // illegal
+        QVERIFY(std::abs(r2.improvedPolicies[0][0] + r2.improvedPolicies[0][1] - 1.f) < 1e-5f);
+        // By hand: sigma = (50 + max visits) * 0.1 times the min-max normalized Q (1 for the
+        // paying action, 0 for the other, both visited), on top of equal logits.
+        const auto& tree = mcts2.tree(0);
+        const int maxN = std::max(tree[size_t(tree[0].firstChild)].visits, tree[size_t(tree[0].firstChild + 1)].visits);
+        QVERIFY(tree[size_t(tree[0].firstChild)].visits > 0);
+        const double sigma = (50.0 + maxN) * 0.1;
+        QVERIFY(std::abs(r2.improvedPolicies[0][1] - float(1.0 / (1.0 + std::exp(-sigma)))) < 1e-4f);
+    }
+
     void actionSelection() {
         std::mt19937_64 rng(0);
         QCOMPARE(selectAction({3, 9, 1, 1}, 0.0, rng), 1);  // argmax

@@ -205,9 +205,44 @@ SearchResult Mcts::search(SearchModel& model, const std::vector<Prediction>& roo
         }
         for (int a = 0; a < numActions_; ++a)
             policy[size_t(a)] = total > 0 ? float(counts[size_t(a)]) / float(total) : 0.f;
+        // Completed-Q policy target.
+        std::vector<int> legal = legalOf(b);
+        if (legal.empty())
+            for (int a = 0; a < numActions_; ++a) legal.push_back(a);
+        const auto& logits = roots[size_t(b)].policyLogits;
+        double top = -1e300;
+        for (int a : legal) top = std::max(top, double(logits[size_t(a)]));
+        std::vector<double> prior(counts.size(), 0.0);
+        double z = 0;
+        for (int a : legal) z += prior[size_t(a)] = std::exp(double(logits[size_t(a)]) - top);
+        for (int a : legal) prior[size_t(a)] /= z;
+        double visitedPrior = 0, visitedQ = 0;
+        int maxVisits = 0;
+        for (int a : legal)
+            if (counts[size_t(a)] > 0) {
+                visitedPrior += prior[size_t(a)];
+                visitedQ += prior[size_t(a)] * double(q[size_t(a)]);
+                maxVisits = std::max(maxVisits, counts[size_t(a)]);
+            }
+        const double vMix = total > 0 && visitedPrior > 0
+                                ? (double(roots[size_t(b)].value) + double(total) * visitedQ / visitedPrior) / (1.0 + total)
+                                : double(roots[size_t(b)].value);
+        const double sigma = (config_.completedQVisits + maxVisits) * config_.completedQScale;
+        std::vector<double> improved(counts.size(), 0.0);
+        double best = -1e300;
+        for (int a : legal) {
+            const double qa = counts[size_t(a)] > 0 ? double(q[size_t(a)]) : vMix;
+            improved[size_t(a)] = double(logits[size_t(a)]) + sigma * std::clamp(stats[size_t(b)].normalize(qa), 0.0, 1.0);
+            best = std::max(best, improved[size_t(a)]);
+        }
+        double zi = 0;
+        for (int a : legal) zi += improved[size_t(a)] = std::exp(improved[size_t(a)] - best);
+        std::vector<float> improvedF(counts.size(), 0.f);
+        for (int a : legal) improvedF[size_t(a)] = float(improved[size_t(a)] / zi);
         result.visitCounts.push_back(std::move(counts));
         result.rootPriors.push_back(std::move(priors));
         result.rootQ.push_back(std::move(q));
+        result.improvedPolicies.push_back(std::move(improvedF));
         result.policies.push_back(std::move(policy));
         result.rootValues.push_back(float(tree[0].value()));
     }

@@ -22,6 +22,10 @@ struct MctsConfig {
     int lstmHorizon = 5;             // value-prefix LSTM reset every this many levels
     double minMaxFloor = 0.01;       // smallest Q range used for normalization
     double tieEpsilon = 1e-6;
+    // Completed-Q policy target (Gumbel MuZero, Danihelka et al. 2022): softmax(prior logits +
+    // (completedQVisits + max visits) * completedQScale * normalized completed Q).
+    double completedQVisits = 50.0;
+    double completedQScale = 0.1;
 };
 
 // What the model predicts for one latent state.
@@ -82,6 +86,11 @@ struct SearchResult {
     std::vector<std::vector<float>> policies;   // [B][numActions] visit distribution
     std::vector<std::vector<float>> rootPriors; // [B][numActions] after noise, if any
     std::vector<std::vector<float>> rootQ;      // [B][numActions] Q from the root, -inf if unvisited
+    // [B][numActions] softmax(root logits + sigma(completed Q)) over the legal actions: the
+    // network's prior (no noise) improved by the search's Q; unvisited actions take the mixed
+    // value v_mix. Unlike the visit distribution it does not sharpen the prior when the Q values
+    // carry no information (few simulations), so it does not collapse the policy.
+    std::vector<std::vector<float>> improvedPolicies;
 };
 
 class Mcts {

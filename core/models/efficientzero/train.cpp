@@ -31,7 +31,7 @@ nlohmann::json TrainConfig::toJson() const {
     return {{"env", env}, {"steps", steps}, {"seed", seed}, {"num_envs", numEnvs}, {"simulations", simulations},
             {"max_episode_steps", maxEpisodeSteps}, {"batch_size", batchSize}, {"unroll", unroll},
             {"td_steps", tdSteps}, {"discount", discount}, {"clip_rewards", clipRewards},
-            {"life_loss_terminal", lifeLossTerminal}, {"lr", lr}, {"lr_final", lrFinal},
+            {"life_loss_terminal", lifeLossTerminal}, {"policy_target", policyTarget}, {"lr", lr}, {"lr_final", lrFinal},
             {"lr_schedule", lrSchedule}, {"warmup_steps", warmupSteps}, {"momentum", momentum},
             {"weight_decay", weightDecay}, {"grad_clip", gradClip}, {"priority_alpha", priorityAlpha},
             {"priority_beta_start", priorityBetaStart}, {"replay_capacity", replayCapacity},
@@ -63,6 +63,7 @@ TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
     get("simulations", c.simulations); get("max_episode_steps", c.maxEpisodeSteps); get("batch_size", c.batchSize);
     get("unroll", c.unroll); get("td_steps", c.tdSteps); get("discount", c.discount); get("lr", c.lr);
     get("clip_rewards", c.clipRewards); get("life_loss_terminal", c.lifeLossTerminal);
+    get("policy_target", c.policyTarget);
     get("lr_final", c.lrFinal); get("lr_schedule", c.lrSchedule); get("warmup_steps", c.warmupSteps);
     get("momentum", c.momentum); get("weight_decay", c.weightDecay); get("grad_clip", c.gradClip);
     get("priority_alpha", c.priorityAlpha); get("priority_beta_start", c.priorityBetaStart);
@@ -87,6 +88,7 @@ void TrainConfig::validate() const {
     need(discount > 0 && discount <= 1, "discount must be in (0, 1]");
     need(lr > 0 && lr < 10 && lrFinal >= 0 && lrFinal <= lr, "lr must be in (0, 10) and lr_final in [0, lr]");
     need(lrSchedule == "cosine" || lrSchedule == "step", "lr_schedule must be 'cosine' or 'step'");
+    need(policyTarget == "visits" || policyTarget == "completed_q", "policy_target must be 'visits' or 'completed_q'");
     need(warmupSteps >= 0 && momentum >= 0 && momentum < 1 && weightDecay >= 0 && gradClip > 0, "bad optimizer settings");
     need(priorityAlpha >= 0 && priorityBetaStart >= 0 && priorityBetaStart <= 1, "bad priority exponents");
     need(replayCapacity >= 1 && minReplay >= 1 && minReplay <= replayCapacity, "min_replay must be in 1..replay_capacity");
@@ -437,7 +439,8 @@ TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train:
             h.actions.push_back(a);
             h.rewards.push_back(reward);
             h.rootValues.push_back(res.rootValues[size_t(i)]);
-            h.policies.insert(h.policies.end(), res.policies[size_t(i)].begin(), res.policies[size_t(i)].end());
+            const auto& target = cfg.policyTarget == "visits" ? res.policies[size_t(i)] : res.improvedPolicies[size_t(i)];
+            h.policies.insert(h.policies.end(), target.begin(), target.end());
             env.observationInto(frame.data());
             h.addFrame(frame.data());
             ++n.envSteps;
