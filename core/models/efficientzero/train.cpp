@@ -105,6 +105,7 @@ Config cpuNetwork(const rl::Env& env, const nlohmann::json& overrides) {
     c.projHidden = 128;
     c.projOut = 64;
     c.predHidden = 32;
+    c.oneHotActions = true;  // no order among the actions (docs/rl.md "EfficientZero networks")
     nlohmann::json j = c.toJson();
     for (auto it = overrides.begin(); it != overrides.end(); ++it) {
         if (!j.contains(it.key())) throw Error("efficientzero network: unknown key '" + it.key() + "'");
