@@ -138,7 +138,7 @@ private Q_SLOTS:
         const auto j = TrainConfig::fromJson(nlohmann::json{{"clip_rewards", false}, {"life_loss_terminal", false}});
         QVERIFY(!j.clipRewards && !j.lifeLossTerminal);
         QVERIFY(contains(errorOf([] { TrainConfig::fromJson(nlohmann::json{{"clip_rewards", 1}}); }), {"clip_rewards"}));
-        QCOMPARE(TrainConfig{}.policyTarget, std::string("completed_q"));
+        QCOMPARE(TrainConfig{}.policyTarget, std::string("visits"));
         QVERIFY(contains(errorOf([] { TrainConfig::fromJson(nlohmann::json{{"policy_target", "argmax"}}); }), {"policy_target"}));
     }
 

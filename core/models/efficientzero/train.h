@@ -36,10 +36,9 @@ struct TrainConfig {
     bool clipRewards = true;
     bool lifeLossTerminal = true;
     // Policy target stored for each self-play move: "visits" (the paper: the root's visit
-    // distribution) or "completed_q" (SearchResult::improvedPolicies). With the CPU's 8-16
-    // simulations the visit distribution sharpens the prior whenever the Q values carry little
-    // information, and the policy collapses onto one action (docs/rl.md, issue 7).
-    std::string policyTarget = "completed_q";
+    // distribution) or "completed_q" (SearchResult::improvedPolicies, Gumbel MuZero). In a
+    // 15-minute breakout run completed_q drove self-play onto one action (docs/rl.md).
+    std::string policyTarget = "visits";
     double lr = 0.1, lrFinal = 0.01;   // peak and final learning rate
     std::string lrSchedule = "cosine"; // "cosine" or "step" (x0.1 at 50% and 75%)
     int64_t warmupSteps = 200;         // linear warmup from 0 to lr
