@@ -104,6 +104,37 @@ private Q_SLOTS:
         QVERIFY_THROWS_EXCEPTION(glimpse::Error, net.recurrentInference(state, torch::tensor({1}), net.initialLstm(2)));
     }
 
+    // one_hot_actions: the dynamics reads |A| one-hot planes instead of one plane a / |A|.
+    // Zeroing the conv weights of every action plane but action 2's makes actions 0, 1 and 3
+    // indistinguishable while 2 differs; with the scalar plane every action still differs
+    // (the plane's value is a / |A|), i.e. the actions are ordered.
+    void oneHotActionPlanes() {
+        for (bool oneHot : {true, false}) {
+            Config c = Config::grid(2, 5, 5, 4);
+            c.channels = 6;
+            c.oneHotActions = oneHot;
+            QCOMPARE(Config::fromJson(c.toJson()).oneHotActions, oneHot);
+            torch::manual_seed(2);
+            Network net(c);
+            net.train(false);
+            torch::NoGradGuard ng;
+            auto params = net.module().named_parameters(true);
+            torch::Tensor w = params["dynamics_network.conv.weight"];
+            QVERIFY(sameShape(w, {6, 6 + (oneHot ? 4 : 1), 3, 3}));
+            if (oneHot)
+                for (int a : {0, 1, 3}) w.select(1, 6 + a).zero_();
+            const torch::Tensor state = torch::rand({1, 6, 5, 5}).repeat({4, 1, 1, 1});
+            const auto rec = net.recurrentInference(state, torch::tensor({0, 1, 2, 3}), net.initialLstm(4));
+            auto same = [&](int a, int b) { return torch::allclose(rec.nextState[a], rec.nextState[b]); };
+            if (oneHot) {
+                QVERIFY(same(0, 1) && same(0, 3));
+                QVERIFY(!same(0, 2));
+            } else {
+                QVERIFY(!same(0, 1) && !same(1, 3) && !same(0, 3));
+            }
+        }
+    }
+
     void transformAndInverse() {
         const torch::Tensor x = torch::linspace(-1000, 1000, 20001, torch::kDouble);
         QVERIFY(torch::allclose(inverseScalarTransform(scalarTransform(x)), x, 0, 1e-4));

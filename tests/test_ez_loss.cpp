@@ -132,6 +132,66 @@ private Q_SLOTS:
         QVERIFY(torch::allclose(terms.priorities, (init.value - b.value.select(1, 0)).abs(), 1e-5, 1e-5));
     }
 
+    // Issue 7: the self-play and target networks run in eval mode, on BatchNorm running
+    // statistics. When the learner called the prediction network on the root states and on each
+    // unrolled state separately, the running statistics averaged batches of different
+    // distributions and matched none of them: the eval-mode network's value and policy differed
+    // from the trained one (a trained pellets agent predicted value 0 everywhere in eval mode, 0.46
+    // in training mode). computeLoss now batches the representation and the prediction calls, so
+    // after the running statistics settle on a batch, eval mode reproduces what the loss saw.
+    void evalModeMatchesTheTrainedBatchNormStatistics() {
+        const Config c = tinyConfig();
+        torch::manual_seed(5);
+        const int B = 16, K = 3;
+        const Batch b = tinyBatch(c, B, K);
+        auto perturbed = [&] {
+            torch::manual_seed(1);
+            Network net(c);
+            torch::NoGradGuard ng;
+            for (auto& p : net.parameters()) p.add_(torch::randn_like(p) * 0.3);
+            return net;
+        };
+        auto gap = [&](Network& net, const torch::Tensor& trainLogits) {
+            net.train(false);
+            torch::NoGradGuard ng;
+            const auto evalLogits = net.initialInference(b.obs).valueLogits;
+            return (torch::softmax(evalLogits, 1) - torch::softmax(trainLogits, 1)).abs().max().item<double>();
+        };
+        // The learner's loss, 80 times on the same batch (momentum 0.1: the running statistics
+        // converge to the batch's).
+        Network net = perturbed();
+        net.train(true);
+        LossTerms terms;
+        {
+            torch::NoGradGuard ng;
+            for (int i = 0; i < 80; ++i) terms = computeLoss(net, b);
+        }
+        const double batched = gap(net, terms.valueLogits0);
+        // The same forward calls made one by one (the old loss): root, each unroll step, targets.
+        Network old = perturbed();
+        old.train(true);
+        torch::Tensor oldLogits;
+        {
+            torch::NoGradGuard ng;
+            for (int i = 0; i < 80; ++i) {
+                auto init = old.initialInference(b.obs);
+                oldLogits = init.valueLogits;
+                auto state = init.state;
+                auto lstm = old.initialLstm(B);
+                for (int k = 0; k < K; ++k) {
+                    auto rec = old.recurrentInference(state, b.actions.select(1, k), lstm);
+                    state = rec.nextState;
+                    lstm = rec.lstm;
+                }
+                old.initialInference(b.nextObs.reshape({B * K, c.inputChannels(), c.obsHeight, c.obsWidth}));
+            }
+        }
+        const double separate = gap(old, oldLogits);
+        qInfo("value distribution gap eval vs train: batched %.4f, separate calls %.4f", batched, separate);
+        QVERIFY2(batched < 0.02, qPrintable(QString("eval vs train value distribution: %1").arg(batched)));
+        QVERIFY2(separate > 3 * batched, qPrintable(QString("separate calls: %1, batched: %2").arg(separate).arg(batched)));
+    }
+
     void fittingOneBatchDecreasesTheLoss() {
         const Config c = tinyConfig();
         torch::manual_seed(2);

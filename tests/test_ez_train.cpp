@@ -92,6 +92,56 @@ private Q_SLOTS:
         QVERIFY(log.series.at("lr").values[6] > 0);
     }
 
+    // Table 5.8: rewards are clipped to their sign and a lost life ends the game history in
+    // training (the logged returns stay the game's own). Pellets pays 1 / 5 / 10 and has 3
+    // lives (a random player loses them within ~50 steps), so without either rule the replay holds rewards above 1 and one history per
+    // episode.
+    void rewardClippingAndLifeLossTerminal() {
+        struct Replay {
+            int64_t games = 0, terminalGames = 0, episodes = 0;
+            float maxReward = 0;
+        };
+        auto run = [&](const std::string& game, bool clip, bool lifeLoss, const std::string& dir) {
+            TrainConfig c = tiny(1);
+            c.env = game;
+            c.maxEpisodeSteps = 400;
+            c.minReplay = 600;
+            c.clipRewards = clip;
+            c.lifeLossTerminal = lifeLoss;
+            trainAgent(c, path(dir));
+            auto f = h5::File::open(path(dir + "/state.h5"));
+            auto r = f.group("replay");
+            Replay out;
+            out.games = r.readTensor("lengths", torch::kInt64, {-1}).numel();
+            out.terminalGames = r.readTensor("terminal", torch::kUInt8, {-1}).sum().item<int64_t>();
+            const torch::Tensor rewards = r.readTensor("rewards", torch::kFloat32, {-1});
+            out.maxReward = rewards.max().item<float>();
+            out.episodes = f.attrInt("episodes");
+            return out;
+        };
+        // Pellets has 3 lives and a random player loses them within ~50 steps.
+        Replay p = run("pellets", true, true, "lives");
+        QVERIFY2(p.episodes >= 1, "random pellets episodes end within 400 steps");
+        QVERIFY2(p.games >= 2 * p.episodes + 1, qPrintable(QString("%1 histories for %2 episodes").arg(p.games).arg(p.episodes)));
+        QCOMPARE(p.terminalGames, p.games);  // every history ends with a lost life (or the game)
+        p = run("pellets", true, false, "lives_off");
+        QCOMPARE(p.games, p.episodes);
+        // Invaders pays 3 / 2 / 1 per alien.
+        Replay inv = run("invaders", true, true, "clip");
+        QCOMPARE(inv.maxReward, 1.f);
+        const RunLog log = RunLog::load(path("clip/runlog.h5"));
+        double best = 0;
+        for (double v : log.series.at("episode_return").values) best = std::max(best, v);
+        QVERIFY2(best > 1, "logged returns are the game's own, not clipped");
+        inv = run("invaders", false, true, "clip_off");
+        QVERIFY(inv.maxReward > 1.f);
+        const auto j = TrainConfig::fromJson(nlohmann::json{{"clip_rewards", false}, {"life_loss_terminal", false}});
+        QVERIFY(!j.clipRewards && !j.lifeLossTerminal);
+        QVERIFY(contains(errorOf([] { TrainConfig::fromJson(nlohmann::json{{"clip_rewards", 1}}); }), {"clip_rewards"}));
+        QCOMPARE(TrainConfig{}.policyTarget, std::string("visits"));
+        QVERIFY(contains(errorOf([] { TrainConfig::fromJson(nlohmann::json{{"policy_target", "argmax"}}); }), {"policy_target"}));
+    }
+
     void stopWritesCheckpoint() {
         train::Control control;
         control.requestStop();

@@ -152,6 +152,13 @@ private Q_SLOTS:
         QVERIFY2(r.visitCounts[0][1] >= 40, qPrintable(QString::number(r.visitCounts[0][1])));
         QVERIFY(r.rootValues[0] > 0.5f);
         QVERIFY(std::abs(r.policies[0][1] - r.visitCounts[0][1] / 50.f) < 1e-6f);
+        // Root Q: reward + discount * mean value of the child (values are 0 except rewards).
+        const auto& tree = mcts.tree(0);
+        for (int a = 0; a < 2; ++a) {
+            const Node& c = tree[size_t(tree[0].firstChild + a)];
+            QVERIFY(std::abs(r.rootQ[0][size_t(a)] - float(c.valuePrefix + 0.997 * c.value())) < 1e-5f);
+        }
+        QVERIFY(r.rootQ[0][1] > r.rootQ[0][0]);
     }
 
     void batchedTreesAreIndependent() {
@@ -258,9 +265,54 @@ private Q_SLOTS:
         QVERIFY(run(5) != run(6));
     }
 
+    // Completed-Q policy target (SearchResult::improvedPolicies): with Q values that carry no
+    // information it is exactly the network's prior (no noise), whatever the simulation count,
+    // while the 16-simulation visit distribution only quantizes the prior to multiples of 1/16;
+    // with a rewarding action it moves the mass there, and illegal actions get none.
+    void completedQPolicyTarget() {
+        MctsConfig mc;
+        mc.numSimulations = 16;
+        const std::vector<float> logits = {0.4f, 0.2f, 0.f, -1.f, 0.f};
+        TinyModel model;
+        model.numActions = 5;
+        model.logits = [&](const std::vector<int>& path) { return path.empty() ? logits : std::vector<float>(5, 0.f); };
+        Mcts mcts(mc, 3);
+        const SearchResult r = mcts.search(model, model.start(1), true);  // noise does not enter the target
+        const auto prior = softmax(logits);
+        for (int a = 0; a < 5; ++a) QVERIFY(std::abs(r.improvedPolicies[0][size_t(a)] - prior[size_t(a)]) < 1e-5f);
+
+        TinyModel paying;
+        paying.numActions = 3;
+        paying.reward = [](int, const std::vector<int>& path) { return path.back() == 1 ? 1.f : 0.f; };
+        Mcts mcts2(mc, 1);
+        const SearchResult r2 = mcts2.search(paying, paying.start(1), false, {{0, 1}});
+        QVERIFY(r2.improvedPolicies[0][1] > 0.9f);
+        QCOMPARE(r2.improvedPolicies[0][2], 0.f);  // illegal
+        QVERIFY(std::abs(r2.improvedPolicies[0][0] + r2.improvedPolicies[0][1] - 1.f) < 1e-5f);
+        // By hand: sigma = (50 + max visits) * 0.1 times the min-max normalized Q (1 for the
+        // paying action, 0 for the other, both visited), on top of equal logits.
+        const auto& tree = mcts2.tree(0);
+        const int maxN = std::max(tree[size_t(tree[0].firstChild)].visits, tree[size_t(tree[0].firstChild + 1)].visits);
+        QVERIFY(tree[size_t(tree[0].firstChild)].visits > 0);
+        const double sigma = (50.0 + maxN) * 0.1;
+        QVERIFY(std::abs(r2.improvedPolicies[0][1] - float(1.0 / (1.0 + std::exp(-sigma)))) < 1e-4f);
+    }
+
     void actionSelection() {
         std::mt19937_64 rng(0);
-        QCOMPARE(selectAction({3, 9, 9, 1}, 0.0, rng), 1);  // argmax, lowest index on ties
+        QCOMPARE(selectAction({3, 9, 1, 1}, 0.0, rng), 1);  // argmax
+        // Ties at temperature 0 must not always go to index 0 (NOOP in every game): with 8
+        // simulations over 4 actions the counts are often 2/2/2/2, and a lowest-index rule made
+        // the evaluated agent stand still (breakout never served, pellets waited for the ghosts).
+        std::vector<int> picked(4, 0);
+        for (int i = 0; i < 400; ++i) ++picked[size_t(selectAction({2, 2, 2, 2}, 0.0, rng))];
+        for (int a = 0; a < 4; ++a) QVERIFY2(picked[size_t(a)] > 50, "every tied action is chosen");
+        for (int i = 0; i < 50; ++i) {
+            const int a = selectAction({3, 9, 9, 1}, 0.0, rng);
+            QVERIFY(a == 1 || a == 2);
+            QCOMPARE(selectAction({3, 9, 9, 1}, 0.0, rng, {5.f, 0.1f, 0.7f, 9.f}), 2);  // ties by score
+        }
+        QVERIFY_THROWS_EXCEPTION(glimpse::Error, selectAction({1, 2}, 0.0, rng, {1.f}));
         QCOMPARE(selectAction({0, 10}, 1.0, rng), 1);
         auto frequency = [&](double t) {
             int ones = 0;

@@ -193,26 +193,84 @@ SearchResult Mcts::search(SearchModel& model, const std::vector<Prediction>& roo
     for (int b = 0; b < batch; ++b) {
         const auto& tree = trees_[size_t(b)];
         std::vector<int> counts(static_cast<size_t>(numActions_));
-        std::vector<float> priors(counts.size()), policy(counts.size());
+        std::vector<float> priors(counts.size()), policy(counts.size()),
+            q(counts.size(), -std::numeric_limits<float>::infinity());
         int total = 0;
         for (int a = 0; a < numActions_; ++a) {
-            counts[size_t(a)] = tree[size_t(tree[0].firstChild + a)].visits;
+            const Node& child = tree[size_t(tree[0].firstChild + a)];
+            counts[size_t(a)] = child.visits;
+            if (child.visits > 0) q[size_t(a)] = float(childQ(tree[0], child));
             priors[size_t(a)] = tree[size_t(tree[0].firstChild + a)].prior;
             total += counts[size_t(a)];
         }
         for (int a = 0; a < numActions_; ++a)
             policy[size_t(a)] = total > 0 ? float(counts[size_t(a)]) / float(total) : 0.f;
+        // Completed-Q policy target.
+        std::vector<int> legal = legalOf(b);
+        if (legal.empty())
+            for (int a = 0; a < numActions_; ++a) legal.push_back(a);
+        const auto& logits = roots[size_t(b)].policyLogits;
+        double top = -1e300;
+        for (int a : legal) top = std::max(top, double(logits[size_t(a)]));
+        std::vector<double> prior(counts.size(), 0.0);
+        double z = 0;
+        for (int a : legal) z += prior[size_t(a)] = std::exp(double(logits[size_t(a)]) - top);
+        for (int a : legal) prior[size_t(a)] /= z;
+        double visitedPrior = 0, visitedQ = 0;
+        int maxVisits = 0;
+        for (int a : legal)
+            if (counts[size_t(a)] > 0) {
+                visitedPrior += prior[size_t(a)];
+                visitedQ += prior[size_t(a)] * double(q[size_t(a)]);
+                maxVisits = std::max(maxVisits, counts[size_t(a)]);
+            }
+        const double vMix = total > 0 && visitedPrior > 0
+                                ? (double(roots[size_t(b)].value) + double(total) * visitedQ / visitedPrior) / (1.0 + total)
+                                : double(roots[size_t(b)].value);
+        const double sigma = (config_.completedQVisits + maxVisits) * config_.completedQScale;
+        std::vector<double> improved(counts.size(), 0.0);
+        double best = -1e300;
+        for (int a : legal) {
+            const double qa = counts[size_t(a)] > 0 ? double(q[size_t(a)]) : vMix;
+            improved[size_t(a)] = double(logits[size_t(a)]) + sigma * std::clamp(stats[size_t(b)].normalize(qa), 0.0, 1.0);
+            best = std::max(best, improved[size_t(a)]);
+        }
+        double zi = 0;
+        for (int a : legal) zi += improved[size_t(a)] = std::exp(improved[size_t(a)] - best);
+        std::vector<float> improvedF(counts.size(), 0.f);
+        for (int a : legal) improvedF[size_t(a)] = float(improved[size_t(a)] / zi);
         result.visitCounts.push_back(std::move(counts));
         result.rootPriors.push_back(std::move(priors));
+        result.rootQ.push_back(std::move(q));
+        result.improvedPolicies.push_back(std::move(improvedF));
         result.policies.push_back(std::move(policy));
         result.rootValues.push_back(float(tree[0].value()));
     }
     return result;
 }
 
-int selectAction(const std::vector<int>& visitCounts, double temperature, std::mt19937_64& rng) {
+int selectAction(const std::vector<int>& visitCounts, double temperature, std::mt19937_64& rng,
+                 const std::vector<float>& tieScores) {
     if (visitCounts.empty()) throw Error("mcts: selectAction got no visit counts");
-    if (temperature <= 0) return int(std::max_element(visitCounts.begin(), visitCounts.end()) - visitCounts.begin());
+    if (!tieScores.empty() && tieScores.size() != visitCounts.size())
+        throw Error("mcts: selectAction got " + std::to_string(tieScores.size()) + " tie scores for " +
+                    std::to_string(visitCounts.size()) + " actions");
+    if (temperature <= 0) {
+        const int most = *std::max_element(visitCounts.begin(), visitCounts.end());
+        std::vector<int> ties;
+        for (size_t a = 0; a < visitCounts.size(); ++a)
+            if (visitCounts[a] == most) ties.push_back(int(a));
+        if (!tieScores.empty()) {
+            float best = -std::numeric_limits<float>::infinity();
+            for (int a : ties) best = std::max(best, tieScores[size_t(a)]);
+            std::vector<int> top;
+            for (int a : ties)
+                if (tieScores[size_t(a)] >= best) top.push_back(a);
+            if (!top.empty()) ties = std::move(top);
+        }
+        if (ties.size() == 1) return ties.front();
+        return ties[size_t(std::uniform_int_distribution<size_t>(0, ties.size() - 1)(rng))];
+    }
     std::vector<double> weights;
     for (int n : visitCounts) weights.push_back(std::pow(double(n), 1.0 / temperature));
     if (std::all_of(weights.begin(), weights.end(), [](double w) { return w <= 0; }))

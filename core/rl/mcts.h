@@ -22,6 +22,10 @@ struct MctsConfig {
     int lstmHorizon = 5;             // value-prefix LSTM reset every this many levels
     double minMaxFloor = 0.01;       // smallest Q range used for normalization
     double tieEpsilon = 1e-6;
+    // Completed-Q policy target (Gumbel MuZero, Danihelka et al. 2022): softmax(prior logits +
+    // (completedQVisits + max visits) * completedQScale * normalized completed Q).
+    double completedQVisits = 50.0;
+    double completedQScale = 0.1;
 };
 
 // What the model predicts for one latent state.
@@ -81,6 +85,12 @@ struct SearchResult {
     std::vector<float> rootValues;              // [B] mean backed-up value of the root
     std::vector<std::vector<float>> policies;   // [B][numActions] visit distribution
     std::vector<std::vector<float>> rootPriors; // [B][numActions] after noise, if any
+    std::vector<std::vector<float>> rootQ;      // [B][numActions] Q from the root, -inf if unvisited
+    // [B][numActions] softmax(root logits + sigma(completed Q)) over the legal actions: the
+    // network's prior (no noise) improved by the search's Q; unvisited actions take the mixed
+    // value v_mix. Unlike the visit distribution it does not sharpen the prior when the Q values
+    // carry no information (few simulations), so it does not collapse the policy.
+    std::vector<std::vector<float>> improvedPolicies;
 };
 
 class Mcts {
@@ -118,9 +128,13 @@ private:
     std::vector<std::vector<Node>> trees_;
 };
 
-// Visit-count action selection: temperature 0 picks the most visited action (lowest index
-// among ties); otherwise samples with probability proportional to N^(1 / temperature).
-int selectAction(const std::vector<int>& visitCounts, double temperature, std::mt19937_64& rng);
+// Visit-count action selection: temperature 0 picks the most visited action; ties go to the
+// highest `tieScores` entry (e.g. the search's root Q, SearchResult::rootQ) when given, and the
+// remaining ties are broken uniformly with rng (never "lowest index": with few simulations the
+// counts often tie, and index 0 is NOOP in every game). Otherwise samples with probability
+// proportional to N^(1 / temperature).
+int selectAction(const std::vector<int>& visitCounts, double temperature, std::mt19937_64& rng,
+                 const std::vector<float>& tieScores = {});
 // EfficientZero's schedule: 1 for the first half of training, 0.5 up to 75%, then 0.25.
 double visitTemperature(double trainingProgress);
 

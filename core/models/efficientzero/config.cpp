@@ -77,6 +77,7 @@ nlohmann::json Config::toJson() const {
             {"stack", stack},
             {"obs_scale", obsScale},
             {"num_actions", numActions},
+            {"one_hot_actions", oneHotActions},
             {"downsample", downsample},
             {"channels", channels},
             {"blocks", blocks},
@@ -127,6 +128,7 @@ Config Config::fromJson(const nlohmann::json& j) {
     get("stack", c.stack);
     get("obs_scale", c.obsScale);
     get("num_actions", c.numActions);
+    get("one_hot_actions", c.oneHotActions);
     get("downsample", c.downsample);
     get("channels", c.channels);
     get("blocks", c.blocks);

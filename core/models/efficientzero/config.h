@@ -15,6 +15,11 @@ struct Config {
     int obsChannels = 3, obsHeight = 96, obsWidth = 96, stack = 4;
     float obsScale = 1.f / 255.f;
     int numActions = 18;
+    // Action input of the dynamics: false = one plane filled with a / |A| (the paper and the
+    // reference checkpoints); true = |A| one-hot planes, which give the actions no order (with the
+    // scalar plane an untrained dynamics makes Q monotone in the action index; docs/rl.md).
+    bool oneHotActions = false;
+    int actionPlanes() const { return oneHotActions ? numActions : 1; }
     bool downsample = true;      // the strided Atari stem down to H/16 x W/16
     int channels = 64;           // latent state planes
     int blocks = 1;              // residual blocks after the stem, in dynamics and prediction

@@ -48,35 +48,50 @@ LossTerms computeLoss(Network& net, const Batch& b, const LossWeights& w) {
     const int64_t B = b.obs.size(0), K = b.actions.size(1);
     const int S = c.supportSize;
 
-    auto init = net.initialInference(b.obs);
-    Tensor valueCe = softCrossEntropy(init.valueLogits, scalarToSupport(b.value.select(1, 0), S));
-    Tensor policyCe = softCrossEntropy(init.policyLogits, b.policy.select(1, 0));
-    Tensor prefixCe = torch::zeros({B}, b.obs.options());
-    Tensor cons = torch::zeros({B}, b.obs.options());
-    const Tensor priorities = (init.value.detach() - b.value.select(1, 0)).abs();
-
+    // BatchNorm: in training mode each forward call normalizes with its own batch statistics,
+    // while the running statistics (what the self-play and target networks use in eval mode)
+    // average over all calls. Calling the prediction network on the root states and on each
+    // unrolled state separately (and the representation on the observations and on the
+    // consistency targets separately) let those differ: the eval-mode network predicted a
+    // constant value and a different policy than the trained one (issue 7). So the
+    // representation runs once on [observations; next observations] and the prediction once on
+    // [root states; unrolled states]; their running statistics are then those of the very batch
+    // the loss was computed with. (The dynamics necessarily runs once per unroll step.)
+    const Tensor flatNext = b.nextObs.reshape({B * K, b.nextObs.size(2), b.nextObs.size(3), b.nextObs.size(4)});
+    const Tensor represented = net.represent(torch::cat({b.obs, flatNext}, 0));
+    const Tensor state0 = represented.slice(0, 0, B);
     // Consistency targets: the representation of the real observations, projected without
     // gradients (the target side).
     Tensor targetProj;
     {
         torch::NoGradGuard ng;
-        auto flat = b.nextObs.reshape({B * K, b.nextObs.size(2), b.nextObs.size(3), b.nextObs.size(4)});
-        targetProj = net.project(net.initialInference(flat).state, false).reshape({B, K, -1});
+        targetProj = net.project(represented.slice(0, B).detach(), false).reshape({B, K, -1});
     }
 
-    Tensor state = init.state;
+    std::vector<Tensor> states{state0};
+    Tensor prefixCe = torch::zeros({B}, b.obs.options());
+    Tensor cons = torch::zeros({B}, b.obs.options());
+    Tensor state = state0;
     LstmState lstm = net.initialLstm(B);
     for (int64_t k = 0; k < K; ++k) {
-        auto rec = net.recurrentInference(state, b.actions.select(1, k), lstm);
+        auto [next, prefixLogits, nextLstm] = net.dynamics(state, b.actions.select(1, k), lstm);
         const Tensor mask = b.mask.select(1, k + 1);
-        valueCe = valueCe + softCrossEntropy(rec.valueLogits, scalarToSupport(b.value.select(1, k + 1), S));
-        policyCe = policyCe + softCrossEntropy(rec.policyLogits, b.policy.select(1, k + 1));
-        prefixCe = prefixCe + softCrossEntropy(rec.valuePrefixLogits, scalarToSupport(b.valuePrefix.select(1, k), S));
-        cons = cons + negativeCosineSimilarity(net.project(rec.nextState, true), targetProj.select(1, k)) * mask;
-        state = scaleGradient(rec.nextState, w.dynamicsGradScale);
-        lstm = rec.lstm;
+        prefixCe = prefixCe + softCrossEntropy(prefixLogits, scalarToSupport(b.valuePrefix.select(1, k), S));
+        cons = cons + negativeCosineSimilarity(net.project(next, true), targetProj.select(1, k)) * mask;
+        states.push_back(next);
+        state = scaleGradient(next, w.dynamicsGradScale);
+        lstm = nextLstm;
         if ((k + 1) % 5 == 0) lstm = net.initialLstm(B);  // LSTM horizon (zeta = 5)
     }
+    auto [valueLogits, policyLogits] = net.predict(torch::cat(states, 0));
+    valueLogits = valueLogits.view({K + 1, B, -1});
+    policyLogits = policyLogits.view({K + 1, B, -1});
+    const Tensor valueTargets = scalarToSupport(b.value.transpose(0, 1), S);  // [K + 1, B, 2S + 1]
+    const Tensor valueCe = softCrossEntropy(valueLogits, valueTargets).sum(0);
+    const Tensor policyCe = softCrossEntropy(policyLogits, b.policy.transpose(0, 1)).sum(0);
+    const Tensor value0 = supportToScalar(valueLogits[0].detach(), S);
+    const Tensor priorities = (value0 - b.value.select(1, 0)).abs();
+
     const Tensor perSample = w.value * valueCe + w.policy * policyCe + w.valuePrefix * prefixCe + w.consistency * cons;
     LossTerms out;
     out.total = (perSample * b.weights).mean();
@@ -85,6 +100,7 @@ LossTerms computeLoss(Network& net, const Batch& b, const LossWeights& w) {
     out.policy = policyCe.mean().item<double>();
     out.consistency = cons.mean().item<double>();
     out.priorities = priorities;
+    out.valueLogits0 = valueLogits[0].detach();
     return out;
 }
 

@@ -39,6 +39,7 @@ struct LossTerms {
     // Unweighted batch means of each term (summed over the unroll), detached:
     double value = 0, valuePrefix = 0, policy = 0, consistency = 0;
     torch::Tensor priorities;    // [B] |predicted value - target| at k = 0, detached
+    torch::Tensor valueLogits0;  // [B, 2S + 1] predicted value logits at k = 0, detached
 };
 
 // -sum(target * log_softmax(logits)) over the last dimension.

@@ -115,7 +115,7 @@ TORCH_MODULE(Representation);
 
 struct DynamicsImpl : nn::Module {
     explicit DynamicsImpl(const Config& c)
-        : conv1(register_module("conv", conv(c.channels + 1, c.channels, 3))),
+        : conv1(register_module("conv", conv(c.channels + c.actionPlanes(), c.channels, 3))),
           bn(register_module("bn", nn::BatchNorm2d(c.channels))),
           resblocks(register_module("resblocks", residualStack(c.blocks, c.channels))),
           conv1x1_reward(register_module("conv1x1_reward", conv(c.channels, c.reducedChannelsReward, 1))),
@@ -184,6 +184,17 @@ nn::Sequential makeProjectionHead(const Config& c) {
 }
 
 } // namespace
+
+// The dynamics' action input: one plane a / |A|, or |A| one-hot planes.
+static Tensor actionPlanes(const Config& c, const Tensor& state, const Tensor& actions) {
+    const int64_t b = state.size(0);
+    if (c.oneHotActions)
+        return torch::one_hot(actions.to(torch::kLong), c.numActions)
+            .to(state.options())
+            .view({b, c.numActions, 1, 1})
+            .expand({b, c.numActions, state.size(2), state.size(3)});
+    return (actions.to(state.options()).view({b, 1, 1, 1}) / double(c.numActions)).expand({b, 1, state.size(2), state.size(3)});
+}
 
 Tensor scalarTransform(const Tensor& x) {
     return torch::sign(x) * (torch::sqrt(torch::abs(x) + 1) - 1) + kEps * x;
@@ -264,8 +275,7 @@ RecurrentOutput Network::recurrentInference(const Tensor& state, const Tensor& a
     if (actions.dim() != 1 || actions.size(0) != b)
         throw Error("efficientzero: recurrentInference needs one action per state (" + std::to_string(b) + "), got shape " +
                     c10::str(actions.sizes()));
-    const Tensor plane = (actions.to(state.options()).view({b, 1, 1, 1}) / double(c.numActions))
-                             .expand({b, 1, state.size(2), state.size(3)});
+    const Tensor plane = actionPlanes(c, state, actions);
     RecurrentOutput out;
     std::tie(out.nextState, out.valuePrefixLogits, out.lstm) =
         impl_->dynamics_network(torch::cat({state, plane}, 1), state, lstm);
@@ -274,6 +284,27 @@ RecurrentOutput Network::recurrentInference(const Tensor& state, const Tensor& a
     out.value = supportToScalar(out.valueLogits, c.supportSize);
     return out;
 }
+
+Tensor Network::represent(const Tensor& obs) {
+    const Config& c = impl_->config;
+    if (obs.dim() != 4 || obs.size(1) != c.inputChannels() || obs.size(2) != c.obsHeight || obs.size(3) != c.obsWidth)
+        throw Error("efficientzero: observation batch has shape " + c10::str(obs.sizes()) + ", expected [B, " +
+                    std::to_string(c.inputChannels()) + ", " + std::to_string(c.obsHeight) + ", " +
+                    std::to_string(c.obsWidth) + "]");
+    return impl_->representation_network(obs.to(torch::kFloat) * c.obsScale);
+}
+
+std::tuple<Tensor, Tensor, LstmState> Network::dynamics(const Tensor& state, const Tensor& actions, const LstmState& lstm) {
+    const Config& c = impl_->config;
+    const int64_t b = state.size(0);
+    if (actions.dim() != 1 || actions.size(0) != b)
+        throw Error("efficientzero: dynamics needs one action per state (" + std::to_string(b) + "), got shape " +
+                    c10::str(actions.sizes()));
+    const Tensor plane = actionPlanes(c, state, actions);
+    return impl_->dynamics_network(torch::cat({state, plane}, 1), state, lstm);
+}
+
+std::pair<Tensor, Tensor> Network::predict(const Tensor& state) { return impl_->prediction_network(state); }
 
 LstmState Network::initialLstm(int64_t batch) const {
     auto opts = torch::TensorOptions().device(device());

@@ -8,6 +8,7 @@
 // (representation_network.*, dynamics_network.*, prediction_network.*, projection.*,
 // projection_head.*).
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -61,6 +62,14 @@ public:
     RecurrentOutput recurrentInference(const torch::Tensor& state, const torch::Tensor& actions,
                                        const LstmState& lstm);
     LstmState initialLstm(int64_t batch) const;
+    // The three functions separately (the learner batches them so that every BatchNorm layer
+    // sees one batch per update; see computeLoss): representation h(obs) -> state; dynamics
+    // g(state, action, lstm) -> (next state, value-prefix logits, lstm); prediction f(state) ->
+    // (value logits, policy logits).
+    torch::Tensor represent(const torch::Tensor& obs);
+    std::tuple<torch::Tensor, torch::Tensor, LstmState> dynamics(const torch::Tensor& state, const torch::Tensor& actions,
+                                                                 const LstmState& lstm);
+    std::pair<torch::Tensor, torch::Tensor> predict(const torch::Tensor& state);
     // Consistency branch: projection(flatten(state)), then the projection head when withGrad;
     // without it the projection is returned detached (the target side).
     torch::Tensor project(const torch::Tensor& state, bool withGrad = true);

@@ -30,7 +30,8 @@ namespace fs = std::filesystem;
 nlohmann::json TrainConfig::toJson() const {
     return {{"env", env}, {"steps", steps}, {"seed", seed}, {"num_envs", numEnvs}, {"simulations", simulations},
             {"max_episode_steps", maxEpisodeSteps}, {"batch_size", batchSize}, {"unroll", unroll},
-            {"td_steps", tdSteps}, {"discount", discount}, {"lr", lr}, {"lr_final", lrFinal},
+            {"td_steps", tdSteps}, {"discount", discount}, {"clip_rewards", clipRewards},
+            {"life_loss_terminal", lifeLossTerminal}, {"policy_target", policyTarget}, {"lr", lr}, {"lr_final", lrFinal},
             {"lr_schedule", lrSchedule}, {"warmup_steps", warmupSteps}, {"momentum", momentum},
             {"weight_decay", weightDecay}, {"grad_clip", gradClip}, {"priority_alpha", priorityAlpha},
             {"priority_beta_start", priorityBetaStart}, {"replay_capacity", replayCapacity},
@@ -51,6 +52,7 @@ TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
         using T = std::decay_t<decltype(field)>;
         bool ok;
         if constexpr (std::is_same_v<T, std::string>) ok = v.is_string();
+        else if constexpr (std::is_same_v<T, bool>) ok = v.is_boolean();
         else if constexpr (std::is_floating_point_v<T>) ok = v.is_number();
         else if constexpr (std::is_same_v<T, nlohmann::json>) ok = v.is_object();
         else ok = v.is_number_integer();
@@ -60,6 +62,8 @@ TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
     get("env", c.env); get("steps", c.steps); get("seed", c.seed); get("num_envs", c.numEnvs);
     get("simulations", c.simulations); get("max_episode_steps", c.maxEpisodeSteps); get("batch_size", c.batchSize);
     get("unroll", c.unroll); get("td_steps", c.tdSteps); get("discount", c.discount); get("lr", c.lr);
+    get("clip_rewards", c.clipRewards); get("life_loss_terminal", c.lifeLossTerminal);
+    get("policy_target", c.policyTarget);
     get("lr_final", c.lrFinal); get("lr_schedule", c.lrSchedule); get("warmup_steps", c.warmupSteps);
     get("momentum", c.momentum); get("weight_decay", c.weightDecay); get("grad_clip", c.gradClip);
     get("priority_alpha", c.priorityAlpha); get("priority_beta_start", c.priorityBetaStart);
@@ -84,6 +88,7 @@ void TrainConfig::validate() const {
     need(discount > 0 && discount <= 1, "discount must be in (0, 1]");
     need(lr > 0 && lr < 10 && lrFinal >= 0 && lrFinal <= lr, "lr must be in (0, 10) and lr_final in [0, lr]");
     need(lrSchedule == "cosine" || lrSchedule == "step", "lr_schedule must be 'cosine' or 'step'");
+    need(policyTarget == "visits" || policyTarget == "completed_q", "policy_target must be 'visits' or 'completed_q'");
     need(warmupSteps >= 0 && momentum >= 0 && momentum < 1 && weightDecay >= 0 && gradClip > 0, "bad optimizer settings");
     need(priorityAlpha >= 0 && priorityBetaStart >= 0 && priorityBetaStart <= 1, "bad priority exponents");
     need(replayCapacity >= 1 && minReplay >= 1 && minReplay <= replayCapacity, "min_replay must be in 1..replay_capacity");
@@ -100,6 +105,7 @@ Config cpuNetwork(const rl::Env& env, const nlohmann::json& overrides) {
     c.projHidden = 128;
     c.projOut = 64;
     c.predHidden = 32;
+    c.oneHotActions = true;  // no order among the actions (docs/rl.md "EfficientZero networks")
     nlohmann::json j = c.toJson();
     for (auto it = overrides.begin(); it != overrides.end(); ++it) {
         if (!j.contains(it.key())) throw Error("efficientzero network: unknown key '" + it.key() + "'");
@@ -371,14 +377,24 @@ TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train:
 
     // Self-play state.
     std::vector<rl::GameHistory> histories(size_t(cfg.numEnvs));
-    auto startEpisode = [&](int i) {
-        envs[size_t(i)]->reset(rl::episodeSeed(cfg.seed, i, n.envEpisodes[size_t(i)]++));
+    std::vector<double> episodeReturn(size_t(cfg.numEnvs), 0.0);  // the game's own rewards
+    std::vector<int> episodeLength(size_t(cfg.numEnvs), 0), lives(size_t(cfg.numEnvs), 0);
+    // A new game history starting from the environment's current frame (a new episode, or
+    // the same episode after a lost life when lifeLossTerminal).
+    auto startHistory = [&](int i) {
         auto& h = histories[size_t(i)];
         h = rl::GameHistory{};
         h.frame = fs;
         h.numActions = A;
         const auto obs = envs[size_t(i)]->observation();
         h.addFrame(obs.data());
+    };
+    auto startEpisode = [&](int i) {
+        envs[size_t(i)]->reset(rl::episodeSeed(cfg.seed, i, n.envEpisodes[size_t(i)]++));
+        episodeReturn[size_t(i)] = 0;
+        episodeLength[size_t(i)] = 0;
+        lives[size_t(i)] = envs[size_t(i)]->lives();
+        startHistory(i);
     };
     for (int i = 0; i < cfg.numEnvs; ++i) startEpisode(i);
     rl::MctsConfig mc;
@@ -416,19 +432,29 @@ TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train:
             auto& h = histories[size_t(i)];
             const int a = rl::selectAction(res.visitCounts[size_t(i)], temp, actRng);
             const auto step = env.step(a);
+            episodeReturn[size_t(i)] += step.reward;
+            ++episodeLength[size_t(i)];
+            const float reward = cfg.clipRewards ? float((step.reward > 0) - (step.reward < 0)) : step.reward;
+            const bool lifeLost = cfg.lifeLossTerminal && step.lives < lives[size_t(i)];
+            lives[size_t(i)] = step.lives;
             h.actions.push_back(a);
-            h.rewards.push_back(step.reward);
+            h.rewards.push_back(reward);
             h.rootValues.push_back(res.rootValues[size_t(i)]);
-            h.policies.insert(h.policies.end(), res.policies[size_t(i)].begin(), res.policies[size_t(i)].end());
+            const auto& target = cfg.policyTarget == "visits" ? res.policies[size_t(i)] : res.improvedPolicies[size_t(i)];
+            h.policies.insert(h.policies.end(), target.begin(), target.end());
             env.observationInto(frame.data());
             h.addFrame(frame.data());
             ++n.envSteps;
-            if (step.done()) {
-                h.terminal = step.terminal;
+            if (!step.done() && lifeLost) {
+                h.terminal = true;
                 h.done = true;
-                double ret = 0;
-                for (float r : h.rewards) ret += r;
-                const int len = h.length();
+                replay.add(std::move(h));
+                startHistory(i);
+            } else if (step.done()) {
+                h.terminal = step.terminal || lifeLost;
+                h.done = true;
+                const double ret = episodeReturn[size_t(i)];
+                const int len = episodeLength[size_t(i)];
                 replay.add(std::move(h));
                 ++n.episodes;
                 log.append("episode_return", n.envSteps, ret, wallOffset + now());
@@ -683,7 +709,7 @@ EvalResult evaluate(Network& net, const std::string& game, const EvalOptions& o,
         const auto res = mcts.search(adapter, roots, false);
         for (size_t j = 0; j < active.size(); ++j) {
             Slot& s = slots[size_t(active[j])];
-            const int a = rl::selectAction(res.visitCounts[j], 0.0, rng);
+            const int a = rl::selectAction(res.visitCounts[j], 0.0, rng, res.rootQ[j]);
             const bool record = !o.recordDir.empty();
             if (record) {
                 cv::Mat img = s.env->render(8);

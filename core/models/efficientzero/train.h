@@ -30,6 +30,15 @@ struct TrainConfig {
     int batchSize = 64;
     int unroll = 5, tdSteps = 5;
     double discount = 0.997;
+    // Table 5.8: rewards are clipped to their sign in training (the RunLog's returns are the
+    // game's own), and a lost life ends the game history (no value bootstrap across it; the
+    // environment plays on and a new history starts from the current frame).
+    bool clipRewards = true;
+    bool lifeLossTerminal = true;
+    // Policy target stored for each self-play move: "visits" (the paper: the root's visit
+    // distribution) or "completed_q" (SearchResult::improvedPolicies, Gumbel MuZero). In a
+    // 15-minute breakout run completed_q drove self-play onto one action (docs/rl.md).
+    std::string policyTarget = "visits";
     double lr = 0.1, lrFinal = 0.01;   // peak and final learning rate
     std::string lrSchedule = "cosine"; // "cosine" or "step" (x0.1 at 50% and 75%)
     int64_t warmupSteps = 200;         // linear warmup from 0 to lr
