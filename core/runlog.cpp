@@ -46,7 +46,8 @@ RunStatus parseStatus(const std::string& s, const std::string& path) {
     if (s == "running") return RunStatus::Running;
     if (s == "finished") return RunStatus::Finished;
     if (s == "failed") return RunStatus::Failed;
-    throw Error(path + ": unknown run status '" + s + "' (expected running, finished or failed)");
+    if (s == "stopped") return RunStatus::Stopped;
+    throw Error(path + ": unknown run status '" + s + "' (expected running, finished, failed or stopped)");
 }
 
 void checkSeriesNames(const std::vector<std::string>& names, const std::string& path) {
@@ -155,6 +156,7 @@ std::string statusName(RunStatus s) {
     case RunStatus::Running: return "running";
     case RunStatus::Finished: return "finished";
     case RunStatus::Failed: return "failed";
+    case RunStatus::Stopped: return "stopped";
     }
     return "unknown";
 }
@@ -310,6 +312,7 @@ void RunLogWriter::setEval(const std::string& name, const torch::Tensor& t) {
 
 void RunLogWriter::finish() { close(RunStatus::Finished, ""); }
 void RunLogWriter::fail(const std::string& message) { close(RunStatus::Failed, message); }
+void RunLogWriter::stop(const std::string& message) { close(RunStatus::Stopped, message); }
 
 void RunLogWriter::close(RunStatus status, const std::string& message) {
     if (closed()) throw Error(impl_ ? impl_->path + ": run log is already closed" : "run log writer was moved from");

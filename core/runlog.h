@@ -10,8 +10,8 @@
 //     chunked, unlimited 1-D dataset /series/<name> of rows {step int64, wall_time float64,
 //     value float64}; appends extend it and flush, readers refresh it;
 //   * the live file says status = "running" and has no /eval group;
-//   * finish() / fail() close the live file and atomically replace it (rename) with the final
-//     file: the same series plus /eval and status = "finished" / "failed". A RunLogReader
+//   * finish() / fail() / stop() close the live file and atomically replace it (rename) with the
+//     final file: the same series plus /eval and status = "finished" / "failed" / "stopped". A RunLogReader
 //     notices the replacement in refresh() (the path names a new inode) and reopens.
 // A writer that crashes leaves a readable file whose status stays "running".
 #include <cstdint>
@@ -25,8 +25,9 @@
 
 namespace glimpse {
 
-enum class RunStatus { Running, Finished, Failed };
-std::string statusName(RunStatus s);               // "running", "finished", "failed"
+// Stopped: ended on request (pause/stop/Ctrl-C) with a checkpoint to resume from, not an error.
+enum class RunStatus { Running, Finished, Failed, Stopped };
+std::string statusName(RunStatus s);               // "running", "finished", "failed", "stopped"
 
 // One metric series, column-wise (what charts want).
 struct MetricSeries {
@@ -43,7 +44,7 @@ struct RunLog {
 
     nlohmann::json config = nlohmann::json::object();
     RunStatus status = RunStatus::Running;
-    std::string statusMessage;                      // why it failed; "" otherwise
+    std::string statusMessage;                      // why it failed or stopped; "" otherwise
     double startTime = 0;                           // Unix time (seconds) of the run start
     std::map<std::string, MetricSeries> series;
     std::map<std::string, torch::Tensor> eval;      // '/' in a name makes sub-groups
@@ -84,6 +85,8 @@ public:
 
     void finish();
     void fail(const std::string& message);
+    // Ends a run that was asked to stop (status "stopped"), e.g. "stopped at step N; --resume ...".
+    void stop(const std::string& message);
     bool closed() const;
 
 private:

@@ -206,7 +206,7 @@ private Q_SLOTS:
         QVERIFY(!rb1.finished);
         QCOMPARE(rb1.steps, int64_t(3));
         QVERIFY(!std::filesystem::exists(b + "/model.h5"));
-        QCOMPARE(int(RunLog::load(b + "/run.h5").status), int(RunStatus::Failed));
+        QCOMPARE(int(RunLog::load(b + "/run.h5").status), int(RunStatus::Stopped));
         // A different config (threads and checkpoint_every may change) is refused.
         CoatTrainConfig other = c;
         other.lr = 1e-3;

@@ -150,6 +150,9 @@ private Q_SLOTS:
         QCOMPARE(r.updates, int64_t(0));
         QVERIFY(std::filesystem::exists(path("stopped/state.h5")));
         QVERIFY(std::filesystem::exists(path("stopped/model.h5")));
+        const RunLog log = RunLog::load(path("stopped/runlog.h5"));
+        QCOMPARE(log.status, RunStatus::Stopped);
+        QVERIFY(log.statusMessage.find("stopped at update 0") != std::string::npos);
     }
 
     void evaluateRecordsEpisodes() {

@@ -214,7 +214,7 @@ private Q_SLOTS:
         QVERIFY(!std::filesystem::exists(b + "/model.h5"));
         QCOMPARE(train::loadTrainState(b + "/checkpoint.h5", "letr-train").meta["step"].get<int64_t>(), int64_t(5));
         auto stopped = RunLog::load(b + "/run.h5");
-        QCOMPARE(stopped.status, RunStatus::Failed);
+        QCOMPARE(stopped.status, RunStatus::Stopped);
         QVERIFY(contains(stopped.statusMessage, {"stopped at step 5"}));
         train::Control cr;
         trainLetr(c, "procedural:5:2:64x64", b, true, cr, {});

@@ -13,6 +13,7 @@
 
 using glimpse::widgets::ChartGrid;
 using glimpse::widgets::LiveChart;
+using glimpse::widgets::niceIntegerTickInterval;
 
 class TestLiveChart : public QObject {
     Q_OBJECT
@@ -42,6 +43,25 @@ private Q_SLOTS:
         QCOMPARE(c.lastPoint(0), QPointF(60, 0.25));
         c.appendPoints(0, {});
         QCOMPARE(c.pointCount(0), 5);
+    }
+
+    void stepAxisTicksAreWholeNumbers() {
+        QCOMPARE(niceIntegerTickInterval(1), 1.0);
+        QCOMPARE(niceIntegerTickInterval(3), 1.0);
+        QCOMPARE(niceIntegerTickInterval(12), 2.0);
+        QCOMPARE(niceIntegerTickInterval(30), 5.0);
+        QCOMPARE(niceIntegerTickInterval(200), 50.0);
+        QCOMPARE(niceIntegerTickInterval(22000), 5000.0);
+        QCOMPARE(niceIntegerTickInterval(60), 10.0);
+        // A run three steps long: ticks one step apart, not 0.75 (fractional step labels).
+        LiveChart c("loss");
+        c.appendPoints(0, {{1, 0.5}, {2, 0.4}, {3, 0.3}});
+        QCOMPARE(c.xRange(), QPointF(1, 3));
+        QCOMPARE(c.xTickInterval(), 1.0);
+        c.appendPoints(0, {{3000, 0.1}});
+        QCOMPARE(c.xTickInterval(), 500.0);
+        // Every tick lands on a whole step: the interval is an integer.
+        QCOMPARE(std::fmod(c.xTickInterval(), 1.0), 0.0);
     }
 
     void overlayHasItsOwnStyleAndLegend() {

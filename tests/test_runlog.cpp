@@ -136,6 +136,21 @@ private Q_SLOTS:
         QCOMPARE(RunLog::load(path).statusMessage, std::string("out of memory"));
     }
 
+    void stoppedRunIsNotFailed() {
+        const std::string path = file("stopped.h5");
+        auto w = RunLogWriter::create(path, nlohmann::json::object(), {"loss"});
+        w.append("loss", 7, 0.25);
+        w.stop("stopped at step 7; --resume continues from checkpoint.h5");
+        const RunLog r = RunLog::load(path);
+        QCOMPARE(r.status, RunStatus::Stopped);
+        QCOMPARE(r.statusMessage, std::string("stopped at step 7; --resume continues from checkpoint.h5"));
+        QCOMPARE(r.series.at("loss").values, std::vector<double>{0.25});
+        QCOMPARE(h5::File::open(path).attrString("status"), std::string("stopped"));
+        QCOMPARE(statusName(RunStatus::Stopped), std::string("stopped"));
+        auto reader = RunLogReader::open(path);
+        QCOMPARE(reader.status(), RunStatus::Stopped);
+    }
+
     void badSeriesNames() {
         std::string msg = errorOf([&] { RunLogWriter::create(file("n1.h5"), {}, {"a", "a"}); });
         QVERIFY2(contains(msg, {"n1.h5", "'a' is declared twice"}), msg.c_str());

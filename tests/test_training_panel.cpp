@@ -376,7 +376,7 @@ private Q_SLOTS:
         QVERIFY(finished.wait(60000));
         QCOMPARE(finished.last().at(0).toBool(), true);
         panel->pollNow();
-        QCOMPARE(panel->runStatus(0), QString("failed"));   // "stopped at step N"
+        QCOMPARE(panel->runStatus(0), QString("stopped"));   // "stopped at step N", resumable
         chartsMatchDisk(*panel, 0, out + "/run.h5");
         const int64_t done = train::loadTrainState((out + "/checkpoint.h5").toStdString(), "letr-train")
                                  .meta["step"].get<int64_t>();
@@ -423,9 +423,9 @@ private Q_SLOTS:
         QVERIFY(proc.waitForFinished(60000));
         QCOMPARE(proc.exitStatus(), QProcess::NormalExit);
         QCOMPARE(proc.exitCode(), 0);
-        QTRY_COMPARE_WITH_TIMEOUT(panel.runStatus(0), QString("failed"), 30000);
+        QTRY_COMPARE_WITH_TIMEOUT(panel.runStatus(0), QString("stopped"), 30000);
         chartsMatchDisk(panel, 0, log);
-        QVERIFY(panel.progressText().contains("(failed)"));
+        QVERIFY(panel.progressText().contains("(stopped)"));
     }
 
     void previewDrawsTheLatestModel() {

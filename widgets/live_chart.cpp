@@ -25,6 +25,15 @@ Qt::PenStyle runPenStyle(int run) {
     return styles[std::abs(run) % 4];
 }
 
+double niceIntegerTickInterval(double span, int maxTicks) {
+    const double raw = std::max(1.0, span / double(std::max(1, maxTicks)));
+    if (!std::isfinite(raw)) return 1.0;
+    const double p = std::pow(10.0, std::floor(std::log10(raw)));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * p >= raw * (1 - 1e-9)) return std::max(1.0, m * p);
+    return 10.0 * p;
+}
+
 LiveChart::LiveChart(const QString& title, QWidget* parent) : QWidget(parent), title_(title) {
     chart_ = new QChart();
     chart_->setTitle(title);
@@ -33,7 +42,10 @@ LiveChart::LiveChart(const QString& title, QWidget* parent) : QWidget(parent), t
     axisX_ = new QValueAxis(chart_);
     axisY_ = new QValueAxis(chart_);
     axisX_->setTitleText("step");
-    axisX_->setLabelFormat("%g");
+    axisX_->setLabelFormat("%.0f");
+    axisX_->setTickType(QValueAxis::TicksDynamic);
+    axisX_->setTickAnchor(0);
+    axisX_->setTickInterval(1);
     axisY_->setLabelFormat("%.3g");
     chart_->addAxis(axisX_, Qt::AlignBottom);
     chart_->addAxis(axisY_, Qt::AlignLeft);
@@ -133,6 +145,7 @@ void LiveChart::rescale() {
     }
     if (!std::isfinite(x0)) {
         axisX_->setRange(0, 1);
+        axisX_->setTickInterval(1);
         axisY_->setRange(0, 1);
         return;
     }
@@ -149,8 +162,11 @@ void LiveChart::rescale() {
         y1 += pad;
     }
     axisX_->setRange(x0, x1);
+    axisX_->setTickInterval(niceIntegerTickInterval(x1 - x0));
     axisY_->setRange(y0, y1);
 }
+
+double LiveChart::xTickInterval() const { return axisX_->tickInterval(); }
 
 ChartGrid::ChartGrid(QWidget* parent, int columns) : QWidget(parent), columns_(std::max(1, columns)) {
     grid_ = new QGridLayout(this);

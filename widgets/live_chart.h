@@ -23,6 +23,10 @@ namespace glimpse::widgets {
 QColor runColor(int run);
 Qt::PenStyle runPenStyle(int run);
 
+// The tick spacing for an integer axis spanning `span` with at most about `maxTicks` ticks:
+// the smallest of 1, 2, 5 x 10^k that is >= span / maxTicks, and at least 1.
+double niceIntegerTickInterval(double span, int maxTicks = 6);
+
 class LiveChart : public QWidget {
     Q_OBJECT
 public:
@@ -45,6 +49,10 @@ public:
     // Axis ranges after the last append (for tests and "fit" behaviour).
     QPointF xRange() const;
     QPointF yRange() const;
+    // Spacing of the step axis' ticks: 1, 2 or 5 times a power of ten, at least 1 (steps are
+    // whole numbers, so labels never show fractions), giving at most about 6 ticks; ticks sit
+    // on multiples of it.
+    double xTickInterval() const;
     QChart* chart() const { return chart_; }
 
 private:

@@ -371,7 +371,7 @@ CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpe
             if (!control.checkpoint()) {
                 save();
                 rep.notify("stopped");
-                log.fail("stopped at step " + std::to_string(step) + "; --resume continues from " + ckptPath);
+                log.stop("stopped at step " + std::to_string(step) + "; --resume continues from " + ckptPath);
                 result.steps = step;
                 result.imagesPerSecond = stepTime > 0 ? double(stepImages) / stepTime : 0;
                 return result;

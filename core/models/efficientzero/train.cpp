@@ -602,7 +602,10 @@ TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train:
         log.setEval("updates", torch::tensor(n.updates, torch::kInt64));
         log.setEval("env_steps", torch::tensor(n.envSteps, torch::kInt64));
         log.flush();
-        log.finish();
+        if (result.stopped)
+            log.stop("stopped at update " + std::to_string(n.updates) + "; --resume continues from its checkpoint");
+        else
+            log.finish();
     } catch (const std::exception& e) {
         log.fail(e.what());
         throw;

@@ -432,7 +432,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
                 if (!control.checkpoint()) {
                     save();
                     rep.notify("stopped");
-                    log.fail("stopped at step " + std::to_string(step) + "; --resume continues from " + ckptPath);
+                    log.stop("stopped at step " + std::to_string(step) + "; --resume continues from " + ckptPath);
                     return;
                 }
                 const auto t0 = std::chrono::steady_clock::now();
