@@ -370,6 +370,8 @@ void LetrInspector::cancel() {
 void LetrInspector::runWhenReady(int entity) {
     pendingRun_ = true;
     pendingEntity_ = entity;
+    pendingBound_ = viewport_->hasImage();
+    pendingSource_ = pendingBound_ ? sourceKey_ : QString();
     startPendingRun();
     if (pendingRun_) updateControls();
 }
@@ -410,6 +412,17 @@ void LetrInspector::sourceChanged(const QString& key) {
     auto it = cache_.find(key);
     if (!key.isEmpty() && it != cache_.end()) setTrace(it.value());
     else clearTrace();
+    if (pendingRun_ && !pendingBound_) {
+        pendingSource_ = key;
+        pendingBound_ = true;
+    } else if (pendingRun_ && key != pendingSource_) {
+        // The automatic run (demo, --run-letr) was for the image shown when it was asked for;
+        // the user opened another one meanwhile, so it is dropped rather than run on that.
+        pendingRun_ = false;
+        updateControls();
+        Q_EMIT message("The automatic LETR run was dropped because another image was opened; press Run "
+                       "to run LETR on this one.");
+    }
     startPendingRun();
 }
 

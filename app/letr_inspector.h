@@ -88,7 +88,8 @@ public Q_SLOTS:
     void cancel();
     // Runs LETR once a model is loaded and an image is shown (at once when both are; once),
     // then selects `entity`: >= 0 that entity, -1 the highest-scoring entity of the shown
-    // layer, -2 leaves the selection alone. Dropped when the checkpoint fails to load.
+    // layer, -2 leaves the selection alone. Dropped when the checkpoint fails to load or another
+    // image is shown before it runs (the run belongs to the image it was asked for).
     void runWhenReady(int entity = -2);
     // The viewport now shows a different image; `key` identifies it (see sourceKey()).
     void sourceChanged(const QString& key);
@@ -149,6 +150,10 @@ private:
     int abandoned_ = 0;          // cancelled passes whose workers have not finished
     bool pendingRun_ = false;    // runWhenReady() waiting
     int pendingEntity_ = -2;
+    // The image runWhenReady() was asked for: the one shown then, or (none shown yet, e.g. a
+    // file still loading) the next one shown.
+    QString pendingSource_;
+    bool pendingBound_ = false;
     int autoRunGeneration_ = -1; // the run started by runWhenReady(), and what it selects
     int autoEntity_ = -2;
     int loadingModel_ = 0;

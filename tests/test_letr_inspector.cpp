@@ -592,6 +592,49 @@ private Q_SLOTS:
                  qPrintable(QStringLiteral("%1 %2 %3").arg(c.red()).arg(c.green()).arg(c.blue())));
     }
 
+    // The demo's automatic run belongs to the demo scene: if the user opens another image while
+    // the model still loads, the run is dropped (with a message) instead of going to that image.
+    // A run asked for before any image is shown (a file still loading) binds to that file.
+    void automaticRunStaysWithItsImage() {
+        MainWindow w;
+        w.resize(1000, 760);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        LetrInspector* in = w.letrInspector();
+        QSignalSpy ready(in, &LetrInspector::traceReady);
+        QSignalSpy msgs(in, &LetrInspector::message);
+        w.startDemo(checkpoint_);
+        QVERIFY(in->runPending());
+        QVERIFY(in->modelLoading());
+        // What the window does when another image is shown (called directly: opening a file is
+        // asynchronous and could race the model load).
+        in->sourceChanged("/elsewhere/other.png");
+        QVERIFY(!in->runPending());
+        QStringList all;
+        for (const auto& m : msgs) all << m.first().toString();
+        QVERIFY2(all.filter("automatic LETR run was dropped").size() == 1, qPrintable(all.join(" | ")));
+        QVERIFY(QTest::qWaitFor([&] { return !in->modelLoading(); }, 60000));
+        QVERIFY(in->hasModel());
+        QCoreApplication::processEvents();
+        QVERIFY(!in->running());
+        QCOMPARE(ready.count(), 0);
+        QVERIFY(!in->trace());
+
+        // Asked for with no image shown yet: the run goes to the file once it is shown.
+        MainWindow w2;
+        w2.resize(1000, 760);
+        w2.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w2));
+        LetrInspector* in2 = w2.letrInspector();
+        QSignalSpy ready2(in2, &LetrInspector::traceReady);
+        in2->loadCheckpoint(checkpoint_);
+        w2.openImage(imagePath_);
+        in2->runWhenReady(-1);
+        QVERIFY(QTest::qWaitFor([&] { return ready2.count() > 0; }, 60000));
+        QCOMPARE(in2->sourceKey(), QFileInfo(imagePath_).absoluteFilePath());
+        QVERIFY(in2->settings().entity >= 0);
+    }
+
     // `glimpse IMG --run-letr --screenshot P` ends on its own: without any checkpoint with a
     // clear error (status 2, no window), with a checkpoint that fails to load with the
     // screenshot taken and status 1, and with a good one with status 0.
