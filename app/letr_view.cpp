@@ -96,11 +96,31 @@ const std::vector<float>& LetrView::attention(int position, int head, int entity
         return none;
     }
     if (position != attnPos_ || head != attnHead_ || entity != attnEntity_) {
-        const LetrPosition& p = positions_[size_t(position)];
-        const torch::Tensor a = trace_->attention(p.stage, p.layer, head, entity).contiguous();
-        attnH_ = int(a.size(0));
-        attnW_ = int(a.size(1));
-        attn_.assign(a.data_ptr<float>(), a.data_ptr<float>() + a.numel());
+        if (position != headsPos_ || entity != headsEntity_) {
+            // Every head in one key product (what the mean needs anyway): switching heads of
+            // the same entity and layer then needs no recomputation.
+            const LetrPosition& p = positions_[size_t(position)];
+            const torch::Tensor a = trace_->attentionHeads(p.stage, p.layer, entity).contiguous();
+            attnH_ = int(a.size(1));
+            attnW_ = int(a.size(2));
+            heads_.assign(a.data_ptr<float>(), a.data_ptr<float>() + a.numel());
+            headsPos_ = position;
+            headsEntity_ = entity;
+        }
+        const size_t cells = size_t(attnH_) * size_t(attnW_);
+        const int nh = int(heads_.size() / std::max<size_t>(cells, 1));
+        if (head >= 0) {
+            attn_.assign(heads_.begin() + ptrdiff_t(size_t(head) * cells),
+                         heads_.begin() + ptrdiff_t(size_t(head + 1) * cells));
+        } else {
+            attn_.assign(heads_.begin(), heads_.begin() + ptrdiff_t(cells));
+            for (int k = 1; k < nh; ++k) {
+                const float* src = heads_.data() + size_t(k) * cells;
+                for (size_t i = 0; i < cells; ++i) attn_[i] += src[i];
+            }
+            const float inv = 1.0f / float(nh);
+            for (float& v : attn_) v *= inv;
+        }
         attnPos_ = position;
         attnHead_ = head;
         attnEntity_ = entity;

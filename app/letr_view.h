@@ -62,7 +62,8 @@ public:
     // Entities with score >= threshold, highest score first.
     std::vector<LetrEntityRow> visible(int position, float threshold);
     // [h, w] attention of the settings' entity (mean or one head) at the position; empty
-    // when no entity is selected. Cached for the last request.
+    // when no entity is selected. Cached for the last request; every head of the last
+    // (position, entity) is kept, so a head change recomputes nothing.
     const std::vector<float>& attention(int position, int head, int entity, int& h, int& w);
 
     // The scene for the viewport: visible lines coloured by score (lowest drawn first), the
@@ -77,6 +78,8 @@ private:
     std::vector<std::vector<LetrEntityRow>> rows_;   // per position, filled on first use
     int attnPos_ = -1, attnHead_ = -2, attnEntity_ = -1, attnH_ = 0, attnW_ = 0;
     std::vector<float> attn_;
+    int headsPos_ = -1, headsEntity_ = -1;
+    std::vector<float> heads_;   // [nheads, h, w] of (headsPos_, headsEntity_)
 };
 
 // LSD baseline lines as a scene (all lines, coloured by rank, not pickable).

@@ -1,6 +1,7 @@
 #include "renderer/heatmap_layer.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdlib>
 
 #include "renderer/colormap.h"
@@ -11,7 +12,7 @@ namespace {
 
 struct HeatmapPush {
     vk::NdcRect rect;   // quad.vert, offset 0
-    float vmin, vmax, opacity, row, rows;
+    float vmin, vmax, scale, opacity, row, rows;
 };
 
 } // namespace
@@ -34,13 +35,15 @@ HeatmapLayer::HeatmapLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSample
         li.pushConstantRangeCount = 1;
         li.pPushConstantRanges = &range;
         vk::check(vkCreatePipelineLayout(gpu.device, &li, nullptr, &layout_), "vkCreatePipelineLayout");
-        const VkBool32 linear = linearGrid_ ? VK_TRUE : VK_FALSE;
-        const VkSpecializationMapEntry entry{0, 0, sizeof(VkBool32)};
+        // Constants: 0 linearGrid, 1 opaque image (set for the opaque pipeline below).
+        VkBool32 constants[2] = {linearGrid_ ? VK_TRUE : VK_FALSE, VK_FALSE};
+        const VkSpecializationMapEntry entries[2] = {{0, 0, sizeof(VkBool32)},
+                                                     {1, sizeof(VkBool32), sizeof(VkBool32)}};
         VkSpecializationInfo spec{};
-        spec.mapEntryCount = 1;
-        spec.pMapEntries = &entry;
-        spec.dataSize = sizeof(linear);
-        spec.pData = &linear;
+        spec.mapEntryCount = 2;
+        spec.pMapEntries = entries;
+        spec.dataSize = sizeof(constants);
+        spec.pData = constants;
         vk::PipelineDesc d;
         d.layout = layout_;
         d.renderPass = renderPass;
@@ -52,6 +55,7 @@ HeatmapLayer::HeatmapLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSample
         d.fragSpecialization = &spec;
         pipeline_ = vk::createPipeline(gpu.device, d);
         d.blend = false;
+        constants[1] = VK_TRUE;
         opaquePipeline_ = vk::createPipeline(gpu.device, d);
         gridSampler_ = vk::createSampler(gpu.device, linearGrid_ ? VK_FILTER_LINEAR : VK_FILTER_NEAREST,
                                          VK_SAMPLER_MIPMAP_MODE_NEAREST, 0.0f);
@@ -156,6 +160,7 @@ void HeatmapLayer::draw(VkCommandBuffer cmd, const View& view, uint32_t vw, uint
     push.rect = vk::imageRectNdc(view, imageW, imageH, vw, vh);
     push.vmin = vmin_;
     push.vmax = vmax_;
+    push.scale = vmax_ > vmin_ ? std::min(1.0f / (vmax_ - vmin_), FLT_MAX) : 0.0f;
     push.opacity = std::clamp(opacity, 0.0f, 1.0f);
     push.row = float(int(colormap));
     push.rows = float(kColormapCount);

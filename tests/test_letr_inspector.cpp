@@ -19,6 +19,7 @@
 #include <torch/torch.h>
 
 #include "app/letr_inspector.h"
+#include "app/letr_view.h"
 #include "app/mainwindow.h"
 #include "core/io/image.h"
 #include "core/models/letr/model.h"
@@ -159,6 +160,42 @@ private Q_SLOTS:
         if (!keep.isEmpty()) {
             QFile::remove(keep);
             QVERIFY(QFile::copy(checkpoint_, keep));
+        }
+    }
+
+    // LetrView keeps every head of the last (layer, entity): whatever order layer, head and
+    // entity change in, its map (and the scene's heatmap) is the trace's attention for the
+    // current settings, never a stale one.
+    void letrViewAttentionCacheFollowsEveryChange() {
+        LetrModel model(tinyConfig(), 5);
+        cv::Mat rgb = cv::imread(imagePath_.toStdString());
+        QVERIFY(!rgb.empty());
+        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
+        auto trace = std::make_shared<const LetrTrace>(runLetr(model, rgb));
+        glimpse::app::LetrView view(trace);
+        const auto& positions = view.positions();
+        struct Step { int position, head, entity; };
+        const Step steps[] = {{4, -1, 3}, {4, 0, 3}, {4, 1, 3}, {4, -1, 3}, {4, 1, 5}, {0, 1, 5},
+                              {0, -1, 5}, {4, -1, 5}, {4, 0, 3}, {2, 0, 3}, {2, 1, 3}};
+        for (const Step& st : steps) {
+            int h = 0, w = 0;
+            const std::vector<float> got = view.attention(st.position, st.head, st.entity, h, w);
+            const glimpse::app::LetrPosition& p = positions[size_t(st.position)];
+            const torch::Tensor want = trace->attention(p.stage, p.layer, st.head, st.entity).contiguous();
+            QCOMPARE(h, int(want.size(0)));
+            QCOMPARE(w, int(want.size(1)));
+            QCOMPARE(got.size(), size_t(want.numel()));
+            double worst = 0;
+            for (size_t i = 0; i < got.size(); ++i)
+                worst = std::max(worst, double(std::abs(got[i] - want.data_ptr<float>()[i])));
+            QVERIFY2(worst < 1e-6, qPrintable(QStringLiteral("position %1 head %2 entity %3: %4")
+                                                  .arg(st.position).arg(st.head).arg(st.entity).arg(worst)));
+            glimpse::app::LetrViewSettings s;
+            s.position = st.position;
+            s.head = st.head;
+            s.entity = st.entity;
+            const auto sc = view.scene(s);
+            QCOMPARE(sc.heat, got);
         }
     }
 

@@ -105,6 +105,14 @@ private Q_SLOTS:
                             QCOMPARE(sa.sizes().vec(), (std::vector<int64_t>{20}));
                             worstSelf = std::max(worstSelf, maxDiff(sa, sref));
                         }
+                    // Every head at once (the inspector's cache): the forward pass's weights.
+                    for (int64_t e : {int64_t(0), int64_t(19)}) {
+                        auto all = t.attentionHeads(kStages[s], l, e);
+                        QCOMPARE(all.sizes().vec(), (std::vector<int64_t>{4, fs[0], fs[1]}));
+                        auto ref = cw.select(1, e).view({4, so.height, so.width}).narrow(1, 0, fs[0]).narrow(2, 0, fs[1]);
+                        worstCross = std::max(worstCross, maxDiff(all, ref));
+                        worstCross = std::max(worstCross, maxDiff(all.mean(0), t.attention(kStages[s], l, -1, e)));
+                    }
                 }
             }
         }

@@ -449,6 +449,49 @@ private Q_SLOTS:
         QCOMPARE(pixel(render(), w, 10, 10), (Rgba{0, 0, 0, 255}));
     }
 
+    // The heatmap pass composites over opaque images with a plain mix (its opaque pipeline)
+    // and over images with transparency with the general "over", then over the background;
+    // vmax <= vmin is a step at vmax. Expected values computed here from the formulas.
+    void heatmapOverOpaqueAndTransparentImages() {
+        const int w = 32, h = 16;
+        target_->resize(w, h);
+        r().setView(View::oneToOne(w, h));
+        r().setColormap(Colormap::Gray);
+        r().setHeatmapOpacity(0.5f);
+        const float one[1] = {1.0f};
+        r().setHeatmap(1, 1, one, 0.0f, 1.0f);
+        for (int alpha : {255, 128}) {
+            std::vector<uint8_t> rgba(size_t(w) * h * 4);
+            for (size_t i = 0; i < rgba.size(); i += 4) {
+                rgba[i] = 200; rgba[i + 1] = 40; rgba[i + 2] = 90; rgba[i + 3] = uint8_t(alpha);
+            }
+            r().setImage(w, h, 4, rgba.data());
+            const Rgba c = pixel(render(), w, 9, 6);
+            const double ia = alpha / 255.0, a = 0.5, outA = a + ia * (1 - a);
+            const double bg[3] = {kBg.r / 255.0, kBg.g / 255.0, kBg.b / 255.0};
+            const double img[3] = {200 / 255.0, 40 / 255.0, 90 / 255.0};
+            int want[3];
+            for (int k = 0; k < 3; ++k) {
+                const double rgb = (1.0 * a + img[k] * ia * (1 - a)) / outA;   // heat white
+                want[k] = int(std::lround((rgb * outA + bg[k] * (1 - outA)) * 255.0));
+            }
+            QVERIFY2(std::abs(c.r - want[0]) <= 2 && std::abs(c.g - want[1]) <= 2 && std::abs(c.b - want[2]) <= 2,
+                     qPrintable(QString("alpha %1: got %2, want %3,%4,%5")
+                                    .arg(alpha).arg(str(c)).arg(want[0]).arg(want[1]).arg(want[2])));
+        }
+        // A step at vmax when vmax <= vmin: at or above it the top of the map, below it the bottom.
+        std::vector<uint8_t> black(size_t(w) * h, 0);
+        r().setImage(w, h, 1, black.data());
+        r().setHeatmapOpacity(1.0f);
+        for (float value : {0.4f, 0.5f, 0.6f}) {
+            const float grid[1] = {value};
+            r().setHeatmap(1, 1, grid, 0.5f, 0.5f);
+            const Rgba c = pixel(render(), w, 9, 6);
+            const int want = value >= 0.5f ? 255 : 0;
+            QVERIFY2(std::abs(c.r - want) <= 1, qPrintable(QString("value %1: %2").arg(value).arg(str(c))));
+        }
+    }
+
     void lineKeepsScreenWidth_data() {
         QTest::addColumn<double>("zoom");
         QTest::addColumn<double>("centerY");

@@ -11,10 +11,14 @@ layout(set = 1, binding = 1) uniform sampler2D colormaps;  // RGBA8, 256 x rows,
 // True when the device filters R32_SFLOAT linearly (the grid's sampler is then linear and
 // one texture() call interpolates); else four texelFetch and the interpolation here.
 layout(constant_id = 0) const bool kLinearGrid = false;
+// True for the opaque-image pipeline: every image texel has alpha 1, so the composite is a
+// plain mix and the pixel is replaced (fewer operations per pixel than the general "over").
+layout(constant_id = 1) const bool kOpaqueImage = false;
 
 layout(push_constant) uniform Heatmap {
     layout(offset = 16) float vmin;
     float vmax;
+    float scale;     // 1 / (vmax - vmin), or 0 when vmax <= vmin (then a step at vmax)
     float opacity;
     float row;       // colour map row in the table
     float rows;      // rows in the table
@@ -43,13 +47,17 @@ void main() {
     vec4 img = texture(image, uv);
     float v = gridValue();
     // NaN values are transparent: the image alone.
-    float a = isnan(v) ? 0.0 : hm.opacity;
-    float range = hm.vmax - hm.vmin;
-    float t = range > 0.0 ? clamp((v - hm.vmin) / range, 0.0, 1.0) : (v >= hm.vmax ? 1.0 : 0.0);
-    if (isnan(v)) t = 0.0;
+    bool nan = isnan(v);
+    float a = nan ? 0.0 : hm.opacity;
+    float t = hm.scale > 0.0 ? clamp((v - hm.vmin) * hm.scale, 0.0, 1.0) : (v >= hm.vmax ? 1.0 : 0.0);
+    if (nan) t = 0.0;
     // Entry i of the table sits at texel centre (i + 0.5) / 256.
     vec2 lut = vec2((t * 255.0 + 0.5) / 256.0, (hm.row + 0.5) / hm.rows);
     vec3 heat = texture(colormaps, lut).rgb;
+    if (kOpaqueImage) {
+        color = vec4(mix(img.rgb, heat, a), 1.0);
+        return;
+    }
     // Heat over image (straight alpha "over"); blended over the background by the pipeline.
     float outA = a + img.a * (1.0 - a);
     vec3 rgb = outA > 0.0 ? (heat * a + img.rgb * img.a * (1.0 - a)) / outA : vec3(0.0);

@@ -1,7 +1,9 @@
 #version 450
 // The line layer: one instance per segment (image pixel coordinates), expanded here to a
-// screen-space quad padded by half the width plus one pixel for the anti-aliased edge and
-// the round caps. The fragment shader computes coverage from the distance to the segment.
+// screen-space quad padded by half the width plus half a pixel for the anti-aliased edge and
+// the round caps: line.frag's coverage is 0 from that distance on, so the quad holds every
+// pixel centre it draws and no more (fragments are most of a software rasterizer's cost).
+// The fragment shader computes coverage from the distance to the segment.
 layout(location = 0) in vec4 segment;   // x1, y1, x2, y2 (image pixels)
 layout(location = 1) in vec4 rgba;
 layout(location = 2) in float widthPx;
@@ -22,7 +24,7 @@ void main() {
     // Lines thinner than a pixel are drawn one pixel wide and fainter.
     float w = max(widthPx, 1.0);
     float fade = clamp(widthPx, 0.0, 1.0);
-    float pad = 0.5 * w + 1.0;
+    float pad = 0.5 * w + 0.5;
 
     vec2 d = b - a;
     float len = length(d);

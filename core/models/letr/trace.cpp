@@ -241,6 +241,12 @@ torch::Tensor LetrTrace::state(const std::string& name) const { return trace_.ge
 torch::Tensor LetrTrace::attend(const torch::Tensor& queryIn, const torch::Tensor& keysIn,
                                 const torch::Tensor& wqk, const torch::Tensor& bqk, int head,
                                 const torch::Tensor& keyMask) const {
+    return attendHeads(queryIn, keysIn, wqk, bqk, head, keyMask).mean(1);
+}
+
+torch::Tensor LetrTrace::attendHeads(const torch::Tensor& queryIn, const torch::Tensor& keysIn,
+                                     const torch::Tensor& wqk, const torch::Tensor& bqk, int head,
+                                     const torch::Tensor& keyMask) const {
     const int64_t d = hiddenDim(), H = numHeads(), dh = d / H;
     auto q = (torch::mv(wqk.narrow(0, 0, d), queryIn) + bqk.narrow(0, 0, d)) * (1.0 / std::sqrt(double(dh)));
     auto qh = q.view({H, dh});
@@ -257,7 +263,7 @@ torch::Tensor LetrTrace::attend(const torch::Tensor& queryIn, const torch::Tenso
     auto logits = torch::addmm(c.unsqueeze(0), keysIn, u.t());   // [S, h']
     if (keyMask.defined())
         logits = logits.masked_fill(keyMask.unsqueeze(1), -std::numeric_limits<float>::infinity());
-    return torch::softmax(logits, 0).mean(1);
+    return torch::softmax(logits, 0);
 }
 
 torch::Tensor LetrTrace::stageKeys(Stage s) const {
@@ -282,6 +288,20 @@ torch::Tensor LetrTrace::attention(Stage s, int layer, int head, int64_t entity)
     auto a = attend(qin, keys, trace_.get(layerKey(s, layer, "cross_attn/in_proj_weight_qk")),
                     trace_.get(layerKey(s, layer, "cross_attn/in_proj_bias_qk")), head, mask);
     return a.view({fs[0], fs[1]});
+}
+
+torch::Tensor LetrTrace::attentionHeads(Stage s, int layer, int64_t entity) const {
+    torch::NoGradGuard noGrad;
+    checkArgs(s, layer, -1, entity);
+    const std::string sn = stageName(s);
+    const auto fs = featureSize(s);
+    auto keys = stageKeys(s);
+    auto qin = trace_.get(layerKey(s, layer, "cross_in"))[entity].to(torch::kFloat) +
+               trace_.get(sn + "/query_pos")[entity].to(torch::kFloat);
+    auto mask = trace_.get(sn + "/mask").flatten().to(torch::kBool);
+    auto a = attendHeads(qin, keys, trace_.get(layerKey(s, layer, "cross_attn/in_proj_weight_qk")),
+                         trace_.get(layerKey(s, layer, "cross_attn/in_proj_bias_qk")), -1, mask);
+    return a.t().contiguous().view({numHeads(), fs[0], fs[1]});
 }
 
 torch::Tensor LetrTrace::selfAttention(Stage s, int layer, int head, int64_t entity) const {

@@ -92,6 +92,9 @@ public:
     // Cross-attention of `entity` over the stage's feature map: [h, w] float32, sums to 1.
     // head in [0, nheads) or -1 for the mean over heads.
     torch::Tensor attention(Stage s, int layer, int head, int64_t entity) const;
+    // The same for every head at once: [nheads, h, w], each head's map summing to 1 (one key
+    // product for all heads; attention(..., -1, ...) is its mean over dim 0).
+    torch::Tensor attentionHeads(Stage s, int layer, int64_t entity) const;
     // Self-attention of `entity` over all N entities at that decoder layer: [N].
     torch::Tensor selfAttention(Stage s, int layer, int head, int64_t entity) const;
 
@@ -100,7 +103,11 @@ private:
     void checkArgs(Stage s, int layer, int head, int64_t entity) const;
     std::string layerKey(Stage s, int layer, const std::string& what) const;
     torch::Tensor state(const std::string& name) const;   // float32 view of a stored state
-    // Shared by attention() and selfAttention(): softmax over keys of q_e . W_k x_j.
+    // Per head softmax over keys of q_e . W_k x_j: [S, heads] (all heads for head -1, else 1).
+    torch::Tensor attendHeads(const torch::Tensor& queryIn, const torch::Tensor& keysIn,
+                              const torch::Tensor& wqk, const torch::Tensor& bqk, int head,
+                              const torch::Tensor& keyMask) const;
+    // Shared by attention() and selfAttention(): attendHeads' mean over the heads.
     torch::Tensor attend(const torch::Tensor& queryIn, const torch::Tensor& keysIn,
                          const torch::Tensor& wqk, const torch::Tensor& bqk, int head,
                          const torch::Tensor& keyMask) const;
