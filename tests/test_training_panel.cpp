@@ -1,6 +1,7 @@
 // app/training: the Training panel following run logs (finished ones overlaid; a live one
 // written by another process; one written by a TrainingJob's worker thread), the job's
 // start / pause / stop / resume, and the model preview. Offscreen platform.
+#include <QApplication>
 #include <QFileInfo>
 #include <QPen>
 #include <QProcess>
@@ -11,13 +12,13 @@
 #include <QtTest>
 
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <thread>
 
@@ -37,15 +38,6 @@ using glimpse::app::TrainingPanel;
 using glimpse::app::TrainingSpec;
 
 namespace {
-
-void sendByte(int fd) {
-    char c = 1;
-    if (::write(fd, &c, 1) != 1) std::perror("write");
-}
-bool waitByte(int fd) {
-    char c;
-    return ::read(fd, &c, 1) == 1;
-}
 
 int points(TrainingPanel& p, const char* series, int run) {
     auto* c = p.charts()->chart(series);
@@ -85,6 +77,30 @@ void chartsMatchDisk(TrainingPanel& panel, int run, const QString& path, int min
         ++checked;
     }
     QVERIFY(checked >= minSeries);
+}
+
+// The writer side of followsALiveRunFromAnotherProcess, run as a child process: writes rows,
+// says so on stdout, waits for a line on stdin before going on.
+int runlogWriterChild(const std::string& path) {
+    try {
+        std::string line;
+        auto w = RunLogWriter::create(path, {{"model", "letr"}}, {"loss/total", "lr"});
+        for (int i = 0; i < 5; ++i) w.append("loss/total", i, 1.0 / (i + 1));
+        w.flush();
+        std::cout << "first" << std::endl;
+        if (!std::getline(std::cin, line)) return 3;
+        for (int i = 5; i < 12; ++i) w.append("loss/total", i, 1.0 / (i + 1));
+        w.append("lr", 11, 1e-4);
+        w.flush();
+        std::cout << "second" << std::endl;
+        if (!std::getline(std::cin, line)) return 3;
+        w.finish();
+        std::cout << "done" << std::endl;
+        return 0;
+    } catch (const std::exception& e) {
+        std::cerr << e.what() << std::endl;
+        return 1;
+    }
 }
 
 } // namespace
@@ -150,41 +166,34 @@ private Q_SLOTS:
     }
 
     void followsALiveRunFromAnotherProcess() {
-        const std::string path = file("live.h5");
-        int toChild[2], toParent[2];
-        QVERIFY(::pipe(toChild) == 0 && ::pipe(toParent) == 0);
-        const pid_t pid = ::fork();
-        QVERIFY(pid >= 0);
-        if (pid == 0) {
-            int rc = 0;
-            try {
-                auto w = RunLogWriter::create(path, {{"model", "letr"}}, {"loss/total", "lr"});
-                for (int i = 0; i < 5; ++i) w.append("loss/total", i, 1.0 / (i + 1));
-                w.flush();
-                sendByte(toParent[1]);
-                waitByte(toChild[0]);
-                for (int i = 5; i < 12; ++i) w.append("loss/total", i, 1.0 / (i + 1));
-                w.append("lr", 11, 1e-4);
-                w.flush();
-                sendByte(toParent[1]);
-                waitByte(toChild[0]);
-                w.finish();
-            } catch (...) {
-                rc = 1;
+        // The writer is this test program started again as a plain child process (no fork of a
+        // process that already runs Qt's threads); parent and child take turns over stdin/stdout.
+        const QString path = dir_.filePath("live.h5");
+        QProcess child;
+        child.setProcessChannelMode(QProcess::SeparateChannels);
+        child.start(QCoreApplication::applicationFilePath(), {"--runlog-writer-child", path});
+        QVERIFY2(child.waitForStarted(30000), qPrintable(child.errorString()));
+        auto turn = [&](const char* expect) {
+            QString got;
+            while (!got.contains('\n')) {
+                if (!child.waitForReadyRead(60000)) break;
+                got += QString::fromUtf8(child.readAllStandardOutput());
             }
-            sendByte(toParent[1]);
-            ::_exit(rc);
-        }
+            if (got.trimmed() != expect)
+                qWarning("writer child said '%s' (stderr: %s)", qPrintable(got.trimmed()),
+                         qPrintable(QString::fromUtf8(child.readAllStandardError())));
+            return got.trimmed() == expect;
+        };
+        QVERIFY(turn("first"));
         TrainingPanel panel(nullptr);
-        QVERIFY(waitByte(toParent[0]));
         QString err;
-        QVERIFY2(panel.openRun(QString::fromStdString(path), &err), qPrintable(err));
+        QVERIFY2(panel.openRun(path, &err), qPrintable(err));
         QCOMPARE(panel.runStatus(0), QString("running"));
         QCOMPARE(points(panel, "loss/total", 0), 5);
         QCOMPARE(points(panel, "lr", 0), 0);
 
-        sendByte(toChild[1]);
-        QVERIFY(waitByte(toParent[0]));
+        child.write("go\n");
+        QVERIFY(turn("second"));
         QSignalSpy polled(&panel, &TrainingPanel::polled);
         panel.pollNow();
         QCOMPARE(polled.count(), 1);
@@ -193,11 +202,11 @@ private Q_SLOTS:
         QCOMPARE(points(panel, "lr", 0), 1);
         QCOMPARE(panel.charts()->chart("loss/total")->lastPoint(0), QPointF(11, 1.0 / 12));
 
-        sendByte(toChild[1]);
-        QVERIFY(waitByte(toParent[0]));
-        int status = 0;
-        QCOMPARE(::waitpid(pid, &status, 0), pid);
-        QVERIFY(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        child.write("go\n");
+        QVERIFY(turn("done"));
+        QVERIFY(child.waitForFinished(60000));
+        QCOMPARE(child.exitStatus(), QProcess::NormalExit);
+        QCOMPARE(child.exitCode(), 0);
         panel.pollNow();   // the final file replaced the live one
         QCOMPARE(panel.runStatus(0), QString("finished"));
         QCOMPARE(points(panel, "loss/total", 0), 12);
@@ -501,5 +510,11 @@ private Q_SLOTS:
     }
 };
 
-QTEST_MAIN(TestTrainingPanel)
+int main(int argc, char** argv) {
+    if (argc == 3 && std::string(argv[1]) == "--runlog-writer-child") return runlogWriterChild(argv[2]);
+    QApplication app(argc, argv);
+    TestTrainingPanel tc;
+    QTEST_SET_MAIN_SOURCE_PATH
+    return QTest::qExec(&tc, argc, argv);
+}
 #include "test_training_panel.moc"
