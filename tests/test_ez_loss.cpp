@@ -192,6 +192,47 @@ private Q_SLOTS:
         QVERIFY2(separate > 3 * batched, qPrintable(QString("separate calls: %1, batched: %2").arg(separate).arg(batched)));
     }
 
+    // Issue 7, second part: the dynamics runs once per unroll step. With batch statistics per
+    // step each depth was normalized by its own mean and variance, while the search's eval-mode
+    // network normalizes every depth with one running average: a trained pellets network's
+    // eval-mode value prefix after one step was 1.64 everywhere (target 0.23, training mode
+    // 0.29). computeLoss now unrolls the dynamics on its running statistics (updated afterwards
+    // from all depths at once), so the eval-mode unroll reproduces the loss's value prefixes.
+    void evalModeUnrollMatchesTheLossValuePrefix() {
+        const Config c = tinyConfig();
+        const int B = 16, K = 3;
+        const Batch b = tinyBatch(c, B, K);
+        torch::manual_seed(1);
+        Network net(c);
+        {
+            torch::NoGradGuard ng;
+            for (auto& p : net.parameters()) p.add_(torch::randn_like(p) * 0.3);
+        }
+        net.train(true);
+        LossTerms terms;
+        {
+            torch::NoGradGuard ng;
+            for (int i = 0; i < 80; ++i) terms = computeLoss(net, b);
+        }
+        QVERIFY(net.isTraining() && net.isDynamicsTraining());  // computeLoss restores the mode
+        QCOMPARE(terms.valuePrefixLogits.sizes().vec(), (std::vector<int64_t>{K, B, 2 * c.supportSize + 1}));
+        net.train(false);
+        torch::NoGradGuard ng;
+        auto state = net.initialInference(b.obs).state;
+        auto lstm = net.initialLstm(B);
+        double worst = 0;
+        for (int k = 0; k < K; ++k) {
+            const auto rec = net.recurrentInference(state, b.actions.select(1, k), lstm);
+            const double gap = (torch::softmax(rec.valuePrefixLogits, 1) - torch::softmax(terms.valuePrefixLogits[k], 1))
+                                   .abs().max().item<double>();
+            qInfo("depth %d: value-prefix distribution gap eval vs loss %.4f", k + 1, gap);
+            worst = std::max(worst, gap);
+            state = rec.nextState;
+            lstm = rec.lstm;
+        }
+        QVERIFY2(worst < 0.02, qPrintable(QString("eval vs loss value-prefix distribution: %1").arg(worst)));
+    }
+
     void fittingOneBatchDecreasesTheLoss() {
         const Config c = tinyConfig();
         torch::manual_seed(2);

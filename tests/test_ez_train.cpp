@@ -72,6 +72,68 @@ private Q_SLOTS:
         QCOMPARE(net.config().channels, 4);
     }
 
+    // What `glimpse play` loads is the learner's network: model.h5 holds the same parameters and
+    // BatchNorm running statistics as state.h5's learner, and a network saved and loaded gives
+    // bit-identical eval-mode outputs (representation, prediction, dynamics, value prefix) and
+    // plays identical evaluation episodes.
+    void checkpointRoundTripKeepsOutputs() {
+        auto env = rl::makeEnv("breakout");
+        Network fromModel = loadForEnv(path("run/model.h5"), *env);
+        QVERIFY(!fromModel.isTraining());
+        auto state = h5::File::open(path("run/state.h5"));
+        auto learner = state.group("network");
+        int buffers = 0, trainedStats = 0;
+        for (const auto& p : fromModel.module().named_parameters(true))
+            QVERIFY2(torch::equal(p.value(), learner.readTensor("p/" + p.key())), p.key().c_str());
+        for (const auto& b : fromModel.module().named_buffers(true)) {
+            QVERIFY2(torch::equal(b.value(), learner.readTensor("b/" + b.key())), b.key().c_str());
+            ++buffers;
+            if (b.key().find("running_var") != std::string::npos && !torch::allclose(b.value(), torch::ones_like(b.value())))
+                ++trainedStats;
+        }
+        QVERIFY(buffers > 0);
+        QVERIFY2(trainedStats > 0, "the 6 updates moved the BatchNorm running statistics");
+        state.close();
+
+        // A live network with trained BatchNorm statistics, saved as trainAgent saves model.h5.
+        torch::manual_seed(3);
+        Network live(cpuNetwork(*env, tiny(1).network));
+        const auto& c = live.config();
+        const torch::Tensor obs = (torch::rand({6, c.inputChannels(), c.obsHeight, c.obsWidth}) < 0.2).to(torch::kFloat);
+        const torch::Tensor actions = torch::tensor({0, 1, 2, 3, 1, 2}, torch::kLong);
+        live.train(true);
+        for (int i = 0; i < 5; ++i) {
+            const torch::Tensor x = (torch::rand_like(obs) < 0.3).to(torch::kFloat);
+            auto out = live.initialInference(x);
+            live.recurrentInference(out.state, actions, live.initialLstm(6));
+        }
+        live.train(false);
+        torch::NoGradGuard ng;
+        const auto a = live.initialInference(obs);
+        const auto ar = live.recurrentInference(a.state, actions, live.initialLstm(6));
+        saveCheckpoint(path("live.h5"), checkpointFromModule(live.module(), "efficientzero", c.toJson().dump()));
+        Network loaded = loadForEnv(path("live.h5"), *env);
+        const auto b = loaded.initialInference(obs);
+        const auto br = loaded.recurrentInference(b.state, actions, loaded.initialLstm(6));
+        QVERIFY(torch::equal(a.state, b.state));
+        QVERIFY(torch::equal(a.valueLogits, b.valueLogits));
+        QVERIFY(torch::equal(a.policyLogits, b.policyLogits));
+        QVERIFY(torch::equal(ar.nextState, br.nextState));
+        QVERIFY(torch::equal(ar.valuePrefixLogits, br.valuePrefixLogits));
+        QVERIFY(torch::equal(ar.valueLogits, br.valueLogits));
+        // ... and the eval-mode outputs depend on those statistics (a fresh network differs).
+        Network fresh(c);
+        fresh.train(false);
+        QVERIFY(!torch::equal(fresh.initialInference(obs).state, a.state));
+        EvalOptions o;
+        o.episodes = 2;
+        o.simulations = 3;
+        o.env.maxEpisodeSteps = 20;
+        const auto ea = evaluate(live, "breakout", o), eb = evaluate(loaded, "breakout", o);
+        QCOMPARE(ea.returns, eb.returns);
+        QCOMPARE(ea.lengths, eb.lengths);
+    }
+
     void resumeContinues() {
         const auto before = RunLog::load(path("run/runlog.h5"));
         auto state = h5::File::open(path("run/state.h5"));
@@ -210,6 +272,12 @@ private Q_SLOTS:
         QVERIFY2(contains(e, {"batchsize"}), e.c_str());
         e = errorOf([&] { TrainConfig::fromJson({{"env", "breakout"}, {"num_envs", 100000}}); });
         QVERIFY2(contains(e, {"num_envs"}), e.c_str());
+        Network net = loadForEnv(path("run/model.h5"), *breakout);
+        EvalOptions o;
+        o.episodes = 1;
+        o.temperature = -1;
+        e = errorOf([&] { evaluate(net, "breakout", o); });
+        QVERIFY2(contains(e, {"temperature"}), e.c_str());
     }
 };
 

@@ -25,14 +25,16 @@ int play(const std::vector<std::string>& args) {
         "  --seed S            evaluation seed (default 1000000; episode i from episodeSeed(S, i, 0))\n"
         "  --max-episode-steps N  (default 1000)\n"
         "  --record DIR        write each episode to DIR/episode_NNNN.h5\n"
+        "  --temperature T     sample actions proportionally to visits^(1/T) (default 0: most visited)\n"
+        "  --noise             add self-play's root Dirichlet noise to the search\n"
         "  --threads T         LibTorch threads (default 2)\n";
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
         std::cerr << usage;
         return args.empty() ? 2 : 0;
     }
-    Args a(args);
+    Args a(args, {"--noise"});
     a.checkKnown({"--checkpoint", "--env", "--episodes", "--simulations", "--seed", "--max-episode-steps", "--record",
-                  "--threads"});
+                  "--threads", "--temperature", "--noise"});
     const std::string ckpt = a.require("--checkpoint");
     const std::string game = a.require("--env");
     efficientzero::EvalOptions o;
@@ -50,6 +52,9 @@ int play(const std::vector<std::string>& args) {
     o.seed = uint64_t(a.getInt("--seed", 1000000));
     o.env.maxEpisodeSteps = int(maxSteps);
     o.recordDir = a.get("--record", "");
+    o.temperature = a.getDouble("--temperature", 0.0);
+    if (!(o.temperature >= 0) || o.temperature > 100) throw Error("--temperature must be in [0, 100]");
+    o.noise = a.has("--noise");
     o.checkpointPath = ckpt;
     const auto env = rl::makeEnv(game, o.env);  // unknown game -> Error listing the names
     auto net = efficientzero::loadForEnv(ckpt, *env);
@@ -60,7 +65,10 @@ int play(const std::vector<std::string>& args) {
     std::sort(sorted.begin(), sorted.end());
     const size_t m = sorted.size();
     const double median = m % 2 ? sorted[m / 2] : 0.5 * (sorted[m / 2 - 1] + sorted[m / 2]);
-    std::printf("%s: %d episodes, %d simulations\n", game.c_str(), r.stats.episodes, o.simulations);
+    std::printf("%s: %d episodes, %d simulations%s\n", game.c_str(), r.stats.episodes, o.simulations,
+                o.temperature > 0 || o.noise
+                    ? (", temperature " + std::to_string(o.temperature) + (o.noise ? ", root noise" : "")).c_str()
+                    : "");
     std::printf("return: mean %.2f +- %.2f (95%% CI), median %.2f, min %.2f, max %.2f, mean length %.1f\n",
                 r.stats.mean, r.stats.ci95, median, r.stats.min, r.stats.max, r.stats.meanLength);
     std::printf("normalized score: mean %.3f, median %.3f (0 = random, 1 = scripted)\n", r.normalizedMean,

@@ -56,7 +56,7 @@ LossTerms computeLoss(Network& net, const Batch& b, const LossWeights& w) {
     // constant value and a different policy than the trained one (issue 7). So the
     // representation runs once on [observations; next observations] and the prediction once on
     // [root states; unrolled states]; their running statistics are then those of the very batch
-    // the loss was computed with. (The dynamics necessarily runs once per unroll step.)
+    // the loss was computed with. (The dynamics runs once per unroll step: see below.)
     const Tensor flatNext = b.nextObs.reshape({B * K, b.nextObs.size(2), b.nextObs.size(3), b.nextObs.size(4)});
     const Tensor represented = net.represent(torch::cat({b.obs, flatNext}, 0));
     const Tensor state0 = represented.slice(0, 0, B);
@@ -68,13 +68,34 @@ LossTerms computeLoss(Network& net, const Batch& b, const LossWeights& w) {
         targetProj = net.project(represented.slice(0, B).detach(), false).reshape({B, K, -1});
     }
 
+    // The dynamics cannot be batched that way (step k + 1 needs step k's output), and with
+    // batch statistics per unroll step each depth was normalized by its own mean and variance
+    // while the search's eval-mode network normalizes every depth with one running average: a
+    // trained pellets network's eval-mode value prefix after one step was 1.64 for every state
+    // (target 0.23; 0.29 in training mode) and 0.00 after 2-5 steps (issue 7). So the unroll
+    // normalizes with the running statistics, exactly as the search does, and those statistics
+    // are then updated once, without gradients, from all unrolled depths together.
+    struct DynamicsEval {
+        Network& net;
+        bool was;
+        explicit DynamicsEval(Network& n) : net(n), was(n.isDynamicsTraining()) { net.setDynamicsTraining(false); }
+        ~DynamicsEval() { net.setDynamicsTraining(was); }
+    };
+    const bool updateDynamicsStats = net.isDynamicsTraining();
+    std::vector<Tensor> dynStates, dynH, dynC, prefixLogitsAll;
     std::vector<Tensor> states{state0};
     Tensor prefixCe = torch::zeros({B}, b.obs.options());
     Tensor cons = torch::zeros({B}, b.obs.options());
     Tensor state = state0;
     LstmState lstm = net.initialLstm(B);
+    {
+    DynamicsEval dynamicsEval(net);
     for (int64_t k = 0; k < K; ++k) {
+        dynStates.push_back(state.detach());
+        dynH.push_back(lstm.first.detach());
+        dynC.push_back(lstm.second.detach());
         auto [next, prefixLogits, nextLstm] = net.dynamics(state, b.actions.select(1, k), lstm);
+        prefixLogitsAll.push_back(prefixLogits.detach());
         const Tensor mask = b.mask.select(1, k + 1);
         prefixCe = prefixCe + softCrossEntropy(prefixLogits, scalarToSupport(b.valuePrefix.select(1, k), S));
         cons = cons + negativeCosineSimilarity(net.project(next, true), targetProj.select(1, k)) * mask;
@@ -82,6 +103,12 @@ LossTerms computeLoss(Network& net, const Batch& b, const LossWeights& w) {
         state = scaleGradient(next, w.dynamicsGradScale);
         lstm = nextLstm;
         if ((k + 1) % 5 == 0) lstm = net.initialLstm(B);  // LSTM horizon (zeta = 5)
+    }
+    }
+    if (updateDynamicsStats) {
+        torch::NoGradGuard ng;
+        const Tensor acts = b.actions.transpose(0, 1).reshape({K * B});
+        net.dynamics(torch::cat(dynStates, 0), acts, {torch::cat(dynH, 1), torch::cat(dynC, 1)});
     }
     auto [valueLogits, policyLogits] = net.predict(torch::cat(states, 0));
     valueLogits = valueLogits.view({K + 1, B, -1});
@@ -101,6 +128,7 @@ LossTerms computeLoss(Network& net, const Batch& b, const LossWeights& w) {
     out.consistency = cons.mean().item<double>();
     out.priorities = priorities;
     out.valueLogits0 = valueLogits[0].detach();
+    out.valuePrefixLogits = torch::stack(prefixLogitsAll, 0);
     return out;
 }
 

@@ -40,6 +40,7 @@ struct LossTerms {
     double value = 0, valuePrefix = 0, policy = 0, consistency = 0;
     torch::Tensor priorities;    // [B] |predicted value - target| at k = 0, detached
     torch::Tensor valueLogits0;  // [B, 2S + 1] predicted value logits at k = 0, detached
+    torch::Tensor valuePrefixLogits;  // [K, B, 2S + 1] predicted value-prefix logits, detached
 };
 
 // -sum(target * log_softmax(logits)) over the last dimension.

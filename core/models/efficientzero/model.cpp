@@ -320,6 +320,8 @@ Tensor Network::project(const Tensor& state, bool withGrad) {
 nn::Module& Network::module() { return *impl_; }
 void Network::train(bool on) { impl_->train(on); }
 bool Network::isTraining() const { return impl_->is_training(); }
+void Network::setDynamicsTraining(bool on) { impl_->dynamics_network->train(on); }
+bool Network::isDynamicsTraining() const { return impl_->dynamics_network->is_training(); }
 std::vector<Tensor> Network::parameters() const { return impl_->parameters(); }
 
 int64_t Network::parameterCount() const {

@@ -77,6 +77,10 @@ public:
     torch::nn::Module& module();  // for checkpoints, optimizers, train()/eval(), to(device)
     void train(bool on = true);
     bool isTraining() const;
+    // Training flag of the dynamics network alone (its BatchNorm layers: batch statistics when
+    // on, running statistics when off); computeLoss unrolls with it off (docs/rl.md "Loss").
+    void setDynamicsTraining(bool on);
+    bool isDynamicsTraining() const;
     std::vector<torch::Tensor> parameters() const;
     int64_t parameterCount() const;
     torch::Device device() const;

@@ -649,6 +649,7 @@ Network loadForEnv(const std::string& path, const rl::Env& env) {
 EvalResult evaluate(Network& net, const std::string& game, const EvalOptions& o, train::Control* control,
                     const train::ProgressFn& progress) {
     if (o.episodes < 1 || o.parallel < 1 || o.simulations < 1) throw Error("evaluate: episodes, parallel and simulations must be positive");
+    if (!(o.temperature >= 0) || o.temperature > 100) throw Error("evaluate: temperature must be in [0, 100]");
     net.train(false);
     const Config& c = net.config();
     const int A = c.numActions, stack = c.stack;
@@ -709,10 +710,10 @@ EvalResult evaluate(Network& net, const std::string& game, const EvalOptions& o,
         const Tensor obsT = torch::from_blob(obs.data(), {int64_t(active.size()), int64_t(stack) * fs.channels, fs.height, fs.width});
         SearchAdapter adapter(net);
         const auto roots = adapter.start(obsT);
-        const auto res = mcts.search(adapter, roots, false);
+        const auto res = mcts.search(adapter, roots, o.noise);
         for (size_t j = 0; j < active.size(); ++j) {
             Slot& s = slots[size_t(active[j])];
-            const int a = rl::selectAction(res.visitCounts[j], 0.0, rng, res.rootQ[j]);
+            const int a = rl::selectAction(res.visitCounts[j], o.temperature, rng, res.rootQ[j]);
             const bool record = !o.recordDir.empty();
             if (record) {
                 cv::Mat img = s.env->render(8);

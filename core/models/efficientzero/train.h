@@ -84,6 +84,11 @@ struct EvalOptions {
     uint64_t seed = 1000000;           // episode i starts from episodeSeed(seed, i, 0)
     int simulations = 16;
     int parallel = 16;                 // episodes searched in one batch
+    // Action choice: 0 = the most visited action (ties: highest root Q, then random), the
+    // default; T > 0 samples proportionally to N^(1/T) like self-play. `noise` adds the
+    // self-play root Dirichlet noise. Both exist to compare evaluation with self-play.
+    double temperature = 0;
+    bool noise = false;
     rl::EnvOptions env;
     std::string recordDir;             // when set: one episode file per episode
     std::string checkpointPath;        // stored in recorded episodes

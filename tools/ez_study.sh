@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Issue 7's learning study (docs/rl.md "Learning figures"): EfficientZero on arcade games,
+# several seeds each, every run stopped after a fixed CPU wall-clock budget, then evaluated on
+# 32 episodes with `glimpse play`. Prints, per game, the mean and 95% confidence interval (Student
+# t over seeds) of the per-seed mean normalized score ((score - random) / (scripted - random)),
+# and of the raw return.
+#
+# usage: tools/ez_study.sh [--summarize]
+#   --summarize   only aggregate the eval.txt files already in $OUT (no training)
+# Environment (defaults in brackets):
+#   GLIMPSE   the glimpse binary [build/app/glimpse]
+#   OUT       study directory; run g-s goes to $OUT/g-s [runs/ez_study]
+#   GAMES     games [breakout invaders pellets alien]
+#   SEEDS     seeds [0 1 2 3 4]
+#   MINUTES   wall-clock minutes per training run (stopped with SIGINT: final checkpoint) [30]
+#   STEPS     learner updates, the schedule's horizon (lr, temperature, beta) [6000]
+#   CONFIG    train config JSON [tools/ez_study.json]
+#   THREADS   LibTorch threads per run [1]
+#   EPISODES  evaluation episodes per run [32]
+#   SIMS      evaluation MCTS simulations [the config's "simulations", else 16]
+#   NICE      niceness of every process [10]
+# A run whose eval.txt exists is skipped, so an interrupted study continues where it stopped.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+GLIMPSE="${GLIMPSE:-$here/build/app/glimpse}"
+OUT="${OUT:-runs/ez_study}"
+GAMES="${GAMES:-breakout invaders pellets alien}"
+SEEDS="${SEEDS:-0 1 2 3 4}"
+MINUTES="${MINUTES:-30}"
+STEPS="${STEPS:-6000}"
+CONFIG="${CONFIG:-$here/tools/ez_study.json}"
+THREADS="${THREADS:-1}"
+EPISODES="${EPISODES:-32}"
+NICE="${NICE:-10}"
+summarize_only=0
+case "${1:-}" in
+    --summarize) summarize_only=1 ;;
+    "") ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "ez_study.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
+
+if [[ $summarize_only == 0 ]]; then
+    [[ -x "$GLIMPSE" ]] || { echo "ez_study.sh: no glimpse binary at $GLIMPSE (set GLIMPSE)" >&2; exit 1; }
+    [[ -f "$CONFIG" ]] || { echo "ez_study.sh: no train config at $CONFIG (set CONFIG)" >&2; exit 1; }
+    if [[ -z "${SIMS:-}" ]]; then
+        SIMS=$(grep -o '"simulations"[^,}]*' "$CONFIG" | grep -o '[0-9]\+' || true)
+        SIMS="${SIMS:-16}"
+    fi
+    mkdir -p "$OUT"
+    for g in $GAMES; do
+        for s in $SEEDS; do
+            run="$OUT/$g-$s"
+            [[ -f "$run/eval.txt" ]] && { echo "$run: evaluated already, skipped"; continue; }
+            echo "$run: training for $MINUTES min ($(date +%H:%M:%S))"
+            # timeout sends SIGINT: the trainer stops at the next update and writes model.h5.
+            rc=0
+            timeout -s INT "$((MINUTES * 60))" nice -n "$NICE" "$GLIMPSE" train efficientzero --env "$g" --seed "$s" \
+                --steps "$STEPS" --config "$CONFIG" --out "$run" --threads "$THREADS" \
+                >"$run.train.log" 2>&1 || rc=$?
+            if [[ ! -f "$run/model.h5" ]]; then
+                echo "$run: training failed (exit $rc), see $run.train.log" >&2
+                exit 1
+            fi
+            nice -n "$NICE" "$GLIMPSE" play --checkpoint "$run/model.h5" --env "$g" --episodes "$EPISODES" \
+                --simulations "$SIMS" --threads "$THREADS" >"$run/eval.tmp" 2>/dev/null
+            mv "$run/eval.tmp" "$run/eval.txt"
+            grep -E "^return|^normalized" "$run/eval.txt" | sed "s|^|$run: |"
+        done
+    done
+fi
+
+# Aggregate: per game, mean and 95% CI (Student t, n - 1 degrees of freedom) over seeds.
+echo
+echo "game      seeds  normalized score (mean +- 95% CI)   return (mean +- 95% CI)   per seed normalized"
+for g in $GAMES; do
+    vals="" rets=""
+    for s in $SEEDS; do
+        f="$OUT/$g-$s/eval.txt"
+        [[ -f "$f" ]] || continue
+        vals+=" $(awk '/^normalized score:/ {gsub(",", "", $4); print $4}' "$f")"
+        rets+=" $(awk '/^return:/ {print $3}' "$f")"
+    done
+    echo "$g" "$vals" "|" "$rets" | awk '
+        function t975(df) {  # Student t quantiles, 97.5%
+            split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228", t, " ")
+            return df <= 10 ? t[df] : 1.96
+        }
+        function ci(a, n,   i, m, v) {
+            m = 0; for (i = 1; i <= n; i++) m += a[i]; m /= n
+            v = 0; for (i = 1; i <= n; i++) v += (a[i] - m) ^ 2
+            if (n < 2) return sprintf("%8.3f             ", m)
+            return sprintf("%8.3f +- %-8.3f", m, t975(n - 1) * sqrt(v / (n - 1)) / sqrt(n))
+        }
+        {
+            n = 0; k = 0; side = 0; list = ""
+            for (i = 2; i <= NF; i++) {
+                if ($i == "|") { side = 1; continue }
+                if (side == 0) { x[++n] = $i; list = list " " $i } else r[++k] = $i
+            }
+            if (n == 0) { printf "%-9s %5d  (no evaluated runs)\n", $1, 0; next }
+            printf "%-9s %5d  %s             %s      %s\n", $1, n, ci(x, n), ci(r, k), list
+        }'
+done
