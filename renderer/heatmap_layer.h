@@ -1,6 +1,6 @@
 #pragma once
 // The heatmap layer: a float grid stretched over the image extent. It is coloured on the CPU
-// when the grid, its range, the colour map or the image size change (buildHeatTexture: the
+// when the grid, its range, the colour map or the image size change (colorHeatTexture: the
 // grid's bilinear field at each image pixel's centre, mapped through the colour map; the
 // texture has the image's size, capped at kMaxHeatTextureSide) and uploaded as an RGBA8 "heat"
 // texture that the frame samples ~1:1 (opacity is a push constant: its changes rebuild nothing).
@@ -41,7 +41,7 @@ public:
               VkDescriptorSet imageSet, bool opaqueImage) const;
 
     // How many times the heat texture was built (for tests: what rebuilds and what does not),
-    // the last build's CPU time in milliseconds and the resident texture's size.
+    // the last colouring's time (wall clock, ms) and the resident texture's size.
     uint64_t builds() const { return builds_; }
     double lastBuildMs() const { return lastBuildMs_; }
     int textureWidth() const { return int(resident_.heat.width); }

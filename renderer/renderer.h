@@ -93,7 +93,7 @@ public:
     // extent (drawn only while an image is set), bilinearly interpolated between cell centres,
     // mapped through the colour map with (v - vmin) / (vmax - vmin) clamped to 0..1, and blended
     // over the image with the heatmap opacity. NaN values are transparent. Copied; coloured on
-    // the CPU into a heat texture at the next record() (see buildHeatTexture in colormap.h),
+    // the CPU into a heat texture at the next record() (see colorHeatTexture in colormap.h),
     // again only when the grid, its range, the colour map or the image size change (not the
     // opacity).
     // w or h 0 (or null values) clears it.
