@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace glimpse::render {
 namespace {
@@ -86,6 +87,150 @@ const char* colormapName(Colormap map) {
     case Colormap::Gray: return "gray";
     }
     return "unknown";
+}
+
+void heatTextureSize(int imageW, int imageH, int& texW, int& texH) {
+    if (imageW <= 0 || imageH <= 0) {
+        texW = texH = 0;
+        return;
+    }
+    const int side = std::max(imageW, imageH);
+    if (side <= kMaxHeatTextureSide) {
+        texW = imageW;
+        texH = imageH;
+        return;
+    }
+    const double s = double(kMaxHeatTextureSide) / side;
+    texW = std::clamp(int(std::lround(imageW * s)), 1, kMaxHeatTextureSide);
+    texH = std::clamp(int(std::lround(imageH * s)), 1, kMaxHeatTextureSide);
+}
+
+namespace {
+
+// Where texel i of an axis of `texels` texels over `cells` grid cells samples the grid: its
+// centre in cell units is s = (i + 0.5) * cells / texels - 0.5, between cell floor(s) and the
+// next with weight f = s - floor(s); outside the first and last cell centres the field is
+// constant (cell 0 or cells - 1, weight 0).
+struct Axis {
+    std::vector<int> i0;     // per texel
+    std::vector<float> f;    // per texel, 0 <= f < 1
+    std::vector<int> first;  // per cell c: first texel with i0 == c (size cells + 1)
+};
+
+void makeAxis(int cells, int texels, Axis& a) {
+    a.i0.resize(size_t(texels));
+    a.f.resize(size_t(texels));
+    a.first.assign(size_t(cells) + 1, texels);
+    const double step = double(cells) / texels;
+    for (int i = texels - 1; i >= 0; --i) {
+        const double s = (double(i) + 0.5) * step - 0.5;
+        int i0;
+        float f;
+        if (s <= 0.0) {
+            i0 = 0;
+            f = 0.0f;
+        } else if (s >= cells - 1) {
+            i0 = cells - 1;
+            f = 0.0f;
+        } else {
+            i0 = int(std::floor(s));
+            f = float(s - i0);
+        }
+        a.i0[size_t(i)] = i0;
+        a.f[size_t(i)] = f;
+        a.first[size_t(i0)] = i;
+    }
+    for (int c = cells - 1; c >= 0; --c)   // cells no texel starts in: empty runs
+        a.first[size_t(c)] = std::min(a.first[size_t(c)], a.first[size_t(c) + 1]);
+}
+
+// The four tables as RGBA words (alpha 255), built once, each with a 257th entry: transparent
+// black (the colour of NaN).
+constexpr int kTransparentEntry = 256;
+const uint32_t* tableWords(Colormap map) {
+    static const auto tables = [] {
+        std::array<std::array<uint32_t, 257>, kColormapCount> all{};
+        for (int m = 0; m < kColormapCount; ++m) {
+            const auto bytes = colormapTable(Colormap(m));
+            std::memcpy(all[size_t(m)].data(), bytes.data(), bytes.size());
+            all[size_t(m)][kTransparentEntry] = 0u;
+        }
+        return all;
+    }();
+    const int m = std::clamp(int(map), 0, kColormapCount - 1);
+    return tables[size_t(m)].data();
+}
+
+} // namespace
+
+void colorHeatTexture(const float* grid, int w, int h, float vmin, float vmax, Colormap map, int texW, int texH,
+                      uint8_t* rgba) {
+    if (texW <= 0 || texH <= 0)
+        return;
+    if (w <= 0 || h <= 0 || !grid) {
+        std::memset(rgba, 0, size_t(texW) * size_t(texH) * 4);
+        return;
+    }
+    Axis ax, ay;
+    makeAxis(w, texW, ax);
+    makeAxis(h, texH, ay);
+    const uint32_t* table = tableWords(map);
+    const float* f = ax.f.data();
+    // With a ramp the field is carried as its table position plus 0.5, (v - vmin) * 255 /
+    // (vmax - vmin) + 0.5, which is affine in the value and so interpolates like it; the entry
+    // is then its integer part clamped to 0..255 (= int(clamp(t, 0, 1) * 255 + 0.5)). Without
+    // one (vmax <= vmin) the raw value is carried and stepped at vmax.
+    const bool ramp = vmax > vmin;
+    const float scale = ramp ? std::min(255.0f / (vmax - vmin), 3.0e38f) : 0.0f;
+    auto entry = [&](float v) -> int {
+        if (!(v == v))
+            return kTransparentEntry;
+        if (!ramp)
+            return v >= vmax ? 255 : 0;
+        return int(std::min(std::max(v, 0.0f), 255.0f));
+    };
+    std::vector<float> row(static_cast<size_t>(w));
+    std::vector<int32_t> entries(static_cast<size_t>(texW));
+    int32_t* idx = entries.data();
+    for (int y = 0; y < texH; ++y) {
+        // The row's field between the two grid rows, per column.
+        const int gy = ay.i0[size_t(y)];
+        const float fy = ay.f[size_t(y)];
+        const float* r0 = grid + size_t(gy) * size_t(w);
+        const float* r1 = fy > 0.0f ? r0 + w : r0;   // a zero weight takes one row (no NaN leak)
+        for (int x = 0; x < w; ++x) {
+            const float v = fy > 0.0f ? r0[x] + (r1[x] - r0[x]) * fy : r0[x];
+            // Kept finite (NaN stays NaN), so an infinite cell cannot make inf - inf below.
+            row[size_t(x)] = std::clamp(ramp ? (v - vmin) * scale + 0.5f : v, -1.0e30f, 1.0e30f);
+        }
+        // Each run of texels between two cell centres: v = a + (b - a) * f, first as table
+        // entries (the common case, no NaN with a ramp, is a loop the compiler vectorizes),
+        // then as colours.
+        uint32_t* out = reinterpret_cast<uint32_t*>(rgba) + size_t(y) * size_t(texW);
+        for (int c = 0; c < w; ++c) {
+            const int x0 = ax.first[size_t(c)], x1 = ax.first[size_t(c) + 1];
+            const float a = row[size_t(c)];
+            const float b = c + 1 < w ? row[size_t(c) + 1] : a;
+            if (ramp && a == a && b == b) {
+                const float d = b - a;
+                for (int x = x0; x < x1; ++x)
+                    idx[x] = int(std::min(std::max(a + d * f[x], 0.0f), 255.0f));
+            } else {
+                for (int x = x0; x < x1; ++x)   // a zero weight takes `a` alone (no NaN leak)
+                    idx[x] = entry(f[x] > 0.0f ? a + (b - a) * f[x] : a);
+            }
+            for (int x = x0; x < x1; ++x)
+                out[x] = table[idx[x]];
+        }
+    }
+}
+
+void buildHeatTexture(const float* grid, int w, int h, float vmin, float vmax, Colormap map, int texW, int texH,
+                      HeatTexture& out) {
+    out.width = std::max(1, texW);
+    out.height = std::max(1, texH);
+    out.rgba.resize(size_t(out.width) * size_t(out.height) * 4);
+    colorHeatTexture(grid, w, h, vmin, vmax, map, out.width, out.height, out.rgba.data());
 }
 
 } // namespace glimpse::render

@@ -1,10 +1,8 @@
 #include "renderer/heatmap_layer.h"
 
 #include <algorithm>
-#include <cfloat>
-#include <cstdlib>
+#include <chrono>
 
-#include "renderer/colormap.h"
 #include "renderer/shaders.h"
 
 namespace glimpse::render {
@@ -12,7 +10,7 @@ namespace {
 
 struct HeatmapPush {
     vk::NdcRect rect;   // quad.vert, offset 0
-    float vmin, vmax, scale, opacity, row, rows;
+    float opacity;
 };
 
 } // namespace
@@ -21,11 +19,7 @@ HeatmapLayer::HeatmapLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSample
                            VkDescriptorSetLayout imageSetLayout)
     : gpu_(gpu) {
     try {
-        VkFormatProperties fp{};
-        vkGetPhysicalDeviceFormatProperties(gpu.physicalDevice, VK_FORMAT_R32_SFLOAT, &fp);
-        linearGrid_ = (fp.optimalTilingFeatures & VK_FORMAT_FEATURE_SAMPLED_IMAGE_FILTER_LINEAR_BIT) != 0 &&
-                      !std::getenv("GLIMPSE_HEATMAP_SHADER_FILTER");   // forces the texelFetch path
-        setLayout_ = vk::createSamplerSetLayout(gpu.device, 2);
+        setLayout_ = vk::createSamplerSetLayout(gpu.device, 1);
         const VkDescriptorSetLayout sets[2] = {imageSetLayout, setLayout_};
         const VkPushConstantRange range{VK_SHADER_STAGE_VERTEX_BIT | VK_SHADER_STAGE_FRAGMENT_BIT, 0,
                                         sizeof(HeatmapPush)};
@@ -35,15 +29,14 @@ HeatmapLayer::HeatmapLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSample
         li.pushConstantRangeCount = 1;
         li.pPushConstantRanges = &range;
         vk::check(vkCreatePipelineLayout(gpu.device, &li, nullptr, &layout_), "vkCreatePipelineLayout");
-        // Constants: 0 linearGrid, 1 opaque image (set for the opaque pipeline below).
-        VkBool32 constants[2] = {linearGrid_ ? VK_TRUE : VK_FALSE, VK_FALSE};
-        const VkSpecializationMapEntry entries[2] = {{0, 0, sizeof(VkBool32)},
-                                                     {1, sizeof(VkBool32), sizeof(VkBool32)}};
+        // Constant 0: opaque image (set for the opaque pipeline below).
+        VkBool32 opaque = VK_FALSE;
+        const VkSpecializationMapEntry entry{0, 0, sizeof(VkBool32)};
         VkSpecializationInfo spec{};
-        spec.mapEntryCount = 2;
-        spec.pMapEntries = entries;
-        spec.dataSize = sizeof(constants);
-        spec.pData = constants;
+        spec.mapEntryCount = 1;
+        spec.pMapEntries = &entry;
+        spec.dataSize = sizeof(opaque);
+        spec.pData = &opaque;
         vk::PipelineDesc d;
         d.layout = layout_;
         d.renderPass = renderPass;
@@ -55,13 +48,9 @@ HeatmapLayer::HeatmapLayer(const vk::Gpu& gpu, VkRenderPass renderPass, VkSample
         d.fragSpecialization = &spec;
         pipeline_ = vk::createPipeline(gpu.device, d);
         d.blend = false;
-        constants[1] = VK_TRUE;
+        opaque = VK_TRUE;
         opaquePipeline_ = vk::createPipeline(gpu.device, d);
-        gridSampler_ = vk::createSampler(gpu.device, linearGrid_ ? VK_FILTER_LINEAR : VK_FILTER_NEAREST,
-                                         VK_SAMPLER_MIPMAP_MODE_NEAREST, 0.0f);
-        // Nearest entry: t * 255 rounded (at most half an entry from interpolating the table,
-        // and one filtered fetch less per pixel).
-        lutSampler_ = vk::createSampler(gpu.device, VK_FILTER_NEAREST, VK_SAMPLER_MIPMAP_MODE_NEAREST, 0.0f);
+        heatSampler_ = vk::createSampler(gpu.device, VK_FILTER_LINEAR, VK_SAMPLER_MIPMAP_MODE_NEAREST, 0.0f);
     } catch (...) {
         release();
         throw;
@@ -73,16 +62,15 @@ HeatmapLayer::~HeatmapLayer() { release(); }
 void HeatmapLayer::release() {
     VkDevice dev = gpu_.device;
     destroy(dev, resident_);
-    vk::destroy(dev, lut_);
-    if (lutSampler_) vkDestroySampler(dev, lutSampler_, nullptr);
-    if (gridSampler_) vkDestroySampler(dev, gridSampler_, nullptr);
+    vk::destroy(dev, staging_);
+    stagingBytes_ = 0;
+    if (heatSampler_) vkDestroySampler(dev, heatSampler_, nullptr);
     if (pipeline_) vkDestroyPipeline(dev, pipeline_, nullptr);
     if (opaquePipeline_) vkDestroyPipeline(dev, opaquePipeline_, nullptr);
-    opaquePipeline_ = VK_NULL_HANDLE;
     if (layout_) vkDestroyPipelineLayout(dev, layout_, nullptr);
     if (setLayout_) vkDestroyDescriptorSetLayout(dev, setLayout_, nullptr);
-    lutSampler_ = gridSampler_ = VK_NULL_HANDLE;
-    pipeline_ = VK_NULL_HANDLE;
+    heatSampler_ = VK_NULL_HANDLE;
+    pipeline_ = opaquePipeline_ = VK_NULL_HANDLE;
     layout_ = VK_NULL_HANDLE;
     setLayout_ = VK_NULL_HANDLE;
 }
@@ -90,7 +78,7 @@ void HeatmapLayer::release() {
 void HeatmapLayer::destroy(VkDevice device, Resident& r) {
     if (r.pool)
         vkDestroyDescriptorPool(device, r.pool, nullptr);
-    vk::destroy(device, r.grid);
+    vk::destroy(device, r.heat);
     r = Resident{};
 }
 
@@ -99,57 +87,104 @@ void HeatmapLayer::set(int w, int h, const float* values, float vmin, float vmax
         clear();
         return;
     }
-    pending_.assign(values, values + size_t(w) * size_t(h));
+    grid_.assign(values, values + size_t(w) * size_t(h));
     w_ = w;
     h_ = h;
     vmin_ = vmin;
     vmax_ = vmax;
-    dirty_ = true;
+    gridChanged_ = true;
 }
 
 void HeatmapLayer::clear() {
     w_ = h_ = 0;
-    pending_.clear();
-    dirty_ = true;
+    grid_.clear();
+    gridChanged_ = true;
 }
 
-void HeatmapLayer::upload(vk::UploadBatch& batch, vk::Retirer& retirer) {
-    if (!lut_.valid()) {
-        std::vector<uint8_t> table;
-        table.reserve(256 * 4 * kColormapCount);
-        for (int m = 0; m < kColormapCount; ++m) {
-            const auto row = colormapTable(Colormap(m));
-            table.insert(table.end(), row.begin(), row.end());
-        }
-        lut_ = batch.uploadTexture(VK_FORMAT_R8G8B8A8_UNORM, 256, kColormapCount, table.data(), 4, false);
-    }
-    if (!dirty_)
+void HeatmapLayer::upload(vk::UploadBatch& batch, vk::Retirer& retirer, int imageW, int imageH) {
+    // Without an image the heatmap is not drawn; its texture waits for the image's size.
+    int tw = 0, th = 0;
+    if (has())
+        heatTextureSize(imageW, imageH, tw, th);
+    const bool stale = gridChanged_ || colormap != builtMap_ || tw != builtW_ || th != builtH_;
+    if (!stale)
         return;
-    if (resident_.grid.valid()) {
+    const bool drawn = has() && tw > 0 && th > 0;
+    // Same size: the resident texture is overwritten in place (the descriptor set stays).
+    const bool reuse = drawn && resident_.heat.valid() && int(resident_.heat.width) == tw &&
+                       int(resident_.heat.height) == th;
+    if (resident_.heat.valid() && !reuse) {
         Resident old = resident_;
         VkDevice dev = gpu_.device;
         retirer.retire([dev, old]() mutable { destroy(dev, old); });
         resident_ = Resident{};
     }
-    if (has()) {
-        Resident r;
-        try {
-            r.grid = batch.uploadTexture(VK_FORMAT_R32_SFLOAT, uint32_t(w_), uint32_t(h_), pending_.data(),
-                                         sizeof(float), false);
-            r.pool = vk::createSamplerPool(gpu_.device, 1, 2);
-            r.set = vk::allocateSet(gpu_.device, r.pool, setLayout_);
-        } catch (...) {
-            VkDevice dev = gpu_.device;
-            retirer.retire([dev, r]() mutable { destroy(dev, r); });
-            throw;
+    if (drawn) {
+        // Coloured straight into a kept, mapped staging buffer (only upload batches read it,
+        // and each is waited for before the next record()).
+        const VkDeviceSize bytes = VkDeviceSize(tw) * VkDeviceSize(th) * 4;
+        if (!staging_.buffer || stagingBytes_ != bytes) {
+            vk::destroy(gpu_.device, staging_);
+            stagingBytes_ = 0;
+            staging_ = vk::createHostBuffer(gpu_, bytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT);
+            stagingBytes_ = bytes;
         }
-        vk::writeSampler(gpu_.device, r.set, 0, r.grid.view, gridSampler_);
-        vk::writeSampler(gpu_.device, r.set, 1, lut_.view, lutSampler_);
-        resident_ = r;
+        const auto t0 = std::chrono::steady_clock::now();
+        colorHeatTexture(grid_.data(), w_, h_, vmin_, vmax_, colormap, tw, th, static_cast<uint8_t*>(staging_.mapped));
+        lastBuildMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        ++builds_;
+        if (reuse) {
+            copyIntoResident(batch.cmd(), uint32_t(tw), uint32_t(th));
+        } else {
+            Resident r;
+            try {
+                r.heat = batch.uploadTexture(VK_FORMAT_R8G8B8A8_UNORM, uint32_t(tw), uint32_t(th), staging_.mapped, 4,
+                                             false);
+                r.pool = vk::createSamplerPool(gpu_.device, 1, 1);
+                r.set = vk::allocateSet(gpu_.device, r.pool, setLayout_);
+            } catch (...) {
+                VkDevice dev = gpu_.device;
+                retirer.retire([dev, r]() mutable { destroy(dev, r); });
+                throw;
+            }
+            vk::writeSampler(gpu_.device, r.set, 0, r.heat.view, heatSampler_);
+            resident_ = r;
+        }
+    } else if (staging_.buffer) {
+        vk::destroy(gpu_.device, staging_);
+        stagingBytes_ = 0;
     }
-    pending_.clear();
-    pending_.shrink_to_fit();
-    dirty_ = false;
+    gridChanged_ = false;
+    builtMap_ = colormap;
+    builtW_ = tw;
+    builtH_ = th;
+}
+
+void HeatmapLayer::copyIntoResident(VkCommandBuffer cmd, uint32_t w, uint32_t h) {
+    // Frames recorded earlier may still sample the texture: they were submitted to the same
+    // queue before this upload, so a barrier after their fragment shaders orders the overwrite
+    // behind them (write-after-read: an execution dependency). The old contents are discarded.
+    VkImageMemoryBarrier b{VK_STRUCTURE_TYPE_IMAGE_MEMORY_BARRIER};
+    b.srcAccessMask = 0;
+    b.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    b.oldLayout = VK_IMAGE_LAYOUT_UNDEFINED;
+    b.newLayout = VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL;
+    b.srcQueueFamilyIndex = b.dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED;
+    b.image = resident_.heat.image;
+    b.subresourceRange = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0, nullptr, 0,
+                         nullptr, 1, &b);
+    VkBufferImageCopy region{};
+    region.imageSubresource = {VK_IMAGE_ASPECT_COLOR_BIT, 0, 0, 1};
+    region.imageExtent = {w, h, 1};
+    vkCmdCopyBufferToImage(cmd, staging_.buffer, resident_.heat.image, VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, 1,
+                           &region);
+    b.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+    b.oldLayout = VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL;
+    b.newLayout = VK_IMAGE_LAYOUT_SHADER_READ_ONLY_OPTIMAL;
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_FRAGMENT_SHADER_BIT, 0, 0, nullptr, 0,
+                         nullptr, 1, &b);
 }
 
 void HeatmapLayer::draw(VkCommandBuffer cmd, const View& view, uint32_t vw, uint32_t vh, int imageW,
@@ -158,12 +193,7 @@ void HeatmapLayer::draw(VkCommandBuffer cmd, const View& view, uint32_t vw, uint
         return;
     HeatmapPush push;
     push.rect = vk::imageRectNdc(view, imageW, imageH, vw, vh);
-    push.vmin = vmin_;
-    push.vmax = vmax_;
-    push.scale = vmax_ > vmin_ ? std::min(1.0f / (vmax_ - vmin_), FLT_MAX) : 0.0f;
     push.opacity = std::clamp(opacity, 0.0f, 1.0f);
-    push.row = float(int(colormap));
-    push.rows = float(kColormapCount);
     const VkDescriptorSet sets[2] = {imageSet, resident_.set};
     vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_GRAPHICS, opaqueImage ? opaquePipeline_ : pipeline_);
     vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_GRAPHICS, layout_, 0, 2, sets, 0, nullptr);

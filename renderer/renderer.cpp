@@ -99,6 +99,10 @@ void Renderer::setColormap(Colormap c) { d->heatmap->colormap = c; }
 Colormap Renderer::colormap() const { return d->heatmap->colormap; }
 void Renderer::setHeatmapOpacity(float opacity) { d->heatmap->opacity = std::clamp(opacity, 0.0f, 1.0f); }
 float Renderer::heatmapOpacity() const { return d->heatmap->opacity; }
+uint64_t Renderer::heatmapBuilds() const { return d->heatmap->builds(); }
+double Renderer::heatmapBuildMs() const { return d->heatmap->lastBuildMs(); }
+int Renderer::heatmapTextureWidth() const { return d->heatmap->textureWidth(); }
+int Renderer::heatmapTextureHeight() const { return d->heatmap->textureHeight(); }
 
 void Renderer::setLines(std::vector<LineSegment> lines) { d->lines->set(std::move(lines)); }
 const std::vector<LineSegment>& Renderer::lines() const { return d->lines->lines(); }
@@ -117,7 +121,7 @@ void Renderer::record(VkCommandBuffer cmd, uint32_t width, uint32_t height, uint
     {
         vk::UploadBatch batch(d->gpu, d->uploadPool, d->uploadFence);
         d->image->upload(batch, d->retirer);
-        d->heatmap->upload(batch, d->retirer);
+        d->heatmap->upload(batch, d->retirer, d->image->width(), d->image->height());
         d->overlay->prepare(batch, width, height);
         batch.submitAndWait();
     }

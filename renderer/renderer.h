@@ -92,8 +92,11 @@ public:
     // Heatmap: a w x h grid of values (row-major, top row first) stretched over the image's
     // extent (drawn only while an image is set), bilinearly interpolated between cell centres,
     // mapped through the colour map with (v - vmin) / (vmax - vmin) clamped to 0..1, and blended
-    // over the image with the heatmap opacity. NaN values are transparent. Copied; uploaded
-    // lazily at the next record(). w or h 0 (or null values) clears it.
+    // over the image with the heatmap opacity. NaN values are transparent. Copied; coloured on
+    // the CPU into a heat texture at the next record() (see colorHeatTexture in colormap.h),
+    // again only when the grid, its range, the colour map or the image size change (not the
+    // opacity).
+    // w or h 0 (or null values) clears it.
     void setHeatmap(int w, int h, const float* values, float vmin, float vmax);
     void clearHeatmap();
     bool hasHeatmap() const;
@@ -101,6 +104,11 @@ public:
     Colormap colormap() const;
     void setHeatmapOpacity(float opacity);   // clamped to 0..1, default 0.6
     float heatmapOpacity() const;
+    // Heat textures built so far, and the last build's colouring time (wall clock, ms).
+    uint64_t heatmapBuilds() const;
+    double heatmapBuildMs() const;
+    int heatmapTextureWidth() const;    // the resident heat texture's size (0 without one)
+    int heatmapTextureHeight() const;
 
     // Line segments drawn over the heatmap, all in one draw call. Replaces the previous set.
     void setLines(std::vector<LineSegment> lines);

@@ -374,37 +374,271 @@ private Q_SLOTS:
             QCOMPARE(pixel(cleared, w, x, 16), (Rgba{0, 0, 0, 255}));
     }
 
-    // Where the device filters R32_SFLOAT (lavapipe does) the sampler interpolates the grid;
-    // elsewhere the shader does (four texel fetches), forced here by GLIMPSE_HEATMAP_SHADER_FILTER.
-    // Both draw the same pixels, over an opaque and over a translucent image.
-    void heatmapSamplerAndShaderInterpolationAgree() {
-        const int w = 60, h = 40;
-        const float grid[6] = {0.0f, 1.0f, 0.25f, 0.75f, 0.5f, 0.1f};   // 3 x 2
-        std::vector<uint8_t> rgba(size_t(w) * h * 4);
-        for (size_t i = 0; i < rgba.size(); ++i) rgba[i] = uint8_t((i * 37) % 256);
-        auto draw = [&](bool shaderFilter, int channels) {
-            if (shaderFilter) qputenv("GLIMPSE_HEATMAP_SHADER_FILTER", "1");
-            else qunsetenv("GLIMPSE_HEATMAP_SHADER_FILTER");
-            OffscreenTarget t(w, h);
-            t.renderer().setImage(w, h, channels, rgba.data());
-            t.renderer().setView(View::oneToOne(w, h));
-            t.renderer().setHeatmap(3, 2, grid, 0.0f, 1.0f);
-            t.renderer().setColormap(Colormap::Magma);
-            t.renderer().setHeatmapOpacity(0.7f);
-            Overlay none;
-            none.visible = false;
-            t.renderer().setOverlay(none);
-            return t.render();
+    // The heat texture's texels are the exact per-pixel formula at their centres: the bilinear
+    // field (computed here directly from the grid) mapped to its nearest colour map entry; NaN
+    // texels are transparent black. Its size is the image's, capped at kMaxHeatTextureSide.
+    void heatTextureTexelsAreExact() {
+        int tw = -1, th = -1;
+        heatTextureSize(1024, 768, tw, th);
+        QCOMPARE(tw, 1024);
+        QCOMPARE(th, 768);
+        heatTextureSize(2 * kMaxHeatTextureSide, kMaxHeatTextureSide, tw, th);   // capped, aspect kept
+        QCOMPARE(tw, kMaxHeatTextureSide);
+        QCOMPARE(th, kMaxHeatTextureSide / 2);
+        heatTextureSize(3, 50000, tw, th);
+        QCOMPARE(tw, 1);
+        QCOMPARE(th, kMaxHeatTextureSide);
+        heatTextureSize(0, 10, tw, th);
+        QCOMPARE(tw, 0);
+        QCOMPARE(th, 0);
+        const int gw = 4, gh = 3;
+        const float nan = std::nanf("");
+        const float grid[gw * gh] = {0.1f, 0.9f, 0.4f, 0.3f,   //
+                                     0.7f, -0.5f, 1.5f, 0.2f,  //
+                                     0.0f, 0.6f, 0.5f, nan};
+        // Texel (x, y) of a tw x th texture against the field computed directly.
+        auto checkTexel = [&](const HeatTexture& t, Colormap map, int x, int y) {
+            const auto table = colormapTable(map);
+            // Texel centre in grid cells, clamped to the outer cell centres.
+            const double gx = std::clamp((x + 0.5) * gw / t.width - 0.5, 0.0, gw - 1.0);
+            const double gy = std::clamp((y + 0.5) * gh / t.height - 0.5, 0.0, gh - 1.0);
+            const int x0 = int(gx), y0 = int(gy);
+            const double fx = gx - x0, fy = gy - y0;
+            auto g = [&](int cx, int cy, double w) {   // weighted cell, zero weights skipped
+                return w == 0.0 ? 0.0 : w * grid[std::min(cy, gh - 1) * gw + std::min(cx, gw - 1)];
+            };
+            const double v = g(x0, y0, (1 - fx) * (1 - fy)) + g(x0 + 1, y0, fx * (1 - fy)) +
+                             g(x0, y0 + 1, (1 - fx) * fy) + g(x0 + 1, y0 + 1, fx * fy);
+            const uint8_t* got = &t.rgba[(size_t(y) * t.width + x) * 4];
+            if (std::isnan(v))
+                return got[0] == 0 && got[1] == 0 && got[2] == 0 && got[3] == 0;
+            // The nearest entry; either neighbour where t * 255 is a half (float rounding).
+            const double pos = std::clamp(v, 0.0, 1.0) * 255.0;
+            const int e = int(pos + 0.5);
+            const bool half = std::abs(pos - std::floor(pos) - 0.5) < 1e-4;
+            const int alt = half ? (e == int(std::floor(pos)) ? e + 1 : e - 1) : e;
+            return std::equal(got, got + 4, &table[size_t(e) * 4]) || std::equal(got, got + 4, &table[size_t(alt) * 4]);
         };
-        for (int channels : {3, 4}) {
-            const auto a = draw(false, channels);
-            const auto b = draw(true, channels);
-            qunsetenv("GLIMPSE_HEATMAP_SHADER_FILTER");
-            QCOMPARE(a.size(), b.size());
-            int worst = 0;
-            for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(int(a[i]) - int(b[i])));
-            QVERIFY2(worst <= 3, qPrintable(QString("channels %1: max difference %2").arg(channels).arg(worst)));
+        for (Colormap map : {Colormap::Magma, Colormap::Jet}) {
+            HeatTexture t;
+            buildHeatTexture(grid, gw, gh, 0.0f, 1.0f, map, 13, 7, t);   // no whole texels per cell
+            QCOMPARE(t.width, 13);
+            QCOMPARE(t.height, 7);
+            QCOMPARE(t.rgba.size(), size_t(13 * 7 * 4));
+            for (int y = 0; y < t.height; ++y)
+                for (int x = 0; x < t.width; ++x)
+                    QVERIFY2(checkTexel(t, map, x, y),
+                             qPrintable(QString("%1 texel %2,%3").arg(colormapName(map)).arg(x).arg(y)));
         }
+        // A large texture (its rows are coloured by several threads): every texel.
+        HeatTexture big;
+        buildHeatTexture(grid, gw, gh, 0.0f, 1.0f, Colormap::Viridis, 601, 333, big);
+        int bad = 0;
+        for (int y = 0; y < big.height; ++y)
+            for (int x = 0; x < big.width; ++x)
+                bad += checkTexel(big, Colormap::Viridis, x, y) ? 0 : 1;
+        QCOMPARE(bad, 0);
+        // vmax <= vmin: a step at vmax applied to the interpolated field.
+        const float ramp[2] = {0.0f, 1.0f};
+        HeatTexture step;
+        buildHeatTexture(ramp, 2, 1, 0.5f, 0.5f, Colormap::Gray, 10, 1, step);
+        for (int x = 0; x < step.width; ++x) {
+            const double v = std::clamp((x + 0.5) / 5.0 - 0.5, 0.0, 1.0);
+            QCOMPARE(int(step.rgba[size_t(x) * 4]), v >= 0.5 ? 255 : 0);
+        }
+    }
+
+    // A rendered heatmap against the exact per-pixel formula (bilinear field at the pixel
+    // centre, nearest colour map entry, composited with the opacity), over an opaque and a
+    // translucent image, within 2/255 per channel (8-bit rounding of the texture and the
+    // blend) away from NaN borders: at 1:1 each pixel samples its own heat texel. The grid is
+    // asymmetric and the expectations of a wrong map, flipped axes, another range or a full opacity differ
+    // from the right one by far more than the tolerance (checked), so such faults fail.
+    void heatmapMatchesExactFormula() {
+        const int w = 120, h = 80, gw = 6, gh = 4;
+        target_->resize(w, h);
+        r().setView(View::oneToOne(w, h));
+        std::vector<float> grid(gw * gh);
+        for (int y = 0; y < gh; ++y)
+            for (int x = 0; x < gw; ++x)
+                grid[y * gw + x] = 0.05f + 0.13f * x + 0.06f * y + 0.04f * float((x * 7 + y * 3) % 5);
+        grid[gw * gh - 1] = std::nanf("");   // bottom right cell
+        const float vmin = 0.1f, vmax = 0.85f, opacity = 0.7f;
+        std::vector<uint8_t> rgba(size_t(w) * h * 4);
+        for (int y = 0; y < h; ++y)
+            for (int x = 0; x < w; ++x) {
+                uint8_t* p = &rgba[(size_t(y) * w + x) * 4];
+                p[0] = uint8_t(2 * x);
+                p[1] = uint8_t(3 * y);
+                p[2] = uint8_t((x * y) % 256);
+                p[3] = uint8_t(128 + (x + y) % 128);
+            }
+        // The field at image point (px, py) for a grid, NaN where a NaN cell has weight.
+        auto field = [&](const std::vector<float>& g, double px, double py) {
+            const double gx = std::clamp(px / w * gw - 0.5, 0.0, gw - 1.0);
+            const double gy = std::clamp(py / h * gh - 0.5, 0.0, gh - 1.0);
+            const int x0 = std::min(int(gx), gw - 2), y0 = std::min(int(gy), gh - 2);
+            const double fx = gx - x0, fy = gy - y0;
+            double v = 0;
+            const double wts[4] = {(1 - fx) * (1 - fy), fx * (1 - fy), (1 - fx) * fy, fx * fy};
+            const int cells[4] = {y0 * gw + x0, y0 * gw + x0 + 1, (y0 + 1) * gw + x0, (y0 + 1) * gw + x0 + 1};
+            for (int i = 0; i < 4; ++i)
+                if (wts[i] > 0) v += wts[i] * g[size_t(cells[i])];
+            return v;
+        };
+        struct Setup {
+            Colormap map;
+            float vmin, vmax, opacity;
+            bool flipX, flipY;
+        };
+        // Expected RGBA (0..255 doubles) of pixel (x, y) for the image with `channels`.
+        auto expected = [&](const Setup& su, int channels, int x, int y, double out[4]) {
+            std::vector<float> g = grid;
+            if (su.flipX || su.flipY)
+                for (int cy = 0; cy < gh; ++cy)
+                    for (int cx = 0; cx < gw; ++cx)
+                        g[size_t(cy * gw + cx)] = grid[size_t((su.flipY ? gh - 1 - cy : cy) * gw +
+                                                              (su.flipX ? gw - 1 - cx : cx))];
+            const double v = field(g, x + 0.5, y + 0.5);
+            const auto table = colormapTable(su.map);
+            const double a = std::isnan(v) ? 0.0 : su.opacity;
+            const int e = std::isnan(v) ? 0 : int(std::clamp((v - su.vmin) / (su.vmax - su.vmin), 0.0, 1.0) * 255 + 0.5);
+            const uint8_t* p = &rgba[(size_t(y) * w + x) * 4];
+            const double ia = channels == 4 ? p[3] / 255.0 : 1.0;
+            const double bg[3] = {double(kBg.r), double(kBg.g), double(kBg.b)};
+            const double outA = a + ia * (1 - a);
+            for (int c = 0; c < 3; ++c) {
+                const double rgb = (table[size_t(e * 4 + c)] * a + p[c] * ia * (1 - a)) / outA;
+                out[c] = rgb * outA + bg[c] * (1 - outA);   // over the background
+            }
+            out[3] = 255;
+        };
+        // Pixels whose neighbourhood (a pixel either way) crosses a NaN border are skipped.
+        const double texel = 1.0;
+        auto nearNanBorder = [&](int x, int y) {
+            const bool centre = std::isnan(field(grid, x + 0.5, y + 0.5));
+            for (double dx : {-texel, texel})
+                for (double dy : {-texel, texel})
+                    if (std::isnan(field(grid, x + 0.5 + dx, y + 0.5 + dy)) != centre) return true;
+            return false;
+        };
+        for (Colormap map : {Colormap::Viridis, Colormap::Magma, Colormap::Jet, Colormap::Gray}) {
+            const Setup right{map, vmin, vmax, opacity, false, false};
+            const Colormap other = map == Colormap::Gray ? Colormap::Viridis : Colormap::Gray;
+            const Setup wrong[] = {{other, vmin, vmax, opacity, false, false},
+                                   {map, vmin, vmax, opacity, true, false},
+                                   {map, vmin, vmax, opacity, false, true},
+                                   {map, 0.0f, 1.0f, opacity, false, false},
+                                   {map, vmin, vmax, 1.0f, false, false}};
+            for (int channels : {3, 4}) {
+                std::vector<uint8_t> img(size_t(w) * h * size_t(channels));
+                for (size_t i = 0; i < size_t(w) * h; ++i)
+                    for (int c = 0; c < channels; ++c) img[i * size_t(channels) + size_t(c)] = rgba[i * 4 + size_t(c)];
+                r().setImage(w, h, channels, img.data());
+                r().setHeatmap(gw, gh, grid.data(), vmin, vmax);
+                r().setColormap(map);
+                r().setHeatmapOpacity(opacity);
+                const auto shot = render();
+                const int tolerance = 2;
+                int worst = 0, checked = 0;
+                double wrongWorst[5] = {0, 0, 0, 0, 0};
+                for (int y = 0; y < h; ++y)
+                    for (int x = 0; x < w; ++x) {
+                        if (nearNanBorder(x, y)) continue;
+                        ++checked;
+                        double want[4];
+                        expected(right, channels, x, y, want);
+                        const Rgba got = pixel(shot, w, x, y);
+                        const int got3[3] = {got.r, got.g, got.b};
+                        for (int c = 0; c < 3; ++c) {
+                            const int d = int(std::lround(std::abs(got3[c] - want[c])));
+                            if (d > worst) worst = d;
+                            if (d > tolerance)
+                                QFAIL(qPrintable(QString("%1, %2 channels, pixel (%3,%4) channel %5: got %6, want %7")
+                                                     .arg(colormapName(map)).arg(channels).arg(x).arg(y).arg(c)
+                                                     .arg(got3[c]).arg(want[c])));
+                        }
+                        for (int k = 0; k < 5; ++k) {
+                            double bad[4];
+                            expected(wrong[k], channels, x, y, bad);
+                            for (int c = 0; c < 3; ++c) wrongWorst[k] = std::max(wrongWorst[k], std::abs(bad[c] - want[c]));
+                        }
+                    }
+                QVERIFY(checked > w * h * 3 / 4);
+                for (int k = 0; k < 5; ++k)
+                    QVERIFY2(wrongWorst[k] > 12,
+                             qPrintable(QString("%1: fault %2 would go unnoticed").arg(colormapName(map)).arg(k)));
+                qInfo("%s, %d channels: worst difference %d/255 over %d pixels", colormapName(map), channels, worst,
+                      checked);
+            }
+        }
+        // Inside the NaN cell's region only the image shows (the last image: translucent, over
+        // the background).
+        double want[4];
+        expected(Setup{Colormap::Gray, vmin, vmax, opacity, false, false}, 4, w - 2, h - 2, want);
+        const Rgba nanPixel = pixel(render(), w, w - 2, h - 2);
+        QVERIFY2(std::abs(nanPixel.r - want[0]) <= 1 && std::abs(nanPixel.g - want[1]) <= 1 &&
+                     std::abs(nanPixel.b - want[2]) <= 1,
+                 qPrintable(str(nanPixel)));
+    }
+
+    // Opacity is applied per frame: changing it alone rebuilds no heat texture but changes the
+    // pixels. The colour map, the grid, its range and the image size rebuild it, and the next
+    // frame shows the new colours (nothing stale).
+    void heatTextureRebuildsOnlyWhenColoursChange() {
+        const int w = 40, h = 30;
+        target_->resize(w, h);
+        r().setView(View::oneToOne(w, h));
+        std::vector<uint8_t> black(size_t(w) * h, 0);
+        r().setImage(w, h, 1, black.data());
+        const float one[1] = {1.0f};
+        r().setHeatmap(1, 1, one, 0.0f, 1.0f);
+        r().setColormap(Colormap::Gray);
+        r().setHeatmapOpacity(1.0f);
+        QCOMPARE(pixel(render(), w, 20, 15), (Rgba{255, 255, 255, 255}));
+        const uint64_t b0 = r().heatmapBuilds();
+        QVERIFY(b0 > 0);
+        QVERIFY(r().heatmapBuildMs() >= 0.0);
+        QCOMPARE(r().heatmapTextureWidth(), w);   // the image's size
+        QCOMPARE(r().heatmapTextureHeight(), h);
+
+        r().setHeatmapOpacity(0.5f);
+        const Rgba half = pixel(render(), w, 20, 15);
+        QVERIFY2(std::abs(half.r - 128) <= 1 && half.g == half.r && half.b == half.r, qPrintable(str(half)));
+        QCOMPARE(r().heatmapBuilds(), b0);
+        (void)render();   // nothing changed
+        QCOMPARE(r().heatmapBuilds(), b0);
+
+        const auto jet = colormapTable(Colormap::Jet);
+        r().setColormap(Colormap::Jet);
+        const Rgba j = pixel(render(), w, 20, 15);
+        QCOMPARE(r().heatmapBuilds(), b0 + 1);
+        QVERIFY2(std::abs(j.r - (jet[255 * 4] + 1) / 2) <= 1 && j.g <= 1 && j.b <= 1, qPrintable(str(j)));
+
+        const float zero[1] = {0.0f};
+        r().setHeatmap(1, 1, zero, 0.0f, 1.0f);
+        const Rgba z = pixel(render(), w, 20, 15);
+        QCOMPARE(r().heatmapBuilds(), b0 + 2);
+        QVERIFY2(z.r <= 1 && z.g <= 1 && std::abs(z.b - (jet[2] + 1) / 2) <= 1, qPrintable(str(z)));
+
+        r().setHeatmap(1, 1, zero, -1.0f, 0.0f);   // same grid, new range: now the top entry
+        const Rgba top = pixel(render(), w, 20, 15);
+        QCOMPARE(r().heatmapBuilds(), b0 + 3);
+        QVERIFY2(std::abs(top.r - (jet[255 * 4] + 1) / 2) <= 1 && top.b <= 1, qPrintable(str(top)));
+
+        std::vector<uint8_t> narrow(size_t(10) * h, 0);   // 10 pixels wide: a 10-texel-wide texture
+        r().setImage(10, h, 1, narrow.data());
+        (void)render();
+        QCOMPARE(r().heatmapBuilds(), b0 + 4);
+        QCOMPARE(r().heatmapTextureWidth(), 10);
+        r().setImage(10, h, 1, narrow.data());   // same size: same texture
+        (void)render();
+        QCOMPARE(r().heatmapBuilds(), b0 + 4);
+
+        r().setImage(w, h, 1, black.data());
+        r().clearHeatmap();
+        QCOMPARE(pixel(render(), w, 20, 15), (Rgba{0, 0, 0, 255}));
+        QCOMPARE(r().heatmapTextureWidth(), 0);
     }
 
     void heatmapColormapsAndOpacity() {

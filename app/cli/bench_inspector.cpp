@@ -140,6 +140,8 @@ int benchInspector(const std::vector<std::string>& argv) {
     // (as the viewport does), draw a frame and read it back.
     widgets::ViewportScene shown;
     double buildMs = 0, cpuMs = 0;
+    uint64_t heatBuilds = r.heatmapBuilds();
+    std::vector<double> heatMs;   // time of each heat texture build (colouring the grid, wall clock)
     auto cpuNow = [] {
         timespec ts{};
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -159,6 +161,10 @@ int benchInspector(const std::vector<std::string>& argv) {
         if (readBack) (void)target.render();
         else target.renderFrame();
         cpuMs = cpuNow() - c0;
+        if (r.heatmapBuilds() != heatBuilds) {
+            heatBuilds = r.heatmapBuilds();
+            heatMs.push_back(r.heatmapBuildMs());
+        }
         return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     };
     for (int i = 0; i < 3; ++i) frame();   // warm-up: pipelines, fonts, first uploads
@@ -197,6 +203,10 @@ int benchInspector(const std::vector<std::string>& argv) {
         std::printf("%-10s %8.2f %8.2f %8.2f %8.2f %8.2f\n", k.name, percentile(ms, 0.5), p95,
                     *std::max_element(ms.begin(), ms.end()), percentile(build, 0.5), percentile(cpu, 0.5));
     }
+    if (!heatMs.empty())
+        std::printf("heat texture: %dx%d texels, %zu builds, median %.2f ms, max %.2f ms\n",
+                    r.heatmapTextureWidth(), r.heatmapTextureHeight(), heatMs.size(), percentile(heatMs, 0.5),
+                    *std::max_element(heatMs.begin(), heatMs.end()));
     std::printf("worst p95 %.2f ms (target <= 16 ms)\n", worst);
     return 0;
 }
