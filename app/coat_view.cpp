@@ -317,11 +317,20 @@ widgets::ViewportScene CoatView::scene(const CoatViewSettings& s) const {
         double x0, y0, x1, y1;
         tokenRect(scale, ty, tx, x0, y0, x1, y1);
         addRect(sc.lines, x0, y0, x1, y1, kQueryMarkerRgb, 2.0f);
-        const double arm = std::max(x1 - x0, y1 - y0) * 0.6 + 3.0 * cropW_ / std::max<double>(S_, 1);
-        sc.lines.push_back(seg(qx - arm, qy, qx - 0.35 * arm, qy, kQueryMarkerRgb, 2.0f));
-        sc.lines.push_back(seg(qx + 0.35 * arm, qy, qx + arm, qy, kQueryMarkerRgb, 2.0f));
-        sc.lines.push_back(seg(qx, qy - arm, qx, qy - 0.35 * arm, kQueryMarkerRgb, 2.0f));
-        sc.lines.push_back(seg(qx, qy + 0.35 * arm, qx, qy + arm, kQueryMarkerRgb, 2.0f));
+        // Crosshair arms scale with the token but stay a fifth of the crop at most (at the
+        // coarsest scale one token is the whole crop) and are clipped to the crop.
+        const double arm = std::min(std::max(x1 - x0, y1 - y0) * 0.6 + 3.0 * cropW_ / std::max<double>(S_, 1),
+                                    0.2 * std::min(cropW_, cropH_));
+        const double cx0 = cropX0_, cx1 = cropX0_ + cropW_, cy0 = cropY0_, cy1 = cropY0_ + cropH_;
+        auto armSeg = [&](double ax, double ay, double bx, double by) {
+            ax = std::clamp(ax, cx0, cx1), bx = std::clamp(bx, cx0, cx1);
+            ay = std::clamp(ay, cy0, cy1), by = std::clamp(by, cy0, cy1);
+            if (std::abs(bx - ax) + std::abs(by - ay) > 1e-6) sc.lines.push_back(seg(ax, ay, bx, by, kQueryMarkerRgb, 2.0f));
+        };
+        armSeg(qx - arm, qy, qx - 0.35 * arm, qy);
+        armSeg(qx + 0.35 * arm, qy, qx + arm, qy);
+        armSeg(qx, qy - arm, qx, qy - 0.35 * arm);
+        armSeg(qx, qy + 0.35 * arm, qx, qy + arm);
     }
     sc.lineIds.assign(sc.lines.size(), -1);   // nothing to pick: clicks set the query
     return sc;

@@ -345,6 +345,18 @@ private Q_SLOTS:
         QVERIFY(cmp->isVisible());
         QVERIFY(cmp->scene().hasHeatmap());
         {
+            // At scale 4 one token is the whole crop: the query marker (token box and
+            // crosshair arms) stays inside the crop the network saw.
+            const auto* cv = in->view();
+            const double x0 = cv->cropX() - 1e-3, x1 = cv->cropX() + cv->cropW() + 1e-3;
+            const double y0 = cv->cropY() - 1e-3, y1 = cv->cropY() + cv->cropH() + 1e-3;
+            QVERIFY(!cmp->scene().lines.empty());
+            for (const auto& l : cmp->scene().lines) {
+                QVERIFY2(l.x1 >= x0 && l.x1 <= x1 && l.x2 >= x0 && l.x2 <= x1, qPrintable(QString("x %1..%2").arg(l.x1).arg(l.x2)));
+                QVERIFY2(l.y1 >= y0 && l.y1 <= y1 && l.y2 >= y0 && l.y2 <= y1, qPrintable(QString("y %1..%2").arg(l.y1).arg(l.y2)));
+            }
+        }
+        {
             const int b4 = trace->blocksOfScale(3).back();
             const auto [t4y, t4x] = tokenOf(3, px + 0.5, py + 0.5);
             const auto a4 = trace->effectiveAttention(b4, head, t4y, t4x);
