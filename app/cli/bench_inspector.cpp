@@ -28,7 +28,7 @@ namespace {
 const char* kUsage =
     "usage: glimpse bench inspector [--trace T.h5] [--image I.png] [--queries N] [--reps R]\n"
     "                               [--size WxH] [--threads T] [--no-heatmap] [--no-lines]\n"
-    "                               [--readback]\n"
+    "                               [--readback] [--kinds K1,K2,...]\n"
     "Builds a LETR trace of a 1024x768 image (--image resized to 1024x768, default the demo scene)\n"
     "with a randomly initialized LETR (resnet18 backbone, d 256, 8 heads, 6+6 decoder layers,\n"
     "--queries entities, default 1000; the feature grids are those of a 1024x768 input: 24x32\n"
@@ -39,7 +39,8 @@ const char* kUsage =
     "instead). Prints per kind the median, 95th percentile and maximum wall time, the\n"
     "median scene-building time and the median CPU time of the whole process (all threads,\n"
     "lavapipe's included) per request, in milliseconds; 'none' redraws an unchanged scene.\n"
-    "--no-heatmap / --no-lines leave that layer out (to see what each costs). --threads: LibTorch\n"
+    "--no-heatmap / --no-lines leave that layer out (to see what each costs). --kinds: only these\n"
+    "changes (none, layer, head, entity, threshold, colormap; e.g. to profile one). --threads: LibTorch\n"
     "and OpenBLAS threads (default 1; the GUI runs OpenBLAS on 1 thread too).\n";
 
 double percentile(std::vector<double> v, double p) {
@@ -59,7 +60,8 @@ int benchInspector(const std::vector<std::string>& argv) {
     }
     Args a(argv, {"--no-heatmap", "--no-lines", "--readback"});
     try {
-        a.checkKnown({"--trace", "--image", "--queries", "--reps", "--size", "--threads", "--no-heatmap", "--no-lines", "--readback"});
+        a.checkKnown({"--trace", "--image", "--queries", "--reps", "--size", "--threads", "--no-heatmap", "--no-lines",
+                      "--readback", "--kinds"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
     } catch (const Error& e) {
         std::cerr << "glimpse bench inspector: " << e.what() << "\n" << kUsage;
@@ -182,6 +184,14 @@ int benchInspector(const std::vector<std::string>& argv) {
         {"threshold", [&](int i) { s.threshold = thresholds[i % 6]; }},
         {"colormap", [&](int i) { s.colormap = render::Colormap(i % 4); }},
     };
+    if (a.has("--kinds")) {
+        const std::string list = "," + *a.get("--kinds") + ",";
+        std::vector<Kind> keep;
+        for (auto& k : kinds)
+            if (list.find("," + std::string(k.name) + ",") != std::string::npos) keep.push_back(k);
+        if (keep.empty()) throw Error("--kinds: none of '" + *a.get("--kinds") + "' is a change kind");
+        kinds = std::move(keep);
+    }
     std::printf("%-10s %8s %8s %8s %8s   (ms, request to frame%s, %lld reps; build = scene only)\n", "change",
                 "median", "p95", "max", "build", readBack ? " read back" : "", reps);
     std::printf("%-10s %8s %8s %8s %8s %8s\n", "", "", "", "", "", "cpu");
