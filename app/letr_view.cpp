@@ -43,6 +43,8 @@ LetrView::LetrView(std::shared_ptr<const letr::LetrTrace> trace) : trace_(std::m
     if (!trace_) throw Error("LetrView: no trace");
     positions_ = letrPositions(*trace_);
     rows_.resize(positions_.size());
+    heads_.resize(positions_.size());
+    lines_.resize(positions_.size());
 }
 
 void LetrView::checkPosition(int position) const {
@@ -96,26 +98,32 @@ const std::vector<float>& LetrView::attention(int position, int head, int entity
         return none;
     }
     if (position != attnPos_ || head != attnHead_ || entity != attnEntity_) {
-        if (position != headsPos_ || entity != headsEntity_) {
+        if (entity != headsEntity_) {
+            for (Heads& hs : heads_) hs = Heads{};
+            headsEntity_ = entity;
+        }
+        Heads& hs = heads_[size_t(position)];
+        if (hs.maps.empty()) {
             // Every head in one key product (what the mean needs anyway): switching heads of
             // the same entity and layer then needs no recomputation.
             const LetrPosition& p = positions_[size_t(position)];
             const torch::Tensor a = trace_->attentionHeads(p.stage, p.layer, entity).contiguous();
-            attnH_ = int(a.size(1));
-            attnW_ = int(a.size(2));
-            heads_.assign(a.data_ptr<float>(), a.data_ptr<float>() + a.numel());
-            headsPos_ = position;
-            headsEntity_ = entity;
+            hs.h = int(a.size(1));
+            hs.w = int(a.size(2));
+            hs.maps.assign(a.data_ptr<float>(), a.data_ptr<float>() + a.numel());
+            ++attnComputations_;
         }
+        attnH_ = hs.h;
+        attnW_ = hs.w;
         const size_t cells = size_t(attnH_) * size_t(attnW_);
-        const int nh = int(heads_.size() / std::max<size_t>(cells, 1));
+        const int nh = int(hs.maps.size() / std::max<size_t>(cells, 1));
         if (head >= 0) {
-            attn_.assign(heads_.begin() + ptrdiff_t(size_t(head) * cells),
-                         heads_.begin() + ptrdiff_t(size_t(head + 1) * cells));
+            attn_.assign(hs.maps.begin() + ptrdiff_t(size_t(head) * cells),
+                         hs.maps.begin() + ptrdiff_t(size_t(head + 1) * cells));
         } else {
-            attn_.assign(heads_.begin(), heads_.begin() + ptrdiff_t(cells));
+            attn_.assign(hs.maps.begin(), hs.maps.begin() + ptrdiff_t(cells));
             for (int k = 1; k < nh; ++k) {
-                const float* src = heads_.data() + size_t(k) * cells;
+                const float* src = hs.maps.data() + size_t(k) * cells;
                 for (size_t i = 0; i < cells; ++i) attn_[i] += src[i];
             }
             const float inv = 1.0f / float(nh);
@@ -130,24 +138,52 @@ const std::vector<float>& LetrView::attention(int position, int head, int entity
     return attn_;
 }
 
+const LetrView::Lines& LetrView::visibleLines(int position, float threshold) {
+    checkPosition(position);
+    // Kept for every position at one threshold: a layer change back to a layer already drawn,
+    // or an entity change, reuses them; another threshold rebuilds.
+    if (threshold != linesThreshold_ && !(std::isnan(threshold) && std::isnan(linesThreshold_))) {
+        for (Lines& l : lines_) l = Lines{};
+        linesThreshold_ = threshold;
+    }
+    Lines& out = lines_[size_t(position)];
+    if (out.built) return out;
+    const std::vector<LetrEntityRow> vis = visible(position, threshold);
+    out.lines.reserve(vis.size());
+    out.ids.reserve(vis.size());
+    out.labels.reserve(vis.size());
+    char buf[64];
+    for (auto it = vis.rbegin(); it != vis.rend(); ++it) {   // lowest score first
+        out.lines.push_back(scoreColoredLine(it->x1, it->y1, it->x2, it->y2, it->score));
+        out.ids.push_back(it->entity);
+        std::snprintf(buf, sizeof buf, "entity %d  score %.3f", it->entity, double(it->score));
+        out.labels.emplace_back(buf);
+    }
+    out.built = true;
+    ++lineBuilds_;
+    return out;
+}
+
 widgets::ViewportScene LetrView::scene(const LetrViewSettings& s) {
     checkPosition(s.position);
     widgets::ViewportScene sc;
     const auto& all = entities(s.position);
     const bool haveEntity = s.entity >= 0 && s.entity < int(all.size());
-    std::vector<LetrEntityRow> vis = visible(s.position, s.threshold);
+    const Lines& vis = visibleLines(s.position, s.threshold);
     if (s.showLines) {
-        sc.lines.reserve(vis.size() + 1);
-        sc.lineIds.reserve(vis.size() + 1);
-        sc.lineLabels.reserve(vis.size() + 1);
-        char buf[64];
-        for (auto it = vis.rbegin(); it != vis.rend(); ++it) {   // lowest score first
-            if (it->entity == s.entity) continue;
-            sc.lines.push_back(scoreColoredLine(it->x1, it->y1, it->x2, it->y2, it->score));
-            sc.lineIds.push_back(it->entity);
-            std::snprintf(buf, sizeof buf, "entity %d  score %.3f", it->entity, double(it->score));
-            sc.lineLabels.emplace_back(buf);
-        }
+        sc.lines.reserve(vis.lines.size() + 1);
+        sc.lineIds.reserve(vis.lines.size() + 1);
+        sc.lineLabels.reserve(vis.lines.size() + 1);
+        // The selected entity is drawn last (on top, in red) below: copy the runs around it.
+        const auto sel = haveEntity ? std::find(vis.ids.begin(), vis.ids.end(), s.entity) : vis.ids.end();
+        const size_t cut = size_t(sel - vis.ids.begin());
+        const size_t resume = sel == vis.ids.end() ? cut : cut + 1;
+        sc.lines.assign(vis.lines.begin(), vis.lines.begin() + ptrdiff_t(cut));
+        sc.lines.insert(sc.lines.end(), vis.lines.begin() + ptrdiff_t(resume), vis.lines.end());
+        sc.lineIds.assign(vis.ids.begin(), vis.ids.begin() + ptrdiff_t(cut));
+        sc.lineIds.insert(sc.lineIds.end(), vis.ids.begin() + ptrdiff_t(resume), vis.ids.end());
+        sc.lineLabels.assign(vis.labels.begin(), vis.labels.begin() + ptrdiff_t(cut));
+        sc.lineLabels.insert(sc.lineLabels.end(), vis.labels.begin() + ptrdiff_t(resume), vis.labels.end());
     }
     if (haveEntity) {
         const LetrEntityRow& r = all[size_t(s.entity)];
@@ -184,7 +220,7 @@ widgets::ViewportScene LetrView::scene(const LetrViewSettings& s) {
     } else {
         sc.overlayRows.push_back({"entity", "none (click a line)"});
     }
-    sc.overlayRows.push_back({"lines", std::to_string(vis.size()) + " of " + std::to_string(all.size())});
+    sc.overlayRows.push_back({"lines", std::to_string(vis.lines.size()) + " of " + std::to_string(all.size())});
     return sc;
 }
 

@@ -62,9 +62,14 @@ public:
     // Entities with score >= threshold, highest score first.
     std::vector<LetrEntityRow> visible(int position, float threshold);
     // [h, w] attention of the settings' entity (mean or one head) at the position; empty
-    // when no entity is selected. Cached for the last request; every head of the last
-    // (position, entity) is kept, so a head change recomputes nothing.
+    // when no entity is selected. Cached for the last request; every head of every position
+    // visited with the last entity is kept, so a head change, or a layer change back to a
+    // layer already shown for that entity, recomputes nothing (a new entity starts afresh).
     const std::vector<float>& attention(int position, int head, int entity, int& h, int& w);
+    // How many attention products (one layer, all heads) have been computed: for tests.
+    uint64_t attentionComputations() const { return attnComputations_; }
+    // How many times the visible lines of a (position, threshold) were built: for tests.
+    uint64_t lineBuilds() const { return lineBuilds_; }
 
     // The scene for the viewport: visible lines coloured by score (lowest drawn first), the
     // selected entity's line in red on top (even below the threshold), its attention heatmap
@@ -78,8 +83,25 @@ private:
     std::vector<std::vector<LetrEntityRow>> rows_;   // per position, filled on first use
     int attnPos_ = -1, attnHead_ = -2, attnEntity_ = -1, attnH_ = 0, attnW_ = 0;
     std::vector<float> attn_;
-    int headsPos_ = -1, headsEntity_ = -1;
-    std::vector<float> heads_;   // [nheads, h, w] of (headsPos_, headsEntity_)
+    struct Heads {
+        int h = 0, w = 0;
+        std::vector<float> maps;   // [nheads, h, w]; empty = not computed yet
+    };
+    int headsEntity_ = -1;
+    std::vector<Heads> heads_;   // per position, of headsEntity_
+    uint64_t attnComputations_ = 0;
+    // Lines of every visible entity (score >= linesThreshold_) per position, in draw order
+    // (lowest score first), with their ids and hover labels; the scene drops the selected one.
+    struct Lines {
+        bool built = false;
+        std::vector<render::LineSegment> lines;
+        std::vector<int> ids;
+        std::vector<std::string> labels;
+    };
+    float linesThreshold_ = 0.0f;
+    std::vector<Lines> lines_;
+    uint64_t lineBuilds_ = 0;
+    const Lines& visibleLines(int position, float threshold);
 };
 
 // LSD baseline lines as a scene (all lines, coloured by rank, not pickable).

@@ -199,6 +199,111 @@ private Q_SLOTS:
         }
     }
 
+    // LetrView keeps every position's heads for the selected entity and every position's
+    // lines for the current threshold: cached maps and lines equal freshly computed ones for
+    // every layer, revisits compute nothing, and a new entity (maps) or threshold (lines)
+    // starts afresh.
+    void letrViewCachesEveryLayer() {
+        LetrModel model(tinyConfig(), 5);
+        cv::Mat rgb = cv::imread(imagePath_.toStdString());
+        QVERIFY(!rgb.empty());
+        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
+        auto trace = std::make_shared<const LetrTrace>(runLetr(model, rgb));
+        glimpse::app::LetrView view(trace);
+        const auto& positions = view.positions();
+        const int np = int(positions.size());
+        QVERIFY(np >= 2);
+        auto checkMap = [&](int position, int head, int entity) {
+            int h = 0, w = 0;
+            const std::vector<float> got = view.attention(position, head, entity, h, w);
+            const glimpse::app::LetrPosition& p = positions[size_t(position)];
+            const torch::Tensor want = trace->attention(p.stage, p.layer, head, entity).contiguous();
+            QCOMPARE(got.size(), size_t(want.numel()));
+            QCOMPARE(h, int(want.size(0)));
+            double worst = 0;
+            for (size_t i = 0; i < got.size(); ++i)
+                worst = std::max(worst, double(std::abs(got[i] - want.data_ptr<float>()[i])));
+            QVERIFY2(worst < 1e-6, qPrintable(QStringLiteral("position %1 head %2 entity %3: %4")
+                                                  .arg(position).arg(head).arg(entity).arg(worst)));
+        };
+        // First visit of each layer computes it once; revisits (any head) compute nothing.
+        for (int p = 0; p < np; ++p) {
+            checkMap(p, -1, 3);
+            if (QTest::currentTestFailed()) return;
+            QCOMPARE(view.attentionComputations(), uint64_t(p + 1));
+        }
+        for (int p = np - 1; p >= 0; --p)
+            for (int head = -1; head < trace->numHeads(); ++head) {
+                checkMap(p, head, 3);
+                if (QTest::currentTestFailed()) return;
+            }
+        QCOMPARE(view.attentionComputations(), uint64_t(np));
+        // Another entity starts afresh, and so does coming back to the first one.
+        checkMap(1, 0, 6);
+        QCOMPARE(view.attentionComputations(), uint64_t(np + 1));
+        checkMap(0, -1, 6);
+        checkMap(1, -1, 6);
+        QCOMPARE(view.attentionComputations(), uint64_t(np + 2));
+        checkMap(1, -1, 3);
+        QCOMPARE(view.attentionComputations(), uint64_t(np + 3));
+
+        // Lines: the scene's lines for every (layer, threshold, entity) equal ones built from the
+        // trace's scores and endpoints; at one threshold each layer's lines are built once.
+        auto checkLines = [&](int position, float threshold, int entity) {
+            glimpse::app::LetrViewSettings s;
+            s.position = position;
+            s.threshold = threshold;
+            s.entity = entity;
+            s.showHeatmap = false;
+            const auto sc = view.scene(s);
+            const glimpse::app::LetrPosition& p = positions[size_t(position)];
+            const torch::Tensor sco = trace->scores(p.stage, p.layer).to(torch::kFloat32).contiguous();
+            const torch::Tensor ep = trace->endpoints(p.stage, p.layer).to(torch::kFloat32).contiguous();
+            std::vector<int> order;
+            for (int i = 0; i < int(sco.size(0)); ++i)
+                if (sco[i].item<float>() >= threshold) order.push_back(i);
+            std::stable_sort(order.begin(), order.end(),
+                             [&](int a, int b) { return sco[a].item<float>() > sco[b].item<float>(); });
+            std::vector<int> ids;
+            for (auto it = order.rbegin(); it != order.rend(); ++it)
+                if (*it != entity) ids.push_back(*it);
+            if (entity >= 0) ids.push_back(entity);
+            QCOMPARE(sc.lineIds, ids);
+            QCOMPARE(sc.lines.size(), ids.size());
+            QCOMPARE(sc.lineLabels.size(), ids.size());
+            for (size_t k = 0; k < ids.size(); ++k) {
+                const float* e = ep.data_ptr<float>() + size_t(ids[k]) * 4;
+                QCOMPARE(sc.lines[k].x1, e[0]);
+                QCOMPARE(sc.lines[k].y2, e[3]);
+                const bool selected = ids[k] == entity;
+                QCOMPARE(sc.lines[k].r, selected ? glimpse::app::kSelectedRgb[0]
+                                                 : std::clamp(sco[ids[k]].item<float>(), 0.0f, 1.0f));
+                QVERIFY(sc.lineLabels[k].find("entity " + std::to_string(ids[k]) + " ") == 0);
+            }
+            const std::string count = std::to_string(order.size()) + " of " + std::to_string(sco.size(0));
+            bool counted = false;
+            for (const auto& row : sc.overlayRows)
+                if (row.first == "lines") counted = row.second == count;
+            QVERIFY(counted);
+        };
+        const uint64_t builds0 = view.lineBuilds();
+        for (int p = 0; p < np; ++p) {
+            checkLines(p, 0.0f, 3);
+            if (QTest::currentTestFailed()) return;
+        }
+        QCOMPARE(view.lineBuilds(), builds0 + uint64_t(np));
+        for (int p = np - 1; p >= 0; --p) {
+            checkLines(p, 0.0f, p % 2 ? -1 : 5);   // other entities and none: same lines
+            if (QTest::currentTestFailed()) return;
+        }
+        QCOMPARE(view.lineBuilds(), builds0 + uint64_t(np));
+        // A new threshold rebuilds (and drops the lines of the old one).
+        checkLines(np - 1, 0.5f, 2);
+        QCOMPARE(view.lineBuilds(), builds0 + uint64_t(np) + 1);
+        checkLines(np - 1, 0.0f, 2);
+        QCOMPARE(view.lineBuilds(), builds0 + uint64_t(np) + 2);
+    }
+
     void runStepSelectAndRender() {
         MainWindow w;
         runOn(w);
