@@ -202,6 +202,19 @@ private Q_SLOTS:
         QVERIFY(contains(errorOf([] { TrainConfig::fromJson(nlohmann::json{{"clip_rewards", 1}}); }), {"clip_rewards"}));
         QCOMPARE(TrainConfig{}.policyTarget, std::string("visits"));
         QVERIFY(contains(errorOf([] { TrainConfig::fromJson(nlohmann::json{{"policy_target", "argmax"}}); }), {"policy_target"}));
+
+        // Self-play temperature: the schedule by default, a constant when set.
+        TrainConfig sched;
+        sched.steps = 1000;
+        QCOMPARE(selfPlayTemperature(sched, 100), 1.0);
+        QCOMPARE(selfPlayTemperature(sched, 600), 0.5);
+        QCOMPARE(selfPlayTemperature(sched, 900), 0.25);
+        const auto fixed = TrainConfig::fromJson(nlohmann::json{{"steps", 1000}, {"self_play_temperature", 1.0}});
+        QCOMPARE(fixed.selfPlayTemperature, 1.0);
+        QCOMPARE(selfPlayTemperature(fixed, 900), 1.0);
+        QCOMPARE(TrainConfig::fromJson(fixed.toJson()).selfPlayTemperature, 1.0);
+        QVERIFY(contains(errorOf([] { TrainConfig::fromJson(nlohmann::json{{"self_play_temperature", -1}}); }),
+                         {"self_play_temperature"}));
     }
 
     void stopWritesCheckpoint() {

@@ -30,7 +30,8 @@ namespace fs = std::filesystem;
 nlohmann::json TrainConfig::toJson() const {
     return {{"env", env}, {"steps", steps}, {"seed", seed}, {"num_envs", numEnvs}, {"simulations", simulations},
             {"max_episode_steps", maxEpisodeSteps}, {"batch_size", batchSize}, {"unroll", unroll},
-            {"td_steps", tdSteps}, {"discount", discount}, {"clip_rewards", clipRewards},
+            {"td_steps", tdSteps}, {"discount", discount}, {"self_play_temperature", selfPlayTemperature},
+            {"clip_rewards", clipRewards},
             {"life_loss_terminal", lifeLossTerminal}, {"policy_target", policyTarget}, {"lr", lr}, {"lr_final", lrFinal},
             {"lr_schedule", lrSchedule}, {"warmup_steps", warmupSteps}, {"momentum", momentum},
             {"weight_decay", weightDecay}, {"grad_clip", gradClip}, {"priority_alpha", priorityAlpha},
@@ -62,6 +63,7 @@ TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
     get("env", c.env); get("steps", c.steps); get("seed", c.seed); get("num_envs", c.numEnvs);
     get("simulations", c.simulations); get("max_episode_steps", c.maxEpisodeSteps); get("batch_size", c.batchSize);
     get("unroll", c.unroll); get("td_steps", c.tdSteps); get("discount", c.discount); get("lr", c.lr);
+    get("self_play_temperature", c.selfPlayTemperature);
     get("clip_rewards", c.clipRewards); get("life_loss_terminal", c.lifeLossTerminal);
     get("policy_target", c.policyTarget);
     get("lr_final", c.lrFinal); get("lr_schedule", c.lrSchedule); get("warmup_steps", c.warmupSteps);
@@ -86,6 +88,8 @@ void TrainConfig::validate() const {
     need(batchSize >= 1 && batchSize <= 4096, "batch_size must be in 1..4096");
     need(unroll >= 1 && unroll <= 20 && tdSteps >= 1 && tdSteps <= 100, "unroll / td_steps out of range");
     need(discount > 0 && discount <= 1, "discount must be in (0, 1]");
+    need(selfPlayTemperature >= 0 && selfPlayTemperature <= 100,
+         "self_play_temperature must be in [0, 100] (0: the schedule)");
     need(lr > 0 && lr < 10 && lrFinal >= 0 && lrFinal <= lr, "lr must be in (0, 10) and lr_final in [0, lr]");
     need(lrSchedule == "cosine" || lrSchedule == "step", "lr_schedule must be 'cosine' or 'step'");
     need(policyTarget == "visits" || policyTarget == "completed_q", "policy_target must be 'visits' or 'completed_q'");
@@ -95,6 +99,11 @@ void TrainConfig::validate() const {
     need(updatesPerEnvStep > 0 && updatesPerEnvStep <= 100, "updates_per_env_step must be in (0, 100]");
     need(selfPlayUpdateInterval >= 1 && targetUpdateInterval >= 1 && checkpointInterval >= 1 && logInterval >= 1,
          "intervals must be at least 1");
+}
+
+double selfPlayTemperature(const TrainConfig& config, int64_t updates) {
+    if (config.selfPlayTemperature > 0) return config.selfPlayTemperature;
+    return rl::visitTemperature(double(updates) / double(config.steps));
 }
 
 Config cpuNetwork(const rl::Env& env, const nlohmann::json& overrides) {
@@ -425,7 +434,7 @@ TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train:
             histories[size_t(i)].stackedInto(histories[size_t(i)].length(), stack, obsBuf.data() + i * stackNumel);
         const Tensor obs = torch::from_blob(obsBuf.data(), {cfg.numEnvs, int64_t(stack) * fs.channels, fs.height, fs.width});
         const auto res = searchBatch(actor, mcts, obs, true);
-        const double temp = rl::visitTemperature(double(n.updates) / double(cfg.steps));
+        const double temp = selfPlayTemperature(cfg, n.updates);
         std::vector<float> frame(size_t(fs.numel()));
         for (int i = 0; i < cfg.numEnvs; ++i) {
             auto& env = *envs[size_t(i)];

@@ -30,6 +30,11 @@ struct TrainConfig {
     int batchSize = 64;
     int unroll = 5, tdSteps = 5;
     double discount = 0.997;
+    // Self-play's visit temperature: 0 (default) follows the schedule over the run's fraction
+    // done (rl::visitTemperature: 1, then 0.5 from half way, 0.25 from three quarters, as the
+    // paper's 50k / 75k of 100k updates); > 0 keeps that temperature for the whole run (short
+    // runs otherwise anneal while the agent is still exploring).
+    double selfPlayTemperature = 0;
     // Table 5.8: rewards are clipped to their sign in training (the RunLog's returns are the
     // game's own), and a lost life ends the game history (no value bootstrap across it; the
     // environment plays on and a new history starts from the current frame).
@@ -62,6 +67,9 @@ struct TrainConfig {
 // The CPU network for a game: Config::grid reduced to 16 latent channels, LSTM 32, projection
 // 128 -> 128 -> 64 (head 64 -> 32 -> 64), then the overrides of `overrides`.
 Config cpuNetwork(const rl::Env& env, const nlohmann::json& overrides = nlohmann::json::object());
+
+// Self-play's visit temperature after `updates` learner updates of config.steps.
+double selfPlayTemperature(const TrainConfig& config, int64_t updates);
 
 struct TrainResult {
     int64_t updates = 0, envSteps = 0, episodes = 0;
