@@ -3,6 +3,8 @@
 // Control stops it, evaluation records readable episodes, and bad input gives clear errors.
 #include <QtTest>
 
+#include <fstream>
+
 #include <filesystem>
 
 #include <torch/torch.h>
@@ -215,6 +217,18 @@ private Q_SLOTS:
         QCOMPARE(TrainConfig::fromJson(fixed.toJson()).selfPlayTemperature, 1.0);
         QVERIFY(contains(errorOf([] { TrainConfig::fromJson(nlohmann::json{{"self_play_temperature", -1}}); }),
                          {"self_play_temperature"}));
+
+        // The study's configs in tools/ are valid train configs.
+        for (const char* name : {"ez_study.json", "ez_study_shooter.json"}) {
+            std::ifstream in(std::string(GLIMPSE_SOURCE_DIR) + "/tools/" + name);
+            QVERIFY2(in.good(), name);
+            const auto c = TrainConfig::fromJson(nlohmann::json::parse(in));
+            QCOMPARE(c.simulations, 16);
+            if (std::string(name) == "ez_study_shooter.json") {
+                QCOMPARE(c.tdSteps, 10);
+                QCOMPARE(c.selfPlayTemperature, 1.0);
+            }
+        }
     }
 
     void stopWritesCheckpoint() {
