@@ -163,15 +163,31 @@ private Q_SLOTS:
         }
     }
 
+private:
+    // A trace of the test image by the tiny random LETR (null when the image cannot be read).
+    std::shared_ptr<const LetrTrace> tinyTraceOfImage() const {
+        LetrModel model(tinyConfig(), 5);
+        cv::Mat rgb = cv::imread(imagePath_.toStdString());
+        if (rgb.empty()) return nullptr;
+        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
+        return std::make_shared<const LetrTrace>(runLetr(model, rgb));
+    }
+
+    // Largest |got - want| over a float map and a contiguous float tensor of the same size.
+    static double maxAbsDiff(const std::vector<float>& got, const torch::Tensor& want) {
+        double worst = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+            worst = std::max(worst, double(std::abs(got[i] - want.data_ptr<float>()[i])));
+        return worst;
+    }
+
+private Q_SLOTS:
     // LetrView keeps every head of the last (layer, entity): whatever order layer, head and
     // entity change in, its map (and the scene's heatmap) is the trace's attention for the
     // current settings, never a stale one.
     void letrViewAttentionCacheFollowsEveryChange() {
-        LetrModel model(tinyConfig(), 5);
-        cv::Mat rgb = cv::imread(imagePath_.toStdString());
-        QVERIFY(!rgb.empty());
-        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
-        auto trace = std::make_shared<const LetrTrace>(runLetr(model, rgb));
+        const auto trace = tinyTraceOfImage();
+        QVERIFY(trace);
         glimpse::app::LetrView view(trace);
         const auto& positions = view.positions();
         struct Step { int position, head, entity; };
@@ -185,9 +201,7 @@ private Q_SLOTS:
             QCOMPARE(h, int(want.size(0)));
             QCOMPARE(w, int(want.size(1)));
             QCOMPARE(got.size(), size_t(want.numel()));
-            double worst = 0;
-            for (size_t i = 0; i < got.size(); ++i)
-                worst = std::max(worst, double(std::abs(got[i] - want.data_ptr<float>()[i])));
+            const double worst = maxAbsDiff(got, want);
             QVERIFY2(worst < 1e-6, qPrintable(QStringLiteral("position %1 head %2 entity %3: %4")
                                                   .arg(st.position).arg(st.head).arg(st.entity).arg(worst)));
             glimpse::app::LetrViewSettings s;
@@ -204,11 +218,8 @@ private Q_SLOTS:
     // every layer, revisits compute nothing, and a new entity (maps) or threshold (lines)
     // starts afresh.
     void letrViewCachesEveryLayer() {
-        LetrModel model(tinyConfig(), 5);
-        cv::Mat rgb = cv::imread(imagePath_.toStdString());
-        QVERIFY(!rgb.empty());
-        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
-        auto trace = std::make_shared<const LetrTrace>(runLetr(model, rgb));
+        const auto trace = tinyTraceOfImage();
+        QVERIFY(trace);
         glimpse::app::LetrView view(trace);
         const auto& positions = view.positions();
         const int np = int(positions.size());
@@ -220,9 +231,7 @@ private Q_SLOTS:
             const torch::Tensor want = trace->attention(p.stage, p.layer, head, entity).contiguous();
             QCOMPARE(got.size(), size_t(want.numel()));
             QCOMPARE(h, int(want.size(0)));
-            double worst = 0;
-            for (size_t i = 0; i < got.size(); ++i)
-                worst = std::max(worst, double(std::abs(got[i] - want.data_ptr<float>()[i])));
+            const double worst = maxAbsDiff(got, want);
             QVERIFY2(worst < 1e-6, qPrintable(QStringLiteral("position %1 head %2 entity %3: %4")
                                                   .arg(position).arg(head).arg(entity).arg(worst)));
         };

@@ -276,32 +276,27 @@ torch::Tensor LetrTrace::stageKeys(Stage s) const {
     return k;
 }
 
-torch::Tensor LetrTrace::attention(Stage s, int layer, int head, int64_t entity) const {
-    torch::NoGradGuard noGrad;
-    checkArgs(s, layer, head, entity);
+torch::Tensor LetrTrace::crossAttendHeads(Stage s, int layer, int head, int64_t entity) const {
     const std::string sn = stageName(s);
-    const auto fs = featureSize(s);
-    auto keys = stageKeys(s);
     auto qin = trace_.get(layerKey(s, layer, "cross_in"))[entity].to(torch::kFloat) +
                trace_.get(sn + "/query_pos")[entity].to(torch::kFloat);
     auto mask = trace_.get(sn + "/mask").flatten().to(torch::kBool);
-    auto a = attend(qin, keys, trace_.get(layerKey(s, layer, "cross_attn/in_proj_weight_qk")),
-                    trace_.get(layerKey(s, layer, "cross_attn/in_proj_bias_qk")), head, mask);
-    return a.view({fs[0], fs[1]});
+    return attendHeads(qin, stageKeys(s), trace_.get(layerKey(s, layer, "cross_attn/in_proj_weight_qk")),
+                       trace_.get(layerKey(s, layer, "cross_attn/in_proj_bias_qk")), head, mask);
+}
+
+torch::Tensor LetrTrace::attention(Stage s, int layer, int head, int64_t entity) const {
+    torch::NoGradGuard noGrad;
+    checkArgs(s, layer, head, entity);
+    const auto fs = featureSize(s);
+    return crossAttendHeads(s, layer, head, entity).mean(1).view({fs[0], fs[1]});
 }
 
 torch::Tensor LetrTrace::attentionHeads(Stage s, int layer, int64_t entity) const {
     torch::NoGradGuard noGrad;
     checkArgs(s, layer, -1, entity);
-    const std::string sn = stageName(s);
     const auto fs = featureSize(s);
-    auto keys = stageKeys(s);
-    auto qin = trace_.get(layerKey(s, layer, "cross_in"))[entity].to(torch::kFloat) +
-               trace_.get(sn + "/query_pos")[entity].to(torch::kFloat);
-    auto mask = trace_.get(sn + "/mask").flatten().to(torch::kBool);
-    auto a = attendHeads(qin, keys, trace_.get(layerKey(s, layer, "cross_attn/in_proj_weight_qk")),
-                         trace_.get(layerKey(s, layer, "cross_attn/in_proj_bias_qk")), -1, mask);
-    return a.t().contiguous().view({numHeads(), fs[0], fs[1]});
+    return crossAttendHeads(s, layer, -1, entity).t().contiguous().view({numHeads(), fs[0], fs[1]});
 }
 
 torch::Tensor LetrTrace::selfAttention(Stage s, int layer, int head, int64_t entity) const {

@@ -107,6 +107,8 @@ private:
     torch::Tensor attendHeads(const torch::Tensor& queryIn, const torch::Tensor& keysIn,
                               const torch::Tensor& wqk, const torch::Tensor& bqk, int head,
                               const torch::Tensor& keyMask) const;
+    // The cross-attention of `entity` at a decoder layer: attendHeads on the stage's keys, [S, heads'].
+    torch::Tensor crossAttendHeads(Stage s, int layer, int head, int64_t entity) const;
     // Shared by attention() and selfAttention(): attendHeads' mean over the heads.
     torch::Tensor attend(const torch::Tensor& queryIn, const torch::Tensor& keysIn,
                          const torch::Tensor& wqk, const torch::Tensor& bqk, int head,
