@@ -138,6 +138,40 @@ private Q_SLOTS:
         QCOMPARE(r.lives, 0);
     }
 
+    void breakoutServesWithoutFire() {
+        // A policy that never presses FIRE still plays: the game serves the ball itself on the
+        // fifth step after the reset or after the step that lost the ball.
+        auto env = makeEnv("breakout");
+        const ObsShape s = env->observationShape();
+        const int64_t plane = int64_t(s.height) * s.width;
+        auto ballOnBoard = [&] {
+            const std::vector<float> obs = env->observation();
+            float sum = 0;
+            for (int64_t i = plane; i < 2 * plane; ++i) sum += obs[size_t(i)];  // channel 1: ball
+            return sum > 0.f;
+        };
+        env->reset(0);
+        int idle = 0, serves = 0;  // NOOPs since the reset or since the ball was lost
+        bool wasOn = ballOnBoard();
+        QVERIFY(!wasOn);
+        StepResult r;
+        while (!r.done()) {
+            r = env->step(0);  // NOOP only
+            const bool on = ballOnBoard();
+            if (on && !wasOn) {
+                QCOMPARE(idle, 4);  // served on the fifth NOOP
+                ++serves;
+            }
+            idle = (on || wasOn) ? 0 : idle + 1;
+            QVERIFY(idle <= 4);
+            wasOn = on;
+        }
+        // The still paddle misses the ball sooner or later: all five lives are played and lost.
+        QVERIFY(r.terminal);
+        QCOMPARE(r.lives, 0);
+        QCOMPARE(serves, 5);
+    }
+
     void frameSkipAndStickyActions() {
         EnvOptions skip2;
         skip2.frameSkip = 2;

@@ -1,6 +1,7 @@
 // breakout: a three-cell paddle on the bottom row keeps a diagonally moving ball in play; the
-// ball knocks out bricks (upper rows are worth more). FIRE serves the ball; a cleared wall is
-// rebuilt.
+// ball knocks out bricks (upper rows are worth more). FIRE serves the ball, and so does the game
+// itself after kAutoServe frames without one (as agents press FIRE after a reset or a lost life);
+// a cleared wall is rebuilt.
 #include <algorithm>
 
 #include "core/rl/envs/game.h"
@@ -9,6 +10,9 @@ namespace glimpse::rl {
 namespace {
 
 constexpr int H = 14, W = 12, kPaddle = 3, kTopBrick = 2, kBrickRows = 4;
+// Frames out of play after which the ball is served without FIRE: a policy that never presses
+// FIRE still plays instead of idling safely until the episode's step limit.
+constexpr int kAutoServe = 5;
 enum Channel { kBrick, kBall, kPaddleCh };
 enum Action { NOOP, FIRE, RIGHT, LEFT };
 
@@ -23,6 +27,7 @@ public:
         over_ = false;
         px_ = (W - kPaddle) / 2;
         inPlay_ = false;
+        idle_ = 0;
         buildWall();
     }
 
@@ -30,7 +35,8 @@ public:
         if (a == RIGHT) px_ = std::min(W - kPaddle, px_ + 1);
         if (a == LEFT) px_ = std::max(0, px_ - 1);
         if (!inPlay_) {
-            if (a == FIRE) {
+            if (a == FIRE || ++idle_ >= kAutoServe) {
+                idle_ = 0;
                 ball_ = {kTopBrick + kBrickRows + 2, 2 + randint(W - 4)};
                 dy_ = 1;
                 dx_ = chance(0.5) ? 1 : -1;
@@ -49,6 +55,7 @@ public:
                 if (n.x < px_ || n.x >= px_ + kPaddle) {  // missed
                     --lives_;
                     inPlay_ = false;
+                    idle_ = 0;
                     return reward;
                 }
                 dy_ = -1;  // the paddle's outer cells send the ball outwards
@@ -71,6 +78,7 @@ public:
         if (std::none_of(bricks_.begin(), bricks_.end(), [](uint8_t b) { return b != 0; })) {
             buildWall();
             inPlay_ = false;
+            idle_ = 0;
         }
         return reward;
     }
@@ -111,7 +119,7 @@ private:
             for (int x = 0; x < W; ++x) bricks_[size_t(y * W + x)] = 1;
     }
 
-    int px_ = 0, dy_ = 1, dx_ = 1;
+    int px_ = 0, dy_ = 1, dx_ = 1, idle_ = 0;
     bool inPlay_ = false;
     Pos ball_;
     std::vector<uint8_t> bricks_;
