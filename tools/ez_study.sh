@@ -10,11 +10,12 @@
 # Environment (defaults in brackets):
 #   GLIMPSE   the glimpse binary [build/app/glimpse]
 #   OUT       study directory; run g-s goes to $OUT/g-s [runs/ez_study]
-#   GAMES     games [breakout invaders pellets alien]
+#   GAMES     games [pellets alien breakout demon]
 #   SEEDS     seeds [0 1 2 3 4]
 #   MINUTES   wall-clock minutes per training run (stopped with SIGINT: final checkpoint) [30]
-#   STEPS     learner updates, the schedule's horizon (lr, temperature, beta) [6000]
-#   CONFIG    train config JSON [tools/ez_study.json]
+#   STEPS     learner updates, the schedule's horizon (lr, temperature, beta) [2000]
+#   CONFIG    train config JSON [per game: tools/ez_study_shooter.json for the shooters
+#             (invaders, demon, sub, breakout), tools/ez_study.json for the mazes]
 #   THREADS   LibTorch threads per run [1]
 #   EPISODES  evaluation episodes per run [32]
 #   SIMS      evaluation MCTS simulations [the config's "simulations", else 16]
@@ -25,11 +26,11 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 GLIMPSE="${GLIMPSE:-$here/build/app/glimpse}"
 OUT="${OUT:-runs/ez_study}"
-GAMES="${GAMES:-breakout invaders pellets alien}"
+GAMES="${GAMES:-pellets alien breakout demon}"
 SEEDS="${SEEDS:-0 1 2 3 4}"
 MINUTES="${MINUTES:-30}"
-STEPS="${STEPS:-6000}"
-CONFIG="${CONFIG:-$here/tools/ez_study.json}"
+STEPS="${STEPS:-2000}"
+CONFIG="${CONFIG:-}"
 THREADS="${THREADS:-1}"
 EPISODES="${EPISODES:-32}"
 NICE="${NICE:-10}"
@@ -37,34 +38,40 @@ summarize_only=0
 case "${1:-}" in
     --summarize) summarize_only=1 ;;
     "") ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "ez_study.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 
 if [[ $summarize_only == 0 ]]; then
     [[ -x "$GLIMPSE" ]] || { echo "ez_study.sh: no glimpse binary at $GLIMPSE (set GLIMPSE)" >&2; exit 1; }
-    [[ -f "$CONFIG" ]] || { echo "ez_study.sh: no train config at $CONFIG (set CONFIG)" >&2; exit 1; }
-    if [[ -z "${SIMS:-}" ]]; then
-        SIMS=$(grep -o '"simulations"[^,}]*' "$CONFIG" | grep -o '[0-9]\+' || true)
-        SIMS="${SIMS:-16}"
-    fi
+    config_for() {  # the study's config for game $1
+        if [[ -n "$CONFIG" ]]; then echo "$CONFIG"; return; fi
+        case "$1" in
+            invaders|demon|sub|breakout) echo "$here/tools/ez_study_shooter.json" ;;
+            *) echo "$here/tools/ez_study.json" ;;
+        esac
+    }
     mkdir -p "$OUT"
     for g in $GAMES; do
         for s in $SEEDS; do
             run="$OUT/$g-$s"
+            config="$(config_for "$g")"
+            [[ -f "$config" ]] || { echo "ez_study.sh: no train config at $config (set CONFIG)" >&2; exit 1; }
+            sims="${SIMS:-$(grep -o '"simulations"[^,}]*' "$config" | grep -o '[0-9]\+' || true)}"
+            sims="${sims:-16}"
             [[ -f "$run/eval.txt" ]] && { echo "$run: evaluated already, skipped"; continue; }
             echo "$run: training for $MINUTES min ($(date +%H:%M:%S))"
             # timeout sends SIGINT: the trainer stops at the next update and writes model.h5.
             rc=0
             timeout -s INT "$((MINUTES * 60))" nice -n "$NICE" "$GLIMPSE" train efficientzero --env "$g" --seed "$s" \
-                --steps "$STEPS" --config "$CONFIG" --out "$run" --threads "$THREADS" \
+                --steps "$STEPS" --config "$config" --out "$run" --threads "$THREADS" \
                 >"$run.train.log" 2>&1 || rc=$?
             if [[ ! -f "$run/model.h5" ]]; then
                 echo "$run: training failed (exit $rc), see $run.train.log" >&2
                 exit 1
             fi
             nice -n "$NICE" "$GLIMPSE" play --checkpoint "$run/model.h5" --env "$g" --episodes "$EPISODES" \
-                --simulations "$SIMS" --threads "$THREADS" >"$run/eval.tmp" 2>/dev/null
+                --simulations "$sims" --threads "$THREADS" >"$run/eval.tmp" 2>/dev/null
             mv "$run/eval.tmp" "$run/eval.txt"
             grep -E "^return|^normalized" "$run/eval.txt" | sed "s|^|$run: |"
         done
