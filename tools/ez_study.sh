@@ -13,14 +13,16 @@
 #   GAMES     games [pellets alien breakout demon]
 #   SEEDS     seeds [0 1 2 3 4]
 #   MINUTES   wall-clock minutes per training run (stopped with SIGINT: final checkpoint) [30]
-#   STEPS     learner updates, the schedule's horizon (lr, temperature, beta) [2000]
+#   STEPS     learner updates, the schedule's horizon (lr, temperature, beta) [2000; demon 6000]
 #   CONFIG    train config JSON [per game: tools/ez_study_shooter.json for the shooters
 #             (invaders, demon, sub, breakout), tools/ez_study.json for the mazes]
 #   THREADS   LibTorch threads per run [1]
 #   EPISODES  evaluation episodes per run [32]
 #   SIMS      evaluation MCTS simulations [the config's "simulations", else 16]
 #   NICE      niceness of every process [10]
-# A run whose eval.txt exists is skipped, so an interrupted study continues where it stopped.
+# A run whose eval.txt exists is skipped and one whose training ended (finished, or stopped by
+# the time limit) is only evaluated, so an interrupted study continues where it stopped; a run
+# killed mid-training is moved aside ($OUT/g-s.interrupted-DATE) and trained again from scratch.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,7 +31,7 @@ OUT="${OUT:-runs/ez_study}"
 GAMES="${GAMES:-pellets alien breakout demon}"
 SEEDS="${SEEDS:-0 1 2 3 4}"
 MINUTES="${MINUTES:-30}"
-STEPS="${STEPS:-2000}"
+STEPS="${STEPS:-}"
 CONFIG="${CONFIG:-}"
 THREADS="${THREADS:-1}"
 EPISODES="${EPISODES:-32}"
@@ -38,7 +40,7 @@ summarize_only=0
 case "${1:-}" in
     --summarize) summarize_only=1 ;;
     "") ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "ez_study.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 
@@ -51,6 +53,13 @@ if [[ $summarize_only == 0 ]]; then
             *) echo "$here/tools/ez_study.json" ;;
         esac
     }
+    steps_for() {  # the study's number of updates for game $1
+        if [[ -n "$STEPS" ]]; then echo "$STEPS"; return; fi
+        case "$1" in
+            demon) echo 6000 ;;
+            *) echo 2000 ;;
+        esac
+    }
     mkdir -p "$OUT"
     for g in $GAMES; do
         for s in $SEEDS; do
@@ -60,12 +69,25 @@ if [[ $summarize_only == 0 ]]; then
             sims="${SIMS:-$(grep -o '"simulations"[^,}]*' "$config" | grep -o '[0-9]\+' || true)}"
             sims="${sims:-16}"
             [[ -f "$run/eval.txt" ]] && { echo "$run: evaluated already, skipped"; continue; }
-            echo "$run: training for $MINUTES min ($(date +%H:%M:%S))"
-            # timeout sends SIGINT: the trainer stops at the next update and writes model.h5.
-            rc=0
-            timeout -s INT "$((MINUTES * 60))" nice -n "$NICE" "$GLIMPSE" train efficientzero --env "$g" --seed "$s" \
-                --steps "$STEPS" --config "$config" --out "$run" --threads "$THREADS" \
-                >"$run.train.log" 2>&1 || rc=$?
+            if [[ -f "$run/model.h5" && -f "$run.train.log" ]] &&
+                tr '\r' '\n' <"$run.train.log" | grep -qE '^(finished|stopped): '; then
+                echo "$run: trained already, evaluating"
+            else
+                if [[ -e "$run" ]]; then
+                    # A run killed mid-training is started again from scratch, not resumed: a
+                    # resumed run would get a second wall-clock budget.
+                    old="$run.interrupted-$(date +%Y%m%d-%H%M%S)"
+                    mv "$run" "$old"
+                    [[ -f "$run.train.log" ]] && mv "$run.train.log" "$old.train.log"
+                    echo "$run: interrupted run moved to $old; training again from scratch"
+                fi
+                echo "$run: training for $MINUTES min ($(date +%H:%M:%S))"
+                # timeout sends SIGINT: the trainer stops at the next update and writes model.h5.
+                rc=0
+                timeout -s INT "$((MINUTES * 60))" nice -n "$NICE" "$GLIMPSE" train efficientzero --env "$g" \
+                    --seed "$s" --steps "$(steps_for "$g")" --config "$config" --out "$run" \
+                    --threads "$THREADS" >"$run.train.log" 2>&1 || rc=$?
+            fi
             if [[ ! -f "$run/model.h5" ]]; then
                 echo "$run: training failed (exit $rc), see $run.train.log" >&2
                 exit 1
