@@ -55,7 +55,6 @@ public:
                 if (n.x < px_ || n.x >= px_ + kPaddle) {  // missed
                     --lives_;
                     inPlay_ = false;
-                    idle_ = 0;
                     return reward;
                 }
                 dy_ = -1;  // the paddle's outer cells send the ball outwards
@@ -78,7 +77,6 @@ public:
         if (std::none_of(bricks_.begin(), bricks_.end(), [](uint8_t b) { return b != 0; })) {
             buildWall();
             inPlay_ = false;
-            idle_ = 0;
         }
         return reward;
     }
@@ -119,7 +117,8 @@ private:
             for (int x = 0; x < W; ++x) bricks_[size_t(y * W + x)] = 1;
     }
 
-    int px_ = 0, dy_ = 1, dx_ = 1, idle_ = 0;
+    int px_ = 0, dy_ = 1, dx_ = 1;
+    int idle_ = 0;  // steps out of play since the last serve, the reset or the lost ball (0 in play)
     bool inPlay_ = false;
     Pos ball_;
     std::vector<uint8_t> bricks_;
