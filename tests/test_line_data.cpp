@@ -190,6 +190,37 @@ private Q_SLOTS:
         QVERIFY(contains(errorOf([] { ProceduralLines({1, 0, 8, 8, 8.0}); }), {"8x8", "outside"}));
     }
 
+    void proceduralMatchesRecordedScenes() {
+        // Scenes of seed 5 as the generator rendered them when this test was written: the
+        // number of lines, their coordinate sum and the image's mean per channel (the tolerance
+        // allows other SIMD paths in OpenCV's filters, not another scene).
+        struct Golden { int64_t index; int64_t lines; double lineSum; double mean[3]; };
+        const Golden golden[] = {
+            {0, 7, 2425.2684, {198.994, 114.855, 149.635}},
+            {1, 29, 9526.1325, {159.997, 162.418, 135.545}},
+            {2, 10, 3327.0252, {191.362, 163.558, 178.867}},
+            {3, 23, 7354.1633, {181.550, 154.340, 175.139}},
+            {4, 19, 5498.9158, {113.811, 126.468, 114.836}},
+            {5, 21, 6106.3736, {127.096, 143.197, 97.818}},
+            {6, 18, 4431.1466, {75.953, 99.551, 143.849}},
+            {7, 36, 9698.5690, {129.871, 147.784, 73.521}},
+            {8, 5, 1493.3351, {136.387, 74.070, 140.959}},
+            {9, 24, 5868.6732, {71.957, 81.110, 70.961}},
+            {10, 32, 10766.7226, {81.592, 84.749, 132.912}},
+            {11, 21, 6362.0913, {150.826, 151.451, 137.360}},
+        };
+        for (const auto& g : golden) {
+            const auto s = renderProceduralScene(5, g.index, 160, 120, 8.0);
+            const double sum = s.lines.to(torch::kDouble).sum().item<double>();
+            const cv::Scalar mean = cv::mean(s.image);
+            QCOMPARE(s.lines.size(0), g.lines);
+            QVERIFY2(std::abs(sum - g.lineSum) < 1e-2, qPrintable(QString("scene %1: line sum %2").arg(g.index).arg(sum, 0, 'f', 4)));
+            for (int c = 0; c < 3; ++c)
+                QVERIFY2(std::abs(mean[c] - g.mean[c]) < 0.25,
+                         qPrintable(QString("scene %1: channel %2 mean %3").arg(g.index).arg(c).arg(mean[c], 0, 'f', 3)));
+        }
+    }
+
     void proceduralEdgesAreImageEdges() {
         // Ground-truth segments lie on intensity edges: the gradient magnitude along them is
         // well above the image's median gradient.
