@@ -181,28 +181,46 @@ P rayExit(P from, P through, double w, double h) {
     return from + d * t;
 }
 
-} // namespace
+// The room: a back wall rectangle [x0, x1] x [y0, y1] and a vanishing point inside it.
+struct Room {
+    double W = 0, H = 0;            // image size
+    double x0 = 0, y0 = 0, x1 = 0, y1 = 0, bw = 0, bh = 0;
+    P vp, tl, tr, br, bl;           // vanishing point, back wall corners
+};
 
-LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int height, double minLength) {
-    Renderer r(width, height, splitmix(splitmix(seed) ^ uint64_t(index)));
-    Scene scene;
+Room randomRoom(Renderer& r, int width, int height) {
+    Room room;
     const double W = width, H = height;
-
-    // --- the room: back wall rectangle, vanishing point inside it ---------------------------
+    room.W = W;
+    room.H = H;
     const double bw = W * r.uni(0.25, 0.75), bh = H * r.uni(0.25, 0.75);
     const double x0 = r.uni(-0.05 * W, W - bw + 0.05 * W), y0 = r.uni(-0.05 * H, H - bh + 0.05 * H);
     const double x1 = x0 + bw, y1 = y0 + bh;
     const P vp(r.uni(x0 + 0.2 * bw, x1 - 0.2 * bw), r.uni(y0 + 0.2 * bh, y1 - 0.2 * bh));
-    const P tl(x0, y0), tr(x1, y0), br(x1, y1), bl(x0, y1);
+    room.bw = bw;
+    room.bh = bh;
+    room.x0 = x0;
+    room.y0 = y0;
+    room.x1 = x1;
+    room.y1 = y1;
+    room.vp = vp;
+    room.tl = P(x0, y0);
+    room.tr = P(x1, y0);
+    room.br = P(x1, y1);
+    room.bl = P(x0, y1);
+    return room;
+}
 
-    // Region of each pixel: 0 back, 1 ceiling, 2 right wall, 3 floor, 4 left wall.
+// Region of each pixel: 0 back, 1 ceiling, 2 right wall, 3 floor, 4 left wall.
+cv::Mat roomRegions(const Room& room, int width, int height) {
     cv::Mat label(height, width, CV_8UC1);
     auto cross = [](P a, P b) { return a.x * b.y - a.y * b.x; };
+    const P vp = room.vp, tl = room.tl, tr = room.tr, br = room.br, bl = room.bl;
     for (int y = 0; y < height; ++y) {
         auto* row = label.ptr<uint8_t>(y);
         for (int x = 0; x < width; ++x) {
             const P p(x + 0.5, y + 0.5);
-            if (p.x >= x0 && p.x < x1 && p.y >= y0 && p.y < y1) {
+            if (p.x >= room.x0 && p.x < room.x1 && p.y >= room.y0 && p.y < room.y1) {
                 row[x] = 0;
                 continue;
             }
@@ -216,6 +234,13 @@ LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int he
             else row[x] = 4;
         }
     }
+    return label;
+}
+
+// Textured walls, floor and ceiling; the room edges (back rectangle and the four corner rays
+// out to the border) as ground truth; some of them painted as trim.
+void drawRoom(Renderer& r, Scene& scene, const Room& room, int width, int height) {
+    const cv::Mat label = roomRegions(room, width, height);
     const cv::Vec3f wallBase = r.randomColor(60, 220);
     std::array<cv::Vec3f, 5> regionColor;
     regionColor[0] = wallBase;
@@ -228,18 +253,30 @@ LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int he
         cv::GaussianBlur(mask, mask, cv::Size(3, 3), 0.6);   // soft, sub-pixel-ish boundary
         r.blend(mask, r.texture(regionColor[k]));
     }
-    // Room edges: back rectangle and the four corner rays out to the border.
+    const P vp = room.vp, tl = room.tl, tr = room.tr, br = room.br, bl = room.bl;
     scene.addPolygon({tl, tr, br, bl});
-    for (P c : {tl, tr, br, bl}) scene.addSegment(c, rayExit(vp, c, W, H));
-    // Trim: some room edges get a painted line.
+    for (P c : {tl, tr, br, bl}) scene.addSegment(c, rayExit(vp, c, room.W, room.H));
     if (r.chance(0.4)) {
         const cv::Vec3f trim = r.randomColor(20, 240);
         for (P c : {tl, tr, br, bl})
-            if (r.chance(0.5)) r.line(c, rayExit(vp, c, W, H), trim, 1);
+            if (r.chance(0.5)) r.line(c, rayExit(vp, c, room.W, room.H), trim, 1);
         if (r.chance(0.5)) r.line(bl, br, trim, 2);
     }
+}
 
-    // --- decorations on the back wall: windows, a door, picture frames -------------------------
+// Paints the four edges of the quad a-b-c-d in a random frame colour, which it returns.
+cv::Vec3f drawFrame(Renderer& r, P a, P b, P c, P d) {
+    const cv::Vec3f frame = r.randomColor(10, 250);
+    r.line(a, b, frame, 2);
+    r.line(b, c, frame, 2);
+    r.line(c, d, frame, 2);
+    r.line(d, a, frame, 2);
+    return frame;
+}
+
+// Windows, a door and picture frames on the back wall.
+void drawBackWallItems(Renderer& r, Scene& scene, const Room& room) {
+    const double x0 = room.x0, y0 = room.y0, x1 = room.x1, y1 = room.y1, bw = room.bw, bh = room.bh;
     const int backItems = r.uniInt(0, 3);
     for (int i = 0; i < backItems && bw > 40 && bh > 40; ++i) {
         const int kind = r.uniInt(0, 2);   // 0 window, 1 door, 2 frame
@@ -255,31 +292,31 @@ LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int he
             scene.addSegment(d, a);
             scene.addSegment(a, b);
             scene.addSegment(b, c);
-        } else {
-            scene.addPolygon({a, b, c, d});
-            const cv::Vec3f frame = r.randomColor(10, 250);
-            r.line(a, b, frame, 2);
-            r.line(b, c, frame, 2);
-            r.line(c, d, frame, 2);
-            r.line(d, a, frame, 2);
-            if (kind == 0 && r.chance(0.7)) {   // mullions
-                const P mt(ix + iw / 2, iy), mb(ix + iw / 2, iy + ih);
-                const P ml(ix, iy + ih / 2), mr(ix + iw, iy + ih / 2);
-                r.line(mt, mb, frame, 1);
-                r.line(ml, mr, frame, 1);
-                scene.addSegment(mt, mb);
-                scene.addSegment(ml, mr);
-            }
+            continue;
+        }
+        scene.addPolygon({a, b, c, d});
+        const cv::Vec3f frame = drawFrame(r, a, b, c, d);
+        if (kind == 0 && r.chance(0.7)) {   // mullions
+            const P mt(ix + iw / 2, iy), mb(ix + iw / 2, iy + ih);
+            const P ml(ix, iy + ih / 2), mr(ix + iw, iy + ih / 2);
+            r.line(mt, mb, frame, 1);
+            r.line(ml, mr, frame, 1);
+            scene.addSegment(mt, mb);
+            scene.addSegment(ml, mr);
         }
     }
+}
 
-    // --- windows and doors on the side walls (edges towards the vanishing point) ---------------
+// Windows and doors on the side walls (edges towards the vanishing point).
+void drawSideWallItems(Renderer& r, Scene& scene, const Room& room) {
+    const double x0 = room.x0, x1 = room.x1, W = room.W;
+    const P vp = room.vp;
     for (int side = 0; side < 2; ++side) {
         const bool left = side == 0;
         const double edgeX = left ? x0 : x1;
         const double span = left ? x0 : W - x1;
         if (span < 30 || !r.chance(0.6)) continue;
-        const P top = left ? tl : tr, bot = left ? bl : br;
+        const P top = left ? room.tl : room.tr, bot = left ? room.bl : room.br;
         auto yAt = [&](P corner, double x) {
             return vp.y + (x - vp.x) * (corner.y - vp.y) / (corner.x - vp.x);
         };
@@ -303,22 +340,61 @@ LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int he
         scene.addSegment(d, a);
         if (!door) {
             scene.addSegment(c, d);
-            const cv::Vec3f frame = r.randomColor(10, 250);
-            r.line(a, b, frame, 2);
-            r.line(b, c, frame, 2);
-            r.line(c, d, frame, 2);
-            r.line(d, a, frame, 2);
+            drawFrame(r, a, b, c, d);
         }
     }
+}
 
-    // --- boxes on the floor, far to near ------------------------------------------------------
-    struct Box { double fx0, fy0, fx1, fy1, k; };
+// A box on the floor: front face [fx0, fx1] x [fy0, fy1], back face pulled towards the
+// vanishing point by k.
+struct Box {
+    double fx0, fy0, fx1, fy1, k;
+};
+
+// One box: it hides what is behind its outline, then its visible side faces and its front.
+void drawBox(Renderer& r, Scene& scene, const Box& bx, P vp) {
+    const std::array<P, 4> f{P(bx.fx0, bx.fy0), P(bx.fx1, bx.fy0), P(bx.fx1, bx.fy1), P(bx.fx0, bx.fy1)};
+    std::array<P, 4> g;
+    for (int j = 0; j < 4; ++j) g[j] = f[j] + (vp - f[j]) * bx.k;
+    std::vector<cv::Point2f> all;
+    for (int j = 0; j < 4; ++j) {
+        all.emplace_back(float(f[j].x), float(f[j].y));
+        all.emplace_back(float(g[j].x), float(g[j].y));
+    }
+    std::vector<cv::Point2f> hull;
+    cv::convexHull(all, hull);
+    std::vector<P> hullD;
+    for (const auto& h : hull) hullD.emplace_back(h.x, h.y);
+    scene.occlude(hullD);
+    const cv::Vec3f base = r.randomColor(30, 230);
+    // Faces: top (f0 f1 g1 g0), right (f1 f2 g2 g1), bottom (f3 f2 g2 g3), left (f0 f3 g3 g0).
+    const bool showTop = vp.y < bx.fy0, showBottom = vp.y > bx.fy1;
+    const bool showLeft = vp.x < bx.fx0, showRight = vp.x > bx.fx1;
+    auto face = [&](int i0, int i1, double s) {
+        std::vector<P> q{f[i0], f[i1], g[i1], g[i0]};
+        r.fill(q, r.shade(base, s));
+        scene.addSegment(f[i1], g[i1]);
+        scene.addSegment(g[i1], g[i0]);
+        scene.addSegment(g[i0], f[i0]);
+    };
+    if (showTop) face(0, 1, r.uni(1.05, 1.3));
+    if (showBottom) face(3, 2, r.uni(0.5, 0.8));
+    if (showLeft) face(0, 3, r.uni(0.6, 0.9));
+    if (showRight) face(1, 2, r.uni(0.6, 0.9));
+    r.fill({f[0], f[1], f[2], f[3]}, base);
+    scene.addPolygon({f[0], f[1], f[2], f[3]});
+}
+
+// Boxes on the floor, drawn far to near. Edges a side face shares with the front face are
+// added twice; uniqueLines removes the copies.
+void drawBoxes(Renderer& r, Scene& scene, const Room& room) {
+    const double W = room.W, H = room.H;
     std::vector<Box> boxes;
     const int nBoxes = r.uniInt(0, 3);
     for (int i = 0; i < nBoxes; ++i) {
         Box bx;
         const double fw = W * r.uni(0.1, 0.35), fh = H * r.uni(0.08, 0.3);
-        bx.fy1 = r.uni(std::max(y1 + 0.1 * H, vp.y + 20), H * 1.05);
+        bx.fy1 = r.uni(std::max(room.y1 + 0.1 * H, room.vp.y + 20), H * 1.05);
         bx.fy0 = bx.fy1 - fh;
         bx.fx0 = r.uni(-0.1 * W, W - 0.6 * fw);
         bx.fx1 = bx.fx0 + fw;
@@ -326,41 +402,11 @@ LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int he
         boxes.push_back(bx);
     }
     std::sort(boxes.begin(), boxes.end(), [](const Box& a, const Box& b) { return a.fy1 < b.fy1; });
-    for (const auto& bx : boxes) {
-        const std::array<P, 4> f{P(bx.fx0, bx.fy0), P(bx.fx1, bx.fy0), P(bx.fx1, bx.fy1), P(bx.fx0, bx.fy1)};
-        std::array<P, 4> g;
-        for (int j = 0; j < 4; ++j) g[j] = f[j] + (vp - f[j]) * bx.k;
-        std::vector<cv::Point2f> all;
-        for (int j = 0; j < 4; ++j) {
-            all.emplace_back(float(f[j].x), float(f[j].y));
-            all.emplace_back(float(g[j].x), float(g[j].y));
-        }
-        std::vector<cv::Point2f> hull;
-        cv::convexHull(all, hull);
-        std::vector<P> hullD;
-        for (const auto& h : hull) hullD.emplace_back(h.x, h.y);
-        scene.occlude(hullD);
-        const cv::Vec3f base = r.randomColor(30, 230);
-        // Faces: top (f0 f1 g1 g0), right (f1 f2 g2 g1), bottom (f3 f2 g2 g3), left (f0 f3 g3 g0).
-        const bool showTop = vp.y < bx.fy0, showBottom = vp.y > bx.fy1;
-        const bool showLeft = vp.x < bx.fx0, showRight = vp.x > bx.fx1;
-        auto face = [&](int i0, int i1, double s) {
-            std::vector<P> q{f[i0], f[i1], g[i1], g[i0]};
-            r.fill(q, r.shade(base, s));
-            scene.addSegment(f[i1], g[i1]);
-            scene.addSegment(g[i1], g[i0]);
-            scene.addSegment(g[i0], f[i0]);
-        };
-        if (showTop) face(0, 1, r.uni(1.05, 1.3));
-        if (showBottom) face(3, 2, r.uni(0.5, 0.8));
-        if (showLeft) face(0, 3, r.uni(0.6, 0.9));
-        if (showRight) face(1, 2, r.uni(0.6, 0.9));
-        r.fill({f[0], f[1], f[2], f[3]}, base);
-        scene.addPolygon({f[0], f[1], f[2], f[3]});
-    }
-    // Duplicate edges (a face edge shared with the front face) are removed below.
+    for (const auto& bx : boxes) drawBox(r, scene, bx, room.vp);
+}
 
-    // --- clutter: filled ellipses occlude; curves and text are distractors --------------------
+// Clutter: filled ellipses occlude; curves and text are distractors (no ground truth).
+void drawClutter(Renderer& r, Scene& scene, double W, double H) {
     const int nEllipses = r.uniInt(0, 4);
     for (int i = 0; i < nEllipses; ++i) {
         const cv::Point2d c(r.uni(0, W), r.uni(0, H));
@@ -388,8 +434,12 @@ LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int he
         cv::putText(r.image(), txt, cv::Point(int(r.uni(0, W * 0.7)), int(r.uni(10, H))),
                     cv::FONT_HERSHEY_SIMPLEX, r.uni(0.25, 0.6), cv::Scalar::all(r.uni(0, 255)), 1, cv::LINE_AA);
     }
+}
 
-    // --- lighting, rotation, blur, noise, compression ---------------------------------------
+// Uneven lighting, then (half the time) a slight rotation about the centre; returns the map
+// from scene to image coordinates (continuous ones, pixel centres at +0.5).
+cv::Matx23d lightAndRotate(Renderer& r, int width, int height) {
+    const double W = width, H = height;
     {
         cv::Mat light(3, 3, CV_32FC1);
         r.cvrng().fill(light, cv::RNG::UNIFORM, 0.65, 1.25);
@@ -414,21 +464,28 @@ LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int he
         cv::warpAffine(r.image(), out, rot, r.image().size(), cv::INTER_LINEAR, cv::BORDER_REFLECT101);
         r.image() = out;
     }
+    return m;
+}
+
+// Blur, sensor noise, 8-bit conversion and (half the time) JPEG compression.
+cv::Mat finishImage(Renderer& r, int width, int height) {
     const double sigma = r.uni(0.3, 1.4);
     cv::GaussianBlur(r.image(), r.image(), cv::Size(0, 0), sigma);
     cv::Mat noise(height, width, CV_32FC3);
     r.cvrng().fill(noise, cv::RNG::NORMAL, 0, r.uni(2, 12));
     r.image() += noise;
-    LineSample s;
-    s.name = "procedural/" + std::to_string(seed) + "/" + std::to_string(index);
-    r.image().convertTo(s.image, CV_8UC3);
+    cv::Mat image;
+    r.image().convertTo(image, CV_8UC3);
     if (r.chance(0.5)) {
         std::vector<uchar> buf;
-        cv::imencode(".jpg", s.image, buf, {cv::IMWRITE_JPEG_QUALITY, r.uniInt(35, 90)});
-        s.image = cv::imdecode(buf, cv::IMREAD_COLOR);   // channel order kept as written
+        cv::imencode(".jpg", image, buf, {cv::IMWRITE_JPEG_QUALITY, r.uniInt(35, 90)});
+        image = cv::imdecode(buf, cv::IMREAD_COLOR);   // channel order kept as written
     }
-    auto lines = scene.lines(m, width, height, minLength);
-    // Remove exact duplicates (shared face edges), either endpoint order.
+    return image;
+}
+
+// `lines` [M, 4] without exact duplicates (shared face edges), in either endpoint order.
+torch::Tensor uniqueLines(const torch::Tensor& lines) {
     std::vector<std::array<float, 4>> uniq;
     auto acc = lines.accessor<float, 2>();
     for (int64_t i = 0; i < lines.size(0); ++i) {
@@ -441,9 +498,28 @@ LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int he
         }
         if (!dup) uniq.push_back(l);
     }
-    s.lines = torch::zeros({int64_t(uniq.size()), 4}, torch::kFloat);
+    torch::Tensor out = torch::zeros({int64_t(uniq.size()), 4}, torch::kFloat);
     for (size_t i = 0; i < uniq.size(); ++i)
-        for (int j = 0; j < 4; ++j) s.lines[int64_t(i)][j] = uniq[i][j];
+        for (int j = 0; j < 4; ++j) out[int64_t(i)][j] = uniq[i][j];
+    return out;
+}
+
+} // namespace
+
+LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int height, double minLength) {
+    Renderer r(width, height, splitmix(splitmix(seed) ^ uint64_t(index)));
+    Scene scene;
+    const Room room = randomRoom(r, width, height);
+    drawRoom(r, scene, room, width, height);
+    drawBackWallItems(r, scene, room);
+    drawSideWallItems(r, scene, room);
+    drawBoxes(r, scene, room);
+    drawClutter(r, scene, room.W, room.H);
+    const cv::Matx23d m = lightAndRotate(r, width, height);
+    LineSample s;
+    s.name = "procedural/" + std::to_string(seed) + "/" + std::to_string(index);
+    s.image = finishImage(r, width, height);
+    s.lines = uniqueLines(scene.lines(m, width, height, minLength));
     return s;
 }
 
