@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/h5/h5.h"
+#include "core/replay/episode_reader.h"
 
 namespace glimpse {
 
@@ -95,6 +96,54 @@ std::string humanBytes(long long bytes) {
     return buf;
 }
 
+std::string describeEpisode(const std::string& path) {
+    replay::ReaderOptions options;
+    options.cacheBytes = 0;
+    const replay::EpisodeReader r(path, options);
+    const auto& m = r.meta();
+    std::ostringstream out;
+    out.precision(6);
+    out << "  episode (format version " << r.formatVersion() << "): " << r.game() << ", " << r.length() << " steps, return "
+        << r.totalReturn() << ", " << (r.terminal() ? "ended (terminal)" : "cut before the end (truncated)") << "\n";
+    out << "  frames: " << r.frameWidth() << "x" << r.frameHeight() << " " << (r.frameChannels() == 1 ? "grey" : "RGB");
+    if (r.hasObservations()) {
+        const auto s = r.observationShape();
+        out << "; observations " << s[0] << "x" << s[1] << "x" << s[2] << " (C x h x w)";
+    }
+    out << "\n";
+    int64_t rewards = 0, lifeLosses = 0;
+    for (int64_t t = r.nextReward(-1); t >= 0; t = r.nextReward(t)) ++rewards;
+    for (int64_t t = r.nextLifeLoss(-1); t >= 0; t = r.nextLifeLoss(t)) ++lifeLosses;
+    out << "  " << r.actionNames().size() << " actions:";
+    for (const auto& n : r.actionNames()) out << " " << n;
+    out << "\n  " << rewards << (rewards == 1 ? " step" : " steps") << " with a reward, " << lifeLosses
+        << (lifeLosses == 1 ? " life loss" : " life losses");
+    if (r.has(replay::Series::Lives) && r.length() > 0)
+        out << ", lives " << r.series(replay::Series::Lives).front() << " -> " << r.series(replay::Series::Lives).back();
+    out << "\n";
+    if (!m.source.empty()) out << "  source: " << m.source << "\n";
+    if (r.hasModel()) {
+        out << "  model: " << m.model.family << ", checkpoint " << (m.model.checkpoint.empty() ? "(none)" : m.model.checkpoint)
+            << ", " << m.model.simulations << " simulations per step\n  recorded:";
+        bool any = false;
+        for (auto s : {replay::Series::Value, replay::Series::ValuePrefix, replay::Series::RootValue})
+            if (r.has(s)) {
+                out << " " << replay::seriesName(s);
+                any = true;
+            }
+        for (auto p : {replay::PerAction::Policy, replay::PerAction::Visits, replay::PerAction::ChildQ,
+                       replay::PerAction::ChildPrior})
+            if (r.has(p)) {
+                out << " " << replay::perActionName(p);
+                any = true;
+            }
+        out << (any ? "" : " (no per-step outputs)") << "\n";
+    } else {
+        out << "  model: none recorded\n";
+    }
+    return out.str();
+}
+
 std::string describeH5(const std::string& path) {
     h5::File f = h5::File::open(path);
     std::ostringstream out;
@@ -123,6 +172,13 @@ std::string describeH5(const std::string& path) {
         };
         list(f.group("series"), "");
         out << "\n";
+    }
+    if (glimpse && f.attrTypeDescription("kind").rfind("string", 0) == 0 && f.attrString("kind") == "glimpse.episode") {
+        try {
+            out << describeEpisode(path);
+        } catch (const std::exception& e) {
+            out << "  episode summary unavailable: " << e.what() << "\n";
+        }
     }
     out << "  /\n";
     Totals t;

@@ -10,6 +10,11 @@ namespace glimpse {
 // the file when it is missing, not HDF5, truncated or corrupt.
 std::string describeH5(const std::string& path);
 
+// The summary of an episode file (glimpse.episode, any version this Glimpse reads): game,
+// steps, return, terminal or truncated, frame shape, life losses, which model outputs are
+// recorded, format version. Throws glimpse::Error naming the file and the problem.
+std::string describeEpisode(const std::string& path);
+
 // "0 B", "512 B", "1.5 KiB", "3.2 MiB", ...
 std::string humanBytes(long long bytes);
 

@@ -6,3 +6,6 @@ glimpse_add_test(test_ez_replay SOURCES test_ez_replay.cpp LIBS glimpse_core TIM
 glimpse_add_test(test_ez_loss SOURCES test_ez_loss.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl)
 glimpse_add_test(test_ez_train SOURCES test_ez_train.cpp LIBS glimpse_core TIMEOUT 300 LABELS rl)
 glimpse_add_test(test_episode SOURCES test_episode.cpp LIBS glimpse_core TIMEOUT 60 LABELS rl)
+# Replay viewer core (core/replay): reader, frame cache, bench; importers on Python-written fixtures.
+glimpse_add_test(test_replay_reader SOURCES test_replay_reader.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl replay)
+glimpse_add_test(test_replay_import SOURCES test_replay_import.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl replay)
