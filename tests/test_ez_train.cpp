@@ -156,6 +156,39 @@ private Q_SLOTS:
         QVERIFY(log.series.at("lr").values[6] > 0);
     }
 
+    // state.h5 is the glimpse.ez_state layout of docs/formats.md: a file holding only the
+    // documented attributes and datasets, copied one by one from the run's state, resumes the run
+    // (so state files written before a change of the trainer keep loading).
+    void stateFileHasDocumentedLayout() {
+        auto src = h5::openGlimpse(path("run/state.h5"), "glimpse.ez_state", 1);
+        auto env = rl::makeEnv("breakout");
+        Network net(cpuNetwork(*env, tiny(1).network));
+        const std::string copied = path("layout/state.h5");
+        std::filesystem::create_directories(path("layout"));
+        h5::writeAtomically(copied, "glimpse.ez_state", 1, [&](h5::File& f) {
+            for (const char* a : {"train_config", "network_config", "rng"}) f.setAttr(a, src.attrString(a));
+            for (const char* a : {"updates", "env_steps", "episodes", "replay_total_added"}) f.setAttr(a, src.attrInt(a));
+            f.writeTensor("env_episodes", src.readTensor("env_episodes"));
+            f.writeTensor("optimizer", src.readTensor("optimizer"));
+            for (const char* g : {"network", "target"}) {
+                auto dst = f.createGroup(g);
+                for (const auto& p : net.module().named_parameters(true))
+                    dst.writeTensor("p/" + p.key(), src.readTensor(std::string(g) + "/p/" + p.key()));
+                for (const auto& b : net.module().named_buffers(true))
+                    dst.writeTensor("b/" + b.key(), src.readTensor(std::string(g) + "/b/" + b.key()));
+            }
+            auto replay = f.createGroup("replay");
+            for (const char* d : {"lengths", "terminal", "frames", "actions", "rewards", "root_values", "policies", "priorities"})
+                replay.writeTensor(d, src.readTensor(std::string("replay/") + d));
+        });
+        const int64_t updates = src.attrInt("updates"), envSteps = src.attrInt("env_steps");
+        src.close();
+        const auto r = trainAgent(tiny(updates + 1), path("layout"));
+        QCOMPARE(r.updates, updates + 1);
+        QVERIFY(r.envSteps > envSteps);
+        QCOMPARE(RunLog::load(path("layout/runlog.h5")).series.at("loss").steps.back(), updates + 1);
+    }
+
     // Table 5.8: rewards are clipped to their sign and a lost life ends the game history in
     // training (the logged returns stay the game's own). Pellets pays 1 / 5 / 10 and has 3
     // lives (a random player loses them within ~50 steps), so without either rule the replay holds rewards above 1 and one history per

@@ -3,9 +3,10 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -15,10 +16,11 @@
 #include "core/models/efficientzero/loss.h"
 #include "core/models/efficientzero/model.h"
 #include "core/models/efficientzero/search.h"
-#include "core/rl/episode.h"
 #include "core/rl/mcts.h"
 #include "core/rl/replay.h"
 #include "core/runlog.h"
+#include "core/train/loop.h"
+#include "core/train/state.h"
 
 namespace glimpse::efficientzero {
 
@@ -125,23 +127,20 @@ Config cpuNetwork(const rl::Env& env, const nlohmann::json& overrides) {
     return c;
 }
 
-// ---- helpers -------------------------------------------------------------------------------
+// ---- resumable state (state.h5, kind glimpse.ez_state; layout in docs/formats.md) ------------
 
 namespace {
-
-void copyWeights(Network& src, Network& dst) {
-    torch::NoGradGuard ng;
-    auto sp = src.module().named_parameters(true), dp = dst.module().named_parameters(true);
-    for (const auto& p : sp) dp[p.key()].copy_(p.value());
-    auto sb = src.module().named_buffers(true), db = dst.module().named_buffers(true);
-    for (const auto& b : sb) db[b.key()].copy_(b.value());
-}
 
 double learningRate(const TrainConfig& c, int64_t update) {
     if (update < c.warmupSteps) return c.lr * double(update + 1) / double(c.warmupSteps + 1);
     const double p = std::clamp(double(update - c.warmupSteps) / double(std::max<int64_t>(1, c.steps - c.warmupSteps)), 0.0, 1.0);
     if (c.lrSchedule == "step") return p < 0.5 ? c.lr : (p < 0.75 ? c.lr * 0.1 : c.lr * 0.01);
     return c.lrFinal + 0.5 * (c.lr - c.lrFinal) * (1.0 + std::cos(M_PI * p));
+}
+
+// The target and self-play networks are copies of the learner's (parameters and buffers).
+void copyWeights(Network& src, Network& dst) {
+    train::loadModuleTensors(dst.module(), train::moduleTensors(src.module()), "efficientzero network copy");
 }
 
 std::string rngString(const std::mt19937_64& rng) {
@@ -180,97 +179,61 @@ void readModule(const h5::Group& g, torch::nn::Module& m) {
     }
 }
 
-constexpr const char* kStateKind = "glimpse.ez_state";
-
-struct Counters {
-    int64_t updates = 0, envSteps = 0, episodes = 0;
-    std::vector<int64_t> envEpisodes;  // per self-play environment: episodes started
-};
-
-void saveState(const std::string& path, const TrainConfig& cfg, const Config& netCfg, Network& net, Network& target,
-               torch::optim::SGD& opt, const rl::ReplayBuffer& replay, const Counters& n, const std::mt19937_64& rng) {
-    std::ostringstream optBytes;
-    {
-        torch::serialize::OutputArchive ar;
-        opt.save(ar);
-        ar.save_to(optBytes);
+void writeOptimizer(h5::File& f, torch::optim::SGD& opt) {
+    std::ostringstream bytes;
+    torch::serialize::OutputArchive ar;
+    opt.save(ar);
+    ar.save_to(bytes);
+    f.writeTensor("optimizer", bytesTensor(bytes.str()));
+}
+void readOptimizer(const h5::File& f, torch::optim::SGD& opt, const std::string& path) {
+    const std::string bytes = tensorBytes(f.readTensor("optimizer", torch::kUInt8, {-1}));
+    torch::serialize::InputArchive ar;
+    try {
+        ar.load_from(bytes.data(), bytes.size());
+        opt.load(ar);
+    } catch (const c10::Error& e) {
+        throw Error(path + ": corrupt optimizer state");
     }
-    h5::writeAtomically(path, kStateKind, 1, [&](h5::File& f) {
-        f.setAttr("train_config", cfg.toJson().dump());
-        f.setAttr("network_config", netCfg.toJson().dump());
-        f.setAttr("updates", n.updates);
-        f.setAttr("env_steps", n.envSteps);
-        f.setAttr("episodes", n.episodes);
-        f.setAttr("rng", rngString(rng));
-        f.setAttr("replay_total_added", replay.totalAdded());
-        f.writeTensor("env_episodes", torch::tensor(n.envEpisodes, torch::kInt64));
-        writeModule(f.createGroup("network"), net.module());
-        writeModule(f.createGroup("target"), target.module());
-        f.writeTensor("optimizer", bytesTensor(optBytes.str()));
-        // Replay: games concatenated.
-        const auto& games = replay.games();
-        std::vector<int64_t> lengths;
-        std::vector<uint8_t> terminal;
-        std::vector<uint8_t> frames;
-        std::vector<int64_t> actions;
-        std::vector<float> rewards, values, policies;
-        std::vector<double> prios;
-        for (size_t g = 0; g < games.size(); ++g) {
-            const auto& h = games[g];
-            lengths.push_back(h.length());
-            terminal.push_back(h.terminal ? 1 : 0);
-            frames.insert(frames.end(), h.frames.begin(), h.frames.end());
-            actions.insert(actions.end(), h.actions.begin(), h.actions.end());
-            rewards.insert(rewards.end(), h.rewards.begin(), h.rewards.end());
-            values.insert(values.end(), h.rootValues.begin(), h.rootValues.end());
-            policies.insert(policies.end(), h.policies.begin(), h.policies.end());
-            const auto& p = replay.priorities(int(g));
-            prios.insert(prios.end(), p.begin(), p.end());
-        }
-        auto r = f.createGroup("replay");
-        h5::WriteOptions gz{h5::Compression::Gzip, 4};
-        auto vec = [](auto& v, torch::ScalarType t) {
-            return torch::from_blob(v.data(), {int64_t(v.size())}, t).clone();
-        };
-        r.writeTensor("lengths", vec(lengths, torch::kInt64));
-        r.writeTensor("terminal", vec(terminal, torch::kUInt8));
-        r.writeTensor("frames", vec(frames, torch::kUInt8), gz);
-        r.writeTensor("actions", vec(actions, torch::kInt64), gz);
-        r.writeTensor("rewards", vec(rewards, torch::kFloat32), gz);
-        r.writeTensor("root_values", vec(values, torch::kFloat32), gz);
-        r.writeTensor("policies", vec(policies, torch::kFloat32), gz);
-        r.writeTensor("priorities", vec(prios, torch::kFloat64), gz);
-    });
 }
 
-void loadState(const std::string& path, const TrainConfig& cfg, const Config& netCfg, Network& net, Network& target,
-               torch::optim::SGD& opt, rl::ReplayBuffer& replay, Counters& n, std::mt19937_64& rng) {
-    h5::File f = h5::openGlimpse(path, kStateKind, 1);
-    const auto saved = nlohmann::json::parse(f.attrString("train_config"), nullptr, false);
-    if (saved.is_discarded() || !saved.is_object()) throw Error(path + ": corrupt train_config attribute");
-    if (saved.value("env", "") != cfg.env)
-        throw Error(path + ": the run was trained on '" + saved.value("env", "") + "', not '" + cfg.env + "'");
-    if (f.attrString("network_config") != netCfg.toJson().dump())
-        throw Error(path + ": the run's network config differs from this one");
-    n.updates = f.attrInt("updates");
-    n.envSteps = f.attrInt("env_steps");
-    n.episodes = f.attrInt("episodes");
-    rngFromString(rng, f.attrString("rng"), path);
-    const Tensor envEp = f.readTensor("env_episodes", torch::kInt64, {-1});
-    n.envEpisodes.assign(envEp.data_ptr<int64_t>(), envEp.data_ptr<int64_t>() + envEp.numel());
-    readModule(f.group("network"), net.module());
-    readModule(f.group("target"), target.module());
-    {
-        const std::string bytes = tensorBytes(f.readTensor("optimizer", torch::kUInt8, {-1}));
-        torch::serialize::InputArchive ar;
-        try {
-            ar.load_from(bytes.data(), bytes.size());
-            opt.load(ar);
-        } catch (const c10::Error& e) {
-            throw Error(path + ": corrupt optimizer state");
-        }
+// The replay buffer's games concatenated: lengths, terminal flags, then per transition (frames
+// per game: length + 1) in game order.
+void writeReplay(h5::Group r, const rl::ReplayBuffer& replay) {
+    const auto& games = replay.games();
+    std::vector<int64_t> lengths;
+    std::vector<uint8_t> terminal;
+    std::vector<uint8_t> frames;
+    std::vector<int64_t> actions;
+    std::vector<float> rewards, values, policies;
+    std::vector<double> prios;
+    for (size_t g = 0; g < games.size(); ++g) {
+        const auto& h = games[g];
+        lengths.push_back(h.length());
+        terminal.push_back(h.terminal ? 1 : 0);
+        frames.insert(frames.end(), h.frames.begin(), h.frames.end());
+        actions.insert(actions.end(), h.actions.begin(), h.actions.end());
+        rewards.insert(rewards.end(), h.rewards.begin(), h.rewards.end());
+        values.insert(values.end(), h.rootValues.begin(), h.rootValues.end());
+        policies.insert(policies.end(), h.policies.begin(), h.policies.end());
+        const auto& p = replay.priorities(int(g));
+        prios.insert(prios.end(), p.begin(), p.end());
     }
-    auto r = f.group("replay");
+    h5::WriteOptions gz{h5::Compression::Gzip, 4};
+    auto vec = [](auto& v, torch::ScalarType t) {
+        return torch::from_blob(v.data(), {int64_t(v.size())}, t).clone();
+    };
+    r.writeTensor("lengths", vec(lengths, torch::kInt64));
+    r.writeTensor("terminal", vec(terminal, torch::kUInt8));
+    r.writeTensor("frames", vec(frames, torch::kUInt8), gz);
+    r.writeTensor("actions", vec(actions, torch::kInt64), gz);
+    r.writeTensor("rewards", vec(rewards, torch::kFloat32), gz);
+    r.writeTensor("root_values", vec(values, torch::kFloat32), gz);
+    r.writeTensor("policies", vec(policies, torch::kFloat32), gz);
+    r.writeTensor("priorities", vec(prios, torch::kFloat64), gz);
+}
+
+void readReplay(const h5::Group& r, const Config& netCfg, rl::ReplayBuffer& replay, const std::string& path) {
     const Tensor lengths = r.readTensor("lengths", torch::kInt64, {-1});
     const int64_t G = lengths.numel();
     const int64_t T = G ? lengths.sum().item<int64_t>() : 0;
@@ -304,7 +267,60 @@ void loadState(const std::string& path, const TrainConfig& cfg, const Config& ne
         off += L;
         foff += L + 1;
     }
-    replay.setTotalAdded(f.attrInt("replay_total_added"));
+}
+
+constexpr const char* kStateKind = "glimpse.ez_state";
+
+struct Counters {
+    int64_t updates = 0, envSteps = 0, episodes = 0;
+    std::vector<int64_t> envEpisodes;  // per self-play environment: episodes started
+};
+
+// Everything the learner needs to continue a run exactly.
+struct Learner {
+    Network net, target, actor;
+    torch::optim::SGD opt;
+    rl::ReplayBuffer replay;
+    Counters n;
+    std::mt19937_64 rng;   // replay sampling and targets
+};
+
+void saveState(const std::string& path, const TrainConfig& cfg, const Config& netCfg, Learner& l) {
+    h5::writeAtomically(path, kStateKind, 1, [&](h5::File& f) {
+        f.setAttr("train_config", cfg.toJson().dump());
+        f.setAttr("network_config", netCfg.toJson().dump());
+        f.setAttr("updates", l.n.updates);
+        f.setAttr("env_steps", l.n.envSteps);
+        f.setAttr("episodes", l.n.episodes);
+        f.setAttr("rng", rngString(l.rng));
+        f.setAttr("replay_total_added", l.replay.totalAdded());
+        f.writeTensor("env_episodes", torch::tensor(l.n.envEpisodes, torch::kInt64));
+        writeModule(f.createGroup("network"), l.net.module());
+        writeModule(f.createGroup("target"), l.target.module());
+        writeOptimizer(f, l.opt);
+        writeReplay(f.createGroup("replay"), l.replay);
+    });
+}
+
+void loadState(const std::string& path, const TrainConfig& cfg, const Config& netCfg, Learner& l) {
+    h5::File f = h5::openGlimpse(path, kStateKind, 1);
+    const auto saved = nlohmann::json::parse(f.attrString("train_config"), nullptr, false);
+    if (saved.is_discarded() || !saved.is_object()) throw Error(path + ": corrupt train_config attribute");
+    if (saved.value("env", "") != cfg.env)
+        throw Error(path + ": the run was trained on '" + saved.value("env", "") + "', not '" + cfg.env + "'");
+    if (f.attrString("network_config") != netCfg.toJson().dump())
+        throw Error(path + ": the run's network config differs from this one");
+    l.n.updates = f.attrInt("updates");
+    l.n.envSteps = f.attrInt("env_steps");
+    l.n.episodes = f.attrInt("episodes");
+    rngFromString(l.rng, f.attrString("rng"), path);
+    const Tensor envEp = f.readTensor("env_episodes", torch::kInt64, {-1});
+    l.n.envEpisodes.assign(envEp.data_ptr<int64_t>(), envEp.data_ptr<int64_t>() + envEp.numel());
+    readModule(f.group("network"), l.net.module());
+    readModule(f.group("target"), l.target.module());
+    readOptimizer(f, l.opt, path);
+    readReplay(f.group("replay"), netCfg, l.replay, path);
+    l.replay.setTotalAdded(f.attrInt("replay_total_added"));
 }
 
 const std::vector<std::string> kSeries = {
@@ -312,31 +328,18 @@ const std::vector<std::string> kSeries = {
     "episode_return", "episode_length", "normalized_score", "env_steps", "env_steps_per_s", "updates_per_s",
     "replay_size"};
 
+// Series whose step axis is environment steps (the others count learner updates).
+bool countsEnvSteps(const std::string& series) {
+    return series == "episode_return" || series == "episode_length" || series == "normalized_score";
+}
+
 } // namespace
 
 // ---- training ------------------------------------------------------------------------------
 
-TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train::Control* control,
-                  const train::ProgressFn& progress) {
-    cfg.validate();
-    rl::EnvOptions envOpts;
-    envOpts.maxEpisodeSteps = cfg.maxEpisodeSteps;
-    std::vector<std::unique_ptr<rl::Env>> envs;
-    for (int i = 0; i < cfg.numEnvs; ++i) envs.push_back(rl::makeEnv(cfg.env, envOpts));  // unknown game -> Error
-    const Config netCfg = cpuNetwork(*envs.front(), cfg.network);
-    const int A = netCfg.numActions, stack = netCfg.stack;
-    const rl::ObsShape fs = envs.front()->observationShape();
-    const int64_t stackNumel = int64_t(stack) * fs.numel();
+namespace {
 
-    fs::create_directories(runDir);
-    const std::string statePath = (fs::path(runDir) / "state.h5").string();
-    const std::string modelPath = (fs::path(runDir) / "model.h5").string();
-    const std::string logPath = (fs::path(runDir) / "runlog.h5").string();
-
-    torch::manual_seed(cfg.seed);
-    Network net(netCfg), target(netCfg), actor(netCfg);
-    torch::optim::SGD opt(net.parameters(),
-                          torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum).weight_decay(cfg.weightDecay));
+rl::ReplayConfig replayConfig(const TrainConfig& cfg) {
     rl::ReplayConfig rc;
     rc.capacity = cfg.replayCapacity;
     rc.alpha = cfg.priorityAlpha;
@@ -344,466 +347,411 @@ TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train:
     rc.unroll = cfg.unroll;
     rc.tdSteps = cfg.tdSteps;
     rc.discount = cfg.discount;
-    rl::ReplayBuffer replay(rc);
-    Counters n;
-    n.envEpisodes.assign(size_t(cfg.numEnvs), 0);
-    std::mt19937_64 rng(cfg.seed * 0x9E3779B97F4A7C15ull + 17);
+    return rc;
+}
 
-    // Resume: restore everything; the episodes that were running are not saved and start anew.
-    RunLog previous;
-    const bool resuming = fs::exists(statePath);
-    if (resuming) {
-        loadState(statePath, cfg, netCfg, net, target, opt, replay, n, rng);
-        if (int(n.envEpisodes.size()) != cfg.numEnvs) n.envEpisodes.resize(size_t(cfg.numEnvs), 0);
-        if (fs::exists(logPath)) {
-            try {
-                previous = RunLog::load(logPath);
-            } catch (const Error&) {
-                previous = RunLog{};  // an unreadable old log is replaced
-            }
-        }
-    } else {
-        copyWeights(net, target);
-    }
-    copyWeights(net, actor);
-    target.train(false);
-    actor.train(false);
+std::vector<std::unique_ptr<rl::Env>> makeEnvs(const TrainConfig& cfg) {
+    rl::EnvOptions envOpts;
+    envOpts.maxEpisodeSteps = cfg.maxEpisodeSteps;
+    std::vector<std::unique_ptr<rl::Env>> envs;
+    for (int i = 0; i < cfg.numEnvs; ++i) envs.push_back(rl::makeEnv(cfg.env, envOpts));  // unknown game -> Error
+    return envs;
+}
 
-    nlohmann::json logConfig = cfg.toJson();
-    logConfig["family"] = "efficientzero";
-    logConfig["network_config"] = netCfg.toJson();
-    RunLogWriter log = RunLogWriter::create(logPath, logConfig, kSeries);
-    for (const auto& [name, s] : previous.series)
-        if (std::find(kSeries.begin(), kSeries.end(), name) != kSeries.end())
-            for (size_t i = 0; i < s.size(); ++i) {
-                if (s.steps[i] > (name == "episode_return" || name == "episode_length" || name == "normalized_score" ? n.envSteps : n.updates))
-                    continue;  // rows written after the checkpoint we resume from
-                log.append(name, s.steps[i], s.values[i], s.wallTimes[i]);
-            }
-    const double wallOffset = previous.series.count("loss") && previous.series.at("loss").size()
-                                  ? previous.series.at("loss").wallTimes.back()
-                                  : 0.0;
+// The learner of a new run: the three networks from the run's seed (learner first), SGD.
+Learner newLearner(const TrainConfig& cfg, const Config& netCfg) {
+    torch::manual_seed(cfg.seed);
+    Network net(netCfg), target(netCfg), actor(netCfg);
+    torch::optim::SGD opt(net.parameters(),
+                          torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum).weight_decay(cfg.weightDecay));
+    Learner l{net, target, actor, std::move(opt), rl::ReplayBuffer(replayConfig(cfg)), Counters{},
+              std::mt19937_64(cfg.seed * 0x9E3779B97F4A7C15ull + 17)};
+    l.n.envEpisodes.assign(size_t(cfg.numEnvs), 0);
+    return l;
+}
 
-    // Self-play state.
-    std::vector<rl::GameHistory> histories(size_t(cfg.numEnvs));
-    std::vector<double> episodeReturn(size_t(cfg.numEnvs), 0.0);  // the game's own rewards
-    std::vector<int> episodeLength(size_t(cfg.numEnvs), 0), lives(size_t(cfg.numEnvs), 0);
-    // A new game history starting from the environment's current frame (a new episode, or
-    // the same episode after a lost life when lifeLossTerminal).
-    auto startHistory = [&](int i) {
-        auto& h = histories[size_t(i)];
-        h = rl::GameHistory{};
-        h.frame = fs;
-        h.numActions = A;
-        const auto obs = envs[size_t(i)]->observation();
-        h.addFrame(obs.data());
-    };
-    auto startEpisode = [&](int i) {
-        envs[size_t(i)]->reset(rl::episodeSeed(cfg.seed, i, n.envEpisodes[size_t(i)]++));
-        episodeReturn[size_t(i)] = 0;
-        episodeLength[size_t(i)] = 0;
-        lives[size_t(i)] = envs[size_t(i)]->lives();
-        startHistory(i);
-    };
+// The learner's batch buffers: the Batch tensors view them until the next batch.
+struct BatchBuffers {
+    std::vector<float> obs, nextObs, bootObs;
+    std::vector<int64_t> actions;
+    std::vector<float> prefix, value, policy, mask, weights;
+};
+
+// One training run: self-play in cfg.numEnvs environments searched in one batch, and learner
+// updates at the replay ratio once the buffer holds minReplay transitions.
+class Trainer {
+public:
+    Trainer(const TrainConfig& cfg, const std::string& runDir, train::Control* control, const train::ProgressFn& progress);
+    TrainResult run();
+
+private:
+    void resumeOrStart();
+    void openLog(const RunLog& previous);
+    void startHistory(int i);
+    void startEpisode(int i);
+    void selfPlayStep();
+    void playMove(int i, const rl::SearchResult& res, double temperature, std::vector<float>& frame);
+    void endEpisode(int i);
+    void trainAsDue();
+    void learnStep();
+    Batch sampleBatch(const std::vector<rl::SampledPosition>& positions);
+    std::vector<float> reanalyze(const std::vector<std::pair<int, int>>& boot);
+    Batch assembleBatch(const std::vector<rl::SampledPosition>& positions, const std::vector<rl::PositionTargets>& tg,
+                        const std::vector<float>& bootValues);
+    void logUpdate(const LossTerms& terms, double total, double lr, double beta, double gradNorm);
+    void reportProgress();
+    void writeCheckpoints();
+    double wallTime() const { return wallOffset_ + rep_->elapsed(); }
+
+    const TrainConfig& cfg_;
+    train::Control* control_;
+    train::ProgressFn progress_;
+    std::vector<std::unique_ptr<rl::Env>> envs_;
+    Config netCfg_;
+    rl::ObsShape frame_;
+    int A_, stack_;
+    int64_t stackNumel_;
+    std::string statePath_, modelPath_, logPath_;
+    Learner l_;
+
+    std::optional<RunLogWriter> log_;
+    double wallOffset_ = 0;   // wall time of the resumed run's last loss row
+    std::optional<train::StepReporter> rep_;
+
+    // Self-play.
+    std::vector<rl::GameHistory> histories_;
+    std::vector<double> episodeReturn_;   // the game's own rewards
+    std::vector<int> episodeLength_, lives_;
+    std::optional<rl::Mcts> mcts_;
+    std::mt19937_64 actRng_;
+    std::vector<float> obsBuf_;
+
+    // Learner pace and rates.
+    int64_t startUpdates_ = 0;
+    int64_t envStepsAtFill_ = -1;  // env steps when replay reached minReplay in this process
+    double lastRateTime_ = 0;
+    int64_t lastRateUpdates_ = 0, lastRateEnv_ = 0;
+    BatchBuffers buf_;
+};
+
+Trainer::Trainer(const TrainConfig& cfg, const std::string& runDir, train::Control* control,
+                 const train::ProgressFn& progress)
+    : cfg_(cfg), control_(control), progress_(progress), envs_(makeEnvs(cfg)),
+      netCfg_(cpuNetwork(*envs_.front(), cfg.network)), frame_(envs_.front()->observationShape()),
+      A_(netCfg_.numActions), stack_(netCfg_.stack), stackNumel_(int64_t(stack_) * frame_.numel()),
+      statePath_((fs::path(runDir) / "state.h5").string()), modelPath_((fs::path(runDir) / "model.h5").string()),
+      logPath_((fs::path(runDir) / "runlog.h5").string()), l_(newLearner(cfg, netCfg_)) {
+    fs::create_directories(runDir);
+    resumeOrStart();
+    histories_.resize(size_t(cfg.numEnvs));
+    episodeReturn_.assign(size_t(cfg.numEnvs), 0.0);
+    episodeLength_.assign(size_t(cfg.numEnvs), 0);
+    lives_.assign(size_t(cfg.numEnvs), 0);
     for (int i = 0; i < cfg.numEnvs; ++i) startEpisode(i);
     rl::MctsConfig mc;
     mc.numSimulations = cfg.simulations;
     mc.discount = cfg.discount;
-    rl::Mcts mcts(mc, cfg.seed + uint64_t(n.updates) * 7919 + 1);
-    std::mt19937_64 actRng(cfg.seed + uint64_t(n.envSteps) * 104729 + 3);
+    mcts_.emplace(mc, cfg.seed + uint64_t(l_.n.updates) * 7919 + 1);
+    actRng_.seed(cfg.seed + uint64_t(l_.n.envSteps) * 104729 + 3);
+    obsBuf_.resize(size_t(cfg.numEnvs * stackNumel_));
+    startUpdates_ = lastRateUpdates_ = l_.n.updates;
+    lastRateEnv_ = l_.n.envSteps;
+    rep_.emplace(*log_, progress_, cfg.steps, l_.n.updates);
+}
 
-    const auto t0 = std::chrono::steady_clock::now();
-    auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+// Resume: restore everything from state.h5 (the episodes that were running are not saved and
+// start anew) and keep the old log's rows up to the checkpoint; else a new run.
+void Trainer::resumeOrStart() {
+    RunLog previous;
+    if (fs::exists(statePath_)) {
+        loadState(statePath_, cfg_, netCfg_, l_);
+        if (int(l_.n.envEpisodes.size()) != cfg_.numEnvs) l_.n.envEpisodes.resize(size_t(cfg_.numEnvs), 0);
+        previous = train::previousRunLog(logPath_);
+    } else {
+        copyWeights(l_.net, l_.target);
+    }
+    copyWeights(l_.net, l_.actor);
+    l_.target.train(false);
+    l_.actor.train(false);
+    openLog(previous);
+}
+
+void Trainer::openLog(const RunLog& previous) {
+    nlohmann::json logConfig = cfg_.toJson();
+    logConfig["family"] = "efficientzero";
+    logConfig["network_config"] = netCfg_.toJson();
+    const Counters& n = l_.n;
+    log_.emplace(train::openRunLog(logPath_, logConfig, kSeries, previous, [&n](const std::string& series) {
+        return countsEnvSteps(series) ? n.envSteps : n.updates;   // rows written after the checkpoint are dropped
+    }));
+    const auto loss = previous.series.find("loss");
+    wallOffset_ = loss != previous.series.end() && loss->second.size() ? loss->second.wallTimes.back() : 0.0;
+}
+
+// A new game history starting from the environment's current frame (a new episode, or the same
+// episode after a lost life when lifeLossTerminal).
+void Trainer::startHistory(int i) {
+    auto& h = histories_[size_t(i)];
+    h = rl::GameHistory{};
+    h.frame = frame_;
+    h.numActions = A_;
+    const auto obs = envs_[size_t(i)]->observation();
+    h.addFrame(obs.data());
+}
+
+void Trainer::startEpisode(int i) {
+    envs_[size_t(i)]->reset(rl::episodeSeed(cfg_.seed, i, l_.n.envEpisodes[size_t(i)]++));
+    episodeReturn_[size_t(i)] = 0;
+    episodeLength_[size_t(i)] = 0;
+    lives_[size_t(i)] = envs_[size_t(i)]->lives();
+    startHistory(i);
+}
+
+void Trainer::selfPlayStep() {
+    for (int i = 0; i < cfg_.numEnvs; ++i)
+        histories_[size_t(i)].stackedInto(histories_[size_t(i)].length(), stack_, obsBuf_.data() + i * stackNumel_);
+    const Tensor obs =
+        torch::from_blob(obsBuf_.data(), {cfg_.numEnvs, int64_t(stack_) * frame_.channels, frame_.height, frame_.width});
+    const auto res = searchBatch(l_.actor, *mcts_, obs, true);
+    const double temp = selfPlayTemperature(cfg_, l_.n.updates);
+    std::vector<float> frame(size_t(frame_.numel()));
+    for (int i = 0; i < cfg_.numEnvs; ++i) playMove(i, res, temp, frame);
+}
+
+void Trainer::playMove(int i, const rl::SearchResult& res, double temperature, std::vector<float>& frame) {
+    auto& env = *envs_[size_t(i)];
+    auto& h = histories_[size_t(i)];
+    const int a = rl::selectAction(res.visitCounts[size_t(i)], temperature, actRng_);
+    const auto step = env.step(a);
+    episodeReturn_[size_t(i)] += step.reward;
+    ++episodeLength_[size_t(i)];
+    const float reward = cfg_.clipRewards ? float((step.reward > 0) - (step.reward < 0)) : step.reward;
+    const bool lifeLost = cfg_.lifeLossTerminal && step.lives < lives_[size_t(i)];
+    lives_[size_t(i)] = step.lives;
+    h.actions.push_back(a);
+    h.rewards.push_back(reward);
+    h.rootValues.push_back(res.rootValues[size_t(i)]);
+    const auto& target = cfg_.policyTarget == "visits" ? res.policies[size_t(i)] : res.improvedPolicies[size_t(i)];
+    h.policies.insert(h.policies.end(), target.begin(), target.end());
+    env.observationInto(frame.data());
+    h.addFrame(frame.data());
+    ++l_.n.envSteps;
+    if (!step.done() && lifeLost) {
+        h.terminal = true;
+        h.done = true;
+        l_.replay.add(std::move(h));
+        startHistory(i);
+    } else if (step.done()) {
+        h.terminal = step.terminal || lifeLost;
+        h.done = true;
+        endEpisode(i);
+    }
+}
+
+void Trainer::endEpisode(int i) {
+    const double ret = episodeReturn_[size_t(i)];
+    const int len = episodeLength_[size_t(i)];
+    l_.replay.add(std::move(histories_[size_t(i)]));
+    ++l_.n.episodes;
+    const int64_t at = l_.n.envSteps;
+    log_->append("episode_return", at, ret, wallTime());
+    log_->append("episode_length", at, len, wallTime());
+    log_->append("normalized_score", at, rl::normalizedScore(cfg_.env, ret), wallTime());
+    rep_->setLatest("episode_return", ret);
+    startEpisode(i);
+}
+
+// Replay ratio: once the buffer is filled, learner updates follow environment steps.
+void Trainer::trainAsDue() {
+    if (l_.replay.transitions() < cfg_.minReplay) return;
+    if (envStepsAtFill_ < 0) envStepsAtFill_ = l_.n.envSteps;
+    const int64_t due =
+        startUpdates_ + int64_t(double(l_.n.envSteps - envStepsAtFill_ + cfg_.numEnvs) * cfg_.updatesPerEnvStep);
+    while (l_.n.updates < cfg_.steps && l_.n.updates < due) {
+        learnStep();
+        if (control_ && control_->stopRequested()) break;
+    }
+}
+
+// The stacked observations of the sampled positions and the K following ones, and the n-step
+// targets; bootstrap values are reanalyzed by the target network.
+Batch Trainer::sampleBatch(const std::vector<rl::SampledPosition>& positions) {
+    const int B = cfg_.batchSize, K = cfg_.unroll;
+    std::vector<rl::PositionTargets> tg;
+    tg.reserve(size_t(B));
+    buf_.obs.assign(size_t(B * stackNumel_), 0.f);
+    buf_.nextObs.assign(size_t(B * K * stackNumel_), 0.f);
+    std::vector<std::pair<int, int>> boot;  // (game, step) whose value is reanalyzed
+    for (int b = 0; b < B; ++b) {
+        const auto& p = positions[size_t(b)];
+        const auto& g = l_.replay.games()[size_t(p.game)];
+        tg.push_back(l_.replay.targets(p.game, p.pos, l_.rng));
+        g.stackedInto(p.pos, stack_, buf_.obs.data() + b * stackNumel_);
+        for (int k = 0; k < K; ++k)
+            g.stackedInto(std::min(p.pos + k + 1, g.length()), stack_, buf_.nextObs.data() + (int64_t(b) * K + k) * stackNumel_);
+        for (int idx : tg.back().valueIndex)
+            if (idx >= 0) boot.emplace_back(p.game, idx);
+    }
+    return assembleBatch(positions, tg, reanalyze(boot));
+}
+
+// The target network's value of every bootstrap observation.
+std::vector<float> Trainer::reanalyze(const std::vector<std::pair<int, int>>& boot) {
+    std::vector<float> bootValues;
+    if (boot.empty()) return bootValues;
+    buf_.bootObs.assign(boot.size() * size_t(stackNumel_), 0.f);
+    for (size_t j = 0; j < boot.size(); ++j)
+        l_.replay.games()[size_t(boot[j].first)].stackedInto(boot[j].second, stack_, buf_.bootObs.data() + int64_t(j) * stackNumel_);
+    torch::NoGradGuard ng;
+    const Tensor obs = torch::from_blob(buf_.bootObs.data(),
+                                        {int64_t(boot.size()), int64_t(stack_) * frame_.channels, frame_.height, frame_.width});
+    const Tensor v = l_.target.initialInference(obs).value.contiguous();
+    bootValues.assign(v.data_ptr<float>(), v.data_ptr<float>() + v.numel());
+    return bootValues;
+}
+
+Batch Trainer::assembleBatch(const std::vector<rl::SampledPosition>& positions, const std::vector<rl::PositionTargets>& tg,
+                             const std::vector<float>& bootValues) {
+    const int B = cfg_.batchSize, K = cfg_.unroll, A = A_;
+    buf_.actions.assign(size_t(B * K), 0);
+    buf_.prefix.assign(size_t(B * K), 0.f);
+    buf_.value.assign(size_t(B * (K + 1)), 0.f);
+    buf_.policy.assign(size_t(B * (K + 1) * A), 0.f);
+    buf_.mask.assign(size_t(B * (K + 1)), 0.f);
+    buf_.weights.assign(size_t(B), 0.f);
+    size_t bi = 0;
+    for (int b = 0; b < B; ++b) {
+        const auto& t = tg[size_t(b)];
+        for (int k = 0; k < K; ++k) {
+            buf_.actions[size_t(b * K + k)] = t.actions[size_t(k)];
+            buf_.prefix[size_t(b * K + k)] = t.valuePrefix[size_t(k)];
+        }
+        for (int k = 0; k <= K; ++k) {
+            float z = t.valueRewardPart[size_t(k)];
+            if (t.valueIndex[size_t(k)] >= 0) z += t.valueDiscount[size_t(k)] * bootValues[bi++];
+            buf_.value[size_t(b * (K + 1) + k)] = z;
+            buf_.mask[size_t(b * (K + 1) + k)] = t.mask[size_t(k)];
+        }
+        std::copy(t.policy.begin(), t.policy.end(), buf_.policy.begin() + long(b) * (K + 1) * A);
+        buf_.weights[size_t(b)] = float(positions[size_t(b)].weight);
+    }
+    Batch batch;
+    const int64_t in = int64_t(stack_) * frame_.channels;
+    batch.obs = torch::from_blob(buf_.obs.data(), {B, in, frame_.height, frame_.width});
+    batch.nextObs = torch::from_blob(buf_.nextObs.data(), {B, K, in, frame_.height, frame_.width});
+    batch.actions = torch::from_blob(buf_.actions.data(), {B, K}, torch::kInt64);
+    batch.valuePrefix = torch::from_blob(buf_.prefix.data(), {B, K});
+    batch.value = torch::from_blob(buf_.value.data(), {B, K + 1});
+    batch.policy = torch::from_blob(buf_.policy.data(), {B, K + 1, A});
+    batch.mask = torch::from_blob(buf_.mask.data(), {B, K + 1});
+    batch.weights = torch::from_blob(buf_.weights.data(), {B});
+    return batch;
+}
+
+// One learner update: sample, loss, SGD step, new priorities; then logs, network copies and
+// checkpoints as their intervals come due.
+void Trainer::learnStep() {
+    Counters& n = l_.n;
+    const double beta = l_.replay.beta(double(n.updates) / double(cfg_.steps));
+    const auto positions = l_.replay.sample(cfg_.batchSize, beta, l_.rng);
+    const Batch batch = sampleBatch(positions);
+    const double lr = learningRate(cfg_, n.updates);
+    for (auto& group : l_.opt.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
+    l_.net.train(true);
+    auto terms = computeLoss(l_.net, batch);
+    l_.opt.zero_grad();
+    (terms.total / double(cfg_.unroll)).backward();
+    const double gradNorm = torch::nn::utils::clip_grad_norm_(l_.net.parameters(), cfg_.gradClip);
+    l_.opt.step();
+    const Tensor pr = terms.priorities.to(torch::kFloat64).contiguous();
+    l_.replay.updatePriorities(positions, std::vector<double>(pr.data_ptr<double>(), pr.data_ptr<double>() + cfg_.batchSize));
+    ++n.updates;
+
+    const double total = terms.total.item<double>();
+    if (!std::isfinite(total))
+        throw Error("efficientzero: the loss became " + std::to_string(total) + " at update " + std::to_string(n.updates));
+    rep_->setLatest("loss", total);
+    rep_->setLatest("lr", lr);
+    if (n.updates % cfg_.logInterval == 0 || n.updates == cfg_.steps) logUpdate(terms, total, lr, beta, gradNorm);
+    if (n.updates % cfg_.targetUpdateInterval == 0) copyWeights(l_.net, l_.target);
+    if (n.updates % cfg_.selfPlayUpdateInterval == 0) copyWeights(l_.net, l_.actor);
+    if (n.updates % cfg_.checkpointInterval == 0 && n.updates < cfg_.steps) writeCheckpoints();
+}
+
+void Trainer::logUpdate(const LossTerms& terms, double total, double lr, double beta, double gradNorm) {
+    const Counters& n = l_.n;
+    const double w = wallTime();
+    log_->append("loss", n.updates, total, w);
+    log_->append("loss_value", n.updates, terms.value, w);
+    log_->append("loss_value_prefix", n.updates, terms.valuePrefix, w);
+    log_->append("loss_policy", n.updates, terms.policy, w);
+    log_->append("loss_consistency", n.updates, terms.consistency, w);
+    log_->append("lr", n.updates, lr, w);
+    log_->append("beta", n.updates, beta, w);
+    log_->append("grad_norm", n.updates, gradNorm, w);
+    log_->append("env_steps", n.updates, double(n.envSteps), w);
+    log_->append("replay_size", n.updates, double(l_.replay.transitions()), w);
+    const double dt = rep_->elapsed() - lastRateTime_;
+    if (dt > 0) {
+        const double ups = double(n.updates - lastRateUpdates_) / dt, eps = double(n.envSteps - lastRateEnv_) / dt;
+        log_->append("updates_per_s", n.updates, ups, w);
+        log_->append("env_steps_per_s", n.updates, eps, w);
+        rep_->setLatest("updates_per_s", ups);
+        rep_->setLatest("env_steps_per_s", eps);
+    }
+    lastRateTime_ = rep_->elapsed();
+    lastRateUpdates_ = n.updates;
+    lastRateEnv_ = n.envSteps;
+}
+
+void Trainer::reportProgress() {
+    rep_->setLatest("env_steps", double(l_.n.envSteps));
+    rep_->setLatest("replay_size", double(l_.replay.transitions()));
+    rep_->advance(l_.n.updates, l_.replay.transitions() >= cfg_.minReplay ? "train" : "fill replay");
+}
+
+void Trainer::writeCheckpoints() {
+    saveCheckpoint(modelPath_, checkpointFromModule(l_.net.module(), "efficientzero", netCfg_.toJson().dump()));
+    saveState(statePath_, cfg_, netCfg_, l_);
+}
+
+TrainResult Trainer::run() {
     TrainResult result;
-    const int64_t startUpdates = n.updates;
-    const int64_t startEnvSteps = n.envSteps;
-    int64_t envStepsAtFill = -1;  // env steps when replay reached minReplay in this process
-    double lastRateTime = 0;
-    int64_t lastRateUpdates = n.updates, lastRateEnv = n.envSteps;
-    std::vector<float> obsBuf(size_t(cfg.numEnvs * stackNumel));
-    train::Progress prog;
-    prog.totalSteps = cfg.steps;
-
-    auto writeCheckpoints = [&] {
-        saveCheckpoint(modelPath, checkpointFromModule(net.module(), "efficientzero", netCfg.toJson().dump()));
-        saveState(statePath, cfg, netCfg, net, target, opt, replay, n, rng);
-    };
-
-    auto selfPlayStep = [&] {
-        for (int i = 0; i < cfg.numEnvs; ++i)
-            histories[size_t(i)].stackedInto(histories[size_t(i)].length(), stack, obsBuf.data() + i * stackNumel);
-        const Tensor obs = torch::from_blob(obsBuf.data(), {cfg.numEnvs, int64_t(stack) * fs.channels, fs.height, fs.width});
-        const auto res = searchBatch(actor, mcts, obs, true);
-        const double temp = selfPlayTemperature(cfg, n.updates);
-        std::vector<float> frame(size_t(fs.numel()));
-        for (int i = 0; i < cfg.numEnvs; ++i) {
-            auto& env = *envs[size_t(i)];
-            auto& h = histories[size_t(i)];
-            const int a = rl::selectAction(res.visitCounts[size_t(i)], temp, actRng);
-            const auto step = env.step(a);
-            episodeReturn[size_t(i)] += step.reward;
-            ++episodeLength[size_t(i)];
-            const float reward = cfg.clipRewards ? float((step.reward > 0) - (step.reward < 0)) : step.reward;
-            const bool lifeLost = cfg.lifeLossTerminal && step.lives < lives[size_t(i)];
-            lives[size_t(i)] = step.lives;
-            h.actions.push_back(a);
-            h.rewards.push_back(reward);
-            h.rootValues.push_back(res.rootValues[size_t(i)]);
-            const auto& target = cfg.policyTarget == "visits" ? res.policies[size_t(i)] : res.improvedPolicies[size_t(i)];
-            h.policies.insert(h.policies.end(), target.begin(), target.end());
-            env.observationInto(frame.data());
-            h.addFrame(frame.data());
-            ++n.envSteps;
-            if (!step.done() && lifeLost) {
-                h.terminal = true;
-                h.done = true;
-                replay.add(std::move(h));
-                startHistory(i);
-            } else if (step.done()) {
-                h.terminal = step.terminal || lifeLost;
-                h.done = true;
-                const double ret = episodeReturn[size_t(i)];
-                const int len = episodeLength[size_t(i)];
-                replay.add(std::move(h));
-                ++n.episodes;
-                log.append("episode_return", n.envSteps, ret, wallOffset + now());
-                log.append("episode_length", n.envSteps, len, wallOffset + now());
-                log.append("normalized_score", n.envSteps, rl::normalizedScore(cfg.env, ret), wallOffset + now());
-                prog.latest["episode_return"] = ret;
-                startEpisode(i);
-            }
-        }
-    };
-
-    std::vector<float> bootObs, tObs, nextObsBuf;
-    auto learnStep = [&] {
-        const int B = cfg.batchSize, K = cfg.unroll;
-        const double beta = replay.beta(double(n.updates) / double(cfg.steps));
-        const auto positions = replay.sample(B, beta, rng);
-        std::vector<rl::PositionTargets> tg;
-        tg.reserve(size_t(B));
-        tObs.assign(size_t(B * stackNumel), 0.f);
-        nextObsBuf.assign(size_t(B * K * stackNumel), 0.f);
-        std::vector<std::pair<int, int>> boot;  // (game, step) whose value is reanalyzed
-        for (int b = 0; b < B; ++b) {
-            const auto& p = positions[size_t(b)];
-            const auto& g = replay.games()[size_t(p.game)];
-            tg.push_back(replay.targets(p.game, p.pos, rng));
-            g.stackedInto(p.pos, stack, tObs.data() + b * stackNumel);
-            for (int k = 0; k < K; ++k)
-                g.stackedInto(std::min(p.pos + k + 1, g.length()), stack, nextObsBuf.data() + (int64_t(b) * K + k) * stackNumel);
-            for (int idx : tg.back().valueIndex)
-                if (idx >= 0) boot.emplace_back(p.game, idx);
-        }
-        // Reanalyze: the target network's value of every bootstrap observation.
-        std::vector<float> bootValues;
-        if (!boot.empty()) {
-            bootObs.assign(boot.size() * size_t(stackNumel), 0.f);
-            for (size_t j = 0; j < boot.size(); ++j)
-                replay.games()[size_t(boot[j].first)].stackedInto(boot[j].second, stack, bootObs.data() + int64_t(j) * stackNumel);
-            torch::NoGradGuard ng;
-            const Tensor v = target.initialInference(torch::from_blob(bootObs.data(),
-                                                                      {int64_t(boot.size()), int64_t(stack) * fs.channels, fs.height, fs.width}))
-                                 .value.contiguous();
-            bootValues.assign(v.data_ptr<float>(), v.data_ptr<float>() + v.numel());
-        }
-        std::vector<int64_t> actions(size_t(B * K));
-        std::vector<float> prefix(size_t(B * K)), value(size_t(B * (K + 1))), policy(size_t(B * (K + 1) * A)),
-            mask(size_t(B * (K + 1))), weights(static_cast<size_t>(B));
-        size_t bi = 0;
-        for (int b = 0; b < B; ++b) {
-            const auto& t = tg[size_t(b)];
-            for (int k = 0; k < K; ++k) {
-                actions[size_t(b * K + k)] = t.actions[size_t(k)];
-                prefix[size_t(b * K + k)] = t.valuePrefix[size_t(k)];
-            }
-            for (int k = 0; k <= K; ++k) {
-                float z = t.valueRewardPart[size_t(k)];
-                if (t.valueIndex[size_t(k)] >= 0) z += t.valueDiscount[size_t(k)] * bootValues[bi++];
-                value[size_t(b * (K + 1) + k)] = z;
-                mask[size_t(b * (K + 1) + k)] = t.mask[size_t(k)];
-            }
-            std::copy(t.policy.begin(), t.policy.end(), policy.begin() + long(b) * (K + 1) * A);
-            weights[size_t(b)] = float(positions[size_t(b)].weight);
-        }
-        Batch batch;
-        const int64_t in = int64_t(stack) * fs.channels;
-        batch.obs = torch::from_blob(tObs.data(), {B, in, fs.height, fs.width});
-        batch.nextObs = torch::from_blob(nextObsBuf.data(), {B, K, in, fs.height, fs.width});
-        batch.actions = torch::from_blob(actions.data(), {B, K}, torch::kInt64);
-        batch.valuePrefix = torch::from_blob(prefix.data(), {B, K});
-        batch.value = torch::from_blob(value.data(), {B, K + 1});
-        batch.policy = torch::from_blob(policy.data(), {B, K + 1, A});
-        batch.mask = torch::from_blob(mask.data(), {B, K + 1});
-        batch.weights = torch::from_blob(weights.data(), {B});
-
-        const double lr = learningRate(cfg, n.updates);
-        for (auto& group : opt.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
-        net.train(true);
-        auto terms = computeLoss(net, batch);
-        opt.zero_grad();
-        (terms.total / double(K)).backward();
-        const double gradNorm = torch::nn::utils::clip_grad_norm_(net.parameters(), cfg.gradClip);
-        opt.step();
-        const Tensor pr = terms.priorities.to(torch::kFloat64).contiguous();
-        replay.updatePriorities(positions, std::vector<double>(pr.data_ptr<double>(), pr.data_ptr<double>() + B));
-        ++n.updates;
-
-        const double total = terms.total.item<double>();
-        if (!std::isfinite(total)) throw Error("efficientzero: the loss became " + std::to_string(total) + " at update " + std::to_string(n.updates));
-        prog.latest["loss"] = total;
-        prog.latest["lr"] = lr;
-        if (n.updates % cfg.logInterval == 0 || n.updates == cfg.steps) {
-            const double w = wallOffset + now();
-            log.append("loss", n.updates, total, w);
-            log.append("loss_value", n.updates, terms.value, w);
-            log.append("loss_value_prefix", n.updates, terms.valuePrefix, w);
-            log.append("loss_policy", n.updates, terms.policy, w);
-            log.append("loss_consistency", n.updates, terms.consistency, w);
-            log.append("lr", n.updates, lr, w);
-            log.append("beta", n.updates, beta, w);
-            log.append("grad_norm", n.updates, gradNorm, w);
-            log.append("env_steps", n.updates, double(n.envSteps), w);
-            log.append("replay_size", n.updates, double(replay.transitions()), w);
-            const double dt = now() - lastRateTime;
-            if (dt > 0) {
-                const double ups = double(n.updates - lastRateUpdates) / dt, eps = double(n.envSteps - lastRateEnv) / dt;
-                log.append("updates_per_s", n.updates, ups, w);
-                log.append("env_steps_per_s", n.updates, eps, w);
-                prog.latest["updates_per_s"] = ups;
-                prog.latest["env_steps_per_s"] = eps;
-            }
-            lastRateTime = now();
-            lastRateUpdates = n.updates;
-            lastRateEnv = n.envSteps;
-        }
-        if (n.updates % cfg.targetUpdateInterval == 0) copyWeights(net, target);
-        if (n.updates % cfg.selfPlayUpdateInterval == 0) copyWeights(net, actor);
-        if (n.updates % cfg.checkpointInterval == 0 && n.updates < cfg.steps) writeCheckpoints();
-    };
-
     try {
-        while (n.updates < cfg.steps) {
-            if (control && !control->checkpoint()) {
+        while (l_.n.updates < cfg_.steps) {
+            if (control_ && !control_->checkpoint()) {
                 result.stopped = true;
                 break;
             }
             selfPlayStep();
-            if (replay.transitions() >= cfg.minReplay) {
-                if (envStepsAtFill < 0) envStepsAtFill = n.envSteps;
-                // Replay ratio: after the buffer is filled, updates follow env steps.
-                const int64_t due = startUpdates + int64_t(double(n.envSteps - envStepsAtFill + cfg.numEnvs) * cfg.updatesPerEnvStep);
-                while (n.updates < cfg.steps && n.updates < due) {
-                    learnStep();
-                    if (control && control->stopRequested()) break;
-                }
-            }
-            prog.step = n.updates;
-            prog.phase = replay.transitions() >= cfg.minReplay ? "train" : "fill replay";
-            prog.elapsed = now();
-            prog.latest["env_steps"] = double(n.envSteps);
-            prog.latest["replay_size"] = double(replay.transitions());
-            const int64_t done = n.updates - startUpdates;
-            prog.eta = done > 0 ? prog.elapsed / double(done) * double(cfg.steps - n.updates) : -1;
-            if (progress) progress(prog);
+            trainAsDue();
+            reportProgress();
         }
         writeCheckpoints();
-        log.setEval("updates", torch::tensor(n.updates, torch::kInt64));
-        log.setEval("env_steps", torch::tensor(n.envSteps, torch::kInt64));
-        log.flush();
+        log_->setEval("updates", torch::tensor(l_.n.updates, torch::kInt64));
+        log_->setEval("env_steps", torch::tensor(l_.n.envSteps, torch::kInt64));
+        log_->flush();
         if (result.stopped)
-            log.stop("stopped at update " + std::to_string(n.updates) + "; --resume continues from its checkpoint");
+            log_->stop("stopped at update " + std::to_string(l_.n.updates) + "; --resume continues from its checkpoint");
         else
-            log.finish();
+            log_->finish();
     } catch (const std::exception& e) {
-        log.fail(e.what());
+        log_->fail(e.what());
         throw;
     }
-    (void)startEnvSteps;
-    result.updates = n.updates;
-    result.envSteps = n.envSteps;
-    result.episodes = n.episodes;
-    result.seconds = now();
+    result.updates = l_.n.updates;
+    result.envSteps = l_.n.envSteps;
+    result.episodes = l_.n.episodes;
+    result.seconds = rep_->elapsed();
     return result;
 }
 
-// ---- evaluation ----------------------------------------------------------------------------
+} // namespace
 
-Network loadForEnv(const std::string& path, const rl::Env& env) {
-    const Checkpoint ck = loadCheckpoint(path);
-    if (ck.family != "efficientzero")
-        throw Error(path + ": is a '" + ck.family + "' checkpoint, expected 'efficientzero'");
-    nlohmann::json j = nlohmann::json::parse(ck.configJson, nullptr, false);
-    if (j.is_discarded()) throw Error(path + ": the checkpoint's config is not valid JSON");
-    Config c;
-    try {
-        c = Config::fromJson(j);
-    } catch (const Error& e) {
-        throw Error(path + ": " + e.what());
-    }
-    if (c.numActions != env.numActions())
-        throw Error(path + ": the checkpoint has " + std::to_string(c.numActions) + " actions, '" + env.name() + "' has " +
-                    std::to_string(env.numActions()) + " (a checkpoint of another game?)");
-    const auto s = env.observationShape();
-    if (c.obsChannels != s.channels || c.obsHeight != s.height || c.obsWidth != s.width)
-        throw Error(path + ": the checkpoint expects " + std::to_string(c.obsChannels) + "x" + std::to_string(c.obsHeight) +
-                    "x" + std::to_string(c.obsWidth) + " observations, '" + env.name() + "' has " +
-                    std::to_string(s.channels) + "x" + std::to_string(s.height) + "x" + std::to_string(s.width));
-    Network net(c);
-    applyCheckpoint(ck, net.module(), "efficientzero", path);
-    net.train(false);
-    return net;
-}
-
-EvalResult evaluate(Network& net, const std::string& game, const EvalOptions& o, train::Control* control,
-                    const train::ProgressFn& progress) {
-    if (o.episodes < 1 || o.parallel < 1 || o.simulations < 1) throw Error("evaluate: episodes, parallel and simulations must be positive");
-    if (!(o.temperature >= 0) || o.temperature > 100) throw Error("evaluate: temperature must be in [0, 100]");
-    net.train(false);
-    const Config& c = net.config();
-    const int A = c.numActions, stack = c.stack;
-    EvalResult out;
-    out.returns.assign(size_t(o.episodes), 0.0);
-    out.lengths.assign(size_t(o.episodes), 0);
-    if (!o.recordDir.empty()) fs::create_directories(o.recordDir);
-    rl::MctsConfig mc;
-    mc.numSimulations = o.simulations;
-    rl::Mcts mcts(mc, o.seed);
-    std::mt19937_64 rng(o.seed);
-    train::Progress prog;
-    prog.totalSteps = o.episodes;
-    prog.phase = "evaluate";
-    const auto t0 = std::chrono::steady_clock::now();
-    int finished = 0;
-
-    struct Slot {
-        int episode = -1;
-        std::unique_ptr<rl::Env> env;
-        std::vector<float> frames;  // history of single frames
-        rl::Episode rec;
-        std::vector<torch::Tensor> renders, observations;
-        std::vector<int64_t> actions;
-        std::vector<float> rewards, rootValues, value, valuePrefix, policy;
-        std::vector<int32_t> lives, visits;
-    };
-    int next = 0;
-    std::vector<Slot> slots;
-    auto begin = [&](Slot& s) {
-        s = Slot{};
-        if (next >= o.episodes) return;
-        s.episode = next++;
-        s.env = rl::makeEnv(game, o.env);
-        if (s.env->numActions() != A) throw Error("evaluate: '" + game + "' has " + std::to_string(s.env->numActions()) + " actions, the network " + std::to_string(A));
-        s.env->reset(rl::episodeSeed(o.seed, s.episode, 0));
-        s.frames = s.env->observation();
-    };
-    slots.resize(size_t(std::min(o.parallel, o.episodes)));
-    for (auto& s : slots) begin(s);
-    const rl::ObsShape fs = slots.front().env->observationShape();
-    const int64_t fn = fs.numel(), sn = fn * stack;
-
-    while (finished < o.episodes) {
-        if (control && !control->checkpoint()) throw Error("evaluate: stopped");
-        std::vector<int> active;
-        for (size_t i = 0; i < slots.size(); ++i)
-            if (slots[i].episode >= 0) active.push_back(int(i));
-        std::vector<float> obs(active.size() * size_t(sn));
-        for (size_t j = 0; j < active.size(); ++j) {
-            const auto& s = slots[size_t(active[j])];
-            const int64_t count = int64_t(s.frames.size()) / fn;
-            for (int k = 0; k < stack; ++k) {
-                const int64_t f = std::max<int64_t>(0, count - stack + k);
-                std::copy(s.frames.begin() + f * fn, s.frames.begin() + (f + 1) * fn, obs.begin() + long(j) * sn + k * fn);
-            }
-        }
-        const Tensor obsT = torch::from_blob(obs.data(), {int64_t(active.size()), int64_t(stack) * fs.channels, fs.height, fs.width});
-        SearchAdapter adapter(net);
-        const auto roots = adapter.start(obsT);
-        const auto res = mcts.search(adapter, roots, o.noise);
-        for (size_t j = 0; j < active.size(); ++j) {
-            Slot& s = slots[size_t(active[j])];
-            const int a = rl::selectAction(res.visitCounts[j], o.temperature, rng, res.rootQ[j]);
-            const bool record = !o.recordDir.empty();
-            if (record) {
-                cv::Mat img = s.env->render(8);
-                s.renders.push_back(torch::from_blob(img.data, {img.rows, img.cols, 3}, torch::kUInt8).clone());
-                s.observations.push_back(torch::from_blob(s.frames.data() + (int64_t(s.frames.size()) - fn), {fs.channels, fs.height, fs.width}).clone());
-                s.rootValues.push_back(res.rootValues[j]);
-                s.value.push_back(roots[j].value);
-                const auto& tree = mcts.tree(int(j));
-                const auto& root = tree.front();
-                float vp = 0.f;
-                if (root.expanded() && tree[size_t(root.firstChild + a)].expanded()) vp = tree[size_t(root.firstChild + a)].valuePrefix;
-                s.valuePrefix.push_back(vp);
-                const Tensor pol = torch::softmax(torch::tensor(roots[j].policyLogits), 0);
-                s.policy.insert(s.policy.end(), pol.data_ptr<float>(), pol.data_ptr<float>() + A);
-                for (int v : res.visitCounts[j]) s.visits.push_back(v);
-            }
-            const auto step = s.env->step(a);
-            out.returns[size_t(s.episode)] += step.reward;
-            out.lengths[size_t(s.episode)] += 1;
-            if (record) {
-                s.actions.push_back(a);
-                s.rewards.push_back(step.reward);
-                s.lives.push_back(step.lives);
-            }
-            const auto o2 = s.env->observation();
-            s.frames.insert(s.frames.end(), o2.begin(), o2.end());
-            if (int64_t(s.frames.size()) > fn * stack * 4) s.frames.erase(s.frames.begin(), s.frames.begin() + fn * stack);
-            if (step.done()) {
-                if (record) {
-                    rl::Episode e;
-                    e.env = game;
-                    e.seed = int64_t(rl::episodeSeed(o.seed, s.episode, 0));
-                    e.frameSkip = o.env.frameSkip;
-                    e.maxEpisodeSteps = o.env.maxEpisodeSteps;
-                    e.stickyActionProb = o.env.stickyActionProb;
-                    e.actionNames = s.env->actionNames();
-                    e.channelNames = s.env->channelNames();
-                    e.episodeReturn = out.returns[size_t(s.episode)];
-                    e.terminal = step.terminal;
-                    e.frames = torch::stack(s.renders);
-                    e.observations = torch::stack(s.observations);
-                    e.actions = torch::tensor(s.actions, torch::kInt64);
-                    e.rewards = torch::tensor(s.rewards, torch::kFloat32);
-                    e.lives = torch::tensor(s.lives, torch::kInt32);
-                    e.hasModel = true;
-                    e.model.family = "efficientzero";
-                    e.model.checkpoint = o.checkpointPath;
-                    e.model.config = c.toJson().dump();
-                    e.model.simulations = o.simulations;
-                    const int64_t T = e.length();
-                    e.model.rootValues = torch::tensor(s.rootValues, torch::kFloat32);
-                    e.model.visitCounts = torch::tensor(s.visits, torch::kInt32).reshape({T, A});
-                    e.model.value = torch::tensor(s.value, torch::kFloat32);
-                    e.model.valuePrefix = torch::tensor(s.valuePrefix, torch::kFloat32);
-                    e.model.policy = torch::tensor(s.policy, torch::kFloat32).reshape({T, A});
-                    char name[64];
-                    std::snprintf(name, sizeof name, "episode_%04d.h5", s.episode);
-                    const std::string path = (fs::path(o.recordDir) / name).string();
-                    rl::writeEpisode(path, e);
-                    out.recorded.push_back(path);
-                }
-                ++finished;
-                begin(s);
-                prog.step = finished;
-                prog.elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                prog.eta = prog.elapsed / finished * (o.episodes - finished);
-                if (progress) progress(prog);
-            }
-        }
-    }
-    out.stats = rl::summarize(out.returns, out.lengths);
-    std::vector<double> norm;
-    for (double r : out.returns) norm.push_back(rl::normalizedScore(game, r));
-    double sum = 0;
-    for (double v : norm) sum += v;
-    out.normalizedMean = sum / double(norm.size());
-    std::sort(norm.begin(), norm.end());
-    const size_t m = norm.size();
-    out.normalizedMedian = m % 2 ? norm[m / 2] : 0.5 * (norm[m / 2 - 1] + norm[m / 2]);
-    std::sort(out.recorded.begin(), out.recorded.end());
-    return out;
+TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train::Control* control,
+                       const train::ProgressFn& progress) {
+    cfg.validate();
+    return Trainer(cfg, runDir, control, progress).run();
 }
 
 } // namespace glimpse::efficientzero

@@ -3,8 +3,8 @@
 // MCTS over several environments, prioritized replay with n-step value targets reanalyzed by a
 // target network, and the learner (SGD with momentum, warmup + cosine or step schedule,
 // gradient clipping). Everything goes to a RunLog as it happens; atomic checkpoints hold all
-// that is needed to resume. Evaluation plays episodes with the search (no noise, argmax) and
-// can record them in the episode format (core/rl/episode.h).
+// that is needed to resume. Evaluation (playing episodes with a trained network) is in eval.h,
+// included here for the callers of evaluate() and loadForEnv() that include this header.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/models/efficientzero/config.h"
+#include "core/models/efficientzero/eval.h"
 #include "core/rl/env.h"
-#include "core/rl/score.h"
 #include "core/train/control.h"
 
 namespace glimpse::efficientzero {
@@ -82,33 +82,5 @@ struct TrainResult {
 // resumes from it (its env and network must match), continuing to config.steps updates.
 TrainResult trainAgent(const TrainConfig& config, const std::string& runDir, train::Control* control = nullptr,
                   const train::ProgressFn& progress = {});
-
-// Loads model.h5 (or any efficientzero checkpoint) for `env`; errors when the checkpoint's
-// action-set size or observation shape does not match the game.
-Network loadForEnv(const std::string& checkpoint, const rl::Env& env);
-
-struct EvalOptions {
-    int episodes = 32;
-    uint64_t seed = 1000000;           // episode i starts from episodeSeed(seed, i, 0)
-    int simulations = 16;
-    int parallel = 16;                 // episodes searched in one batch
-    // Action choice: 0 = the most visited action (ties: highest root Q, then random), the
-    // default; T > 0 samples proportionally to N^(1/T) like self-play. `noise` adds the
-    // self-play root Dirichlet noise. Both exist to compare evaluation with self-play.
-    double temperature = 0;
-    bool noise = false;
-    rl::EnvOptions env;
-    std::string recordDir;             // when set: one episode file per episode
-    std::string checkpointPath;        // stored in recorded episodes
-};
-struct EvalResult {
-    std::vector<double> returns;
-    std::vector<int> lengths;
-    rl::ScoreStats stats;
-    double normalizedMean = 0, normalizedMedian = 0;
-    std::vector<std::string> recorded;  // episode files written
-};
-EvalResult evaluate(Network& net, const std::string& game, const EvalOptions& options,
-                    train::Control* control = nullptr, const train::ProgressFn& progress = {});
 
 } // namespace glimpse::efficientzero

@@ -1,0 +1,45 @@
+#pragma once
+// EfficientZero evaluation (docs/rl.md "Evaluation"): loads a trained network for a game and
+// plays episodes with the search (no noise, the most visited action by default), several at
+// once in one batched search, and can record them in the episode format (core/rl/episode.h).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/rl/env.h"
+#include "core/rl/score.h"
+#include "core/train/control.h"
+
+namespace glimpse::efficientzero {
+
+class Network;
+
+// Loads model.h5 (or any efficientzero checkpoint) for `env`; errors when the checkpoint's
+// action-set size or observation shape does not match the game.
+Network loadForEnv(const std::string& checkpoint, const rl::Env& env);
+
+struct EvalOptions {
+    int episodes = 32;
+    uint64_t seed = 1000000;           // episode i starts from episodeSeed(seed, i, 0)
+    int simulations = 16;
+    int parallel = 16;                 // episodes searched in one batch
+    // Action choice: 0 = the most visited action (ties: highest root Q, then random), the
+    // default; T > 0 samples proportionally to N^(1/T) like self-play. `noise` adds the
+    // self-play root Dirichlet noise. Both exist to compare evaluation with self-play.
+    double temperature = 0;
+    bool noise = false;
+    rl::EnvOptions env;
+    std::string recordDir;             // when set: one episode file per episode
+    std::string checkpointPath;        // stored in recorded episodes
+};
+struct EvalResult {
+    std::vector<double> returns;
+    std::vector<int> lengths;
+    rl::ScoreStats stats;
+    double normalizedMean = 0, normalizedMedian = 0;
+    std::vector<std::string> recorded;  // episode files written
+};
+EvalResult evaluate(Network& net, const std::string& game, const EvalOptions& options,
+                    train::Control* control = nullptr, const train::ProgressFn& progress = {});
+
+} // namespace glimpse::efficientzero
