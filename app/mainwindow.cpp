@@ -10,7 +10,6 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
-#include <QFutureWatcher>
 #include <QKeySequence>
 #include <QLabel>
 #include <QListWidget>
@@ -26,21 +25,22 @@
 #include <QTimer>
 #include <QToolBar>
 #include <QToolButton>
-#include <QtConcurrent/QtConcurrentRun>
 
 #include <opencv2/core.hpp>
 
-#include "app/training/coat_runner.h"
-#include "app/training/letr_runner.h"
+#include "app/async.h"
+#include "app/family.h"
+#include "app/panel.h"
+#include "app/resources.h"
 #include "app/training/training_job.h"
 #include "app/training/training_panel.h"
 #include "core/error.h"
-#include "core/h5/h5.h"
+#include "core/file_kind.h"
 #include "core/io/demo_image.h"
 #include "core/io/image.h"
 #include "core/io/video.h"
-#include "app/letr_inspector.h"
-#include "app/coat_inspector.h"
+#include "app/letr/inspector.h"
+#include "app/coat/inspector.h"
 #include "renderer/renderer.h"
 #include "widgets/viewport.h"
 
@@ -49,32 +49,6 @@ namespace glimpse::app {
 namespace {
 
 constexpr int kMaxRecent = 10;
-
-widgets::RgbImage toRgbImage(const cv::Mat& rgb) {
-    widgets::RgbImage im;
-    im.width = rgb.cols;
-    im.height = rgb.rows;
-    im.rgb.resize(size_t(rgb.cols) * rgb.rows * 3);
-    for (int y = 0; y < rgb.rows; ++y)
-        std::memcpy(&im.rgb[size_t(y) * rgb.cols * 3], rgb.ptr<uint8_t>(y), size_t(rgb.cols) * 3);
-    return im;
-}
-
-// The family of a Glimpse trace file ("letr", "coat", ...), empty when it is not one (the
-// opener then reports the problem). Reads one attribute: cheap enough for the UI thread.
-QString traceFamily(const QString& path) {
-    try {
-        h5::File f = h5::openGlimpse(path.toStdString(), "glimpse.trace", 1);
-        if (f.hasGroup("meta")) return QString::fromStdString(f.group("meta").attrString("family"));
-    } catch (const std::exception&) {
-    }
-    return {};
-}
-
-struct LoadResult {
-    widgets::RgbImage image;
-    QString error;
-};
 
 } // namespace
 
@@ -108,10 +82,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     });
     if (!viewport_->vulkanError().isEmpty()) log(viewport_->vulkanError());
 
-    // The CoaT demo checkpoint (Fashion-MNIST), when installed, is loaded at start (worker
-    // thread); the LETR demo checkpoint is loaded by startDemo or main().
-    const QString coatDemo = defaultCoatCheckpoint();
-    if (!coatDemo.isEmpty()) coat_->loadCheckpoint(coatDemo);
+    // Families whose default checkpoint is loaded at start (CoaT's Fashion-MNIST model), on a
+    // worker thread; LETR's is loaded by startDemo or the command line.
+    for (const auto& slot : panels_) {
+        if (!slot.family->loadDefaultAtStart || slot.family->defaultCheckpoint.isEmpty()) continue;
+        const QString path = resourceFile(slot.family->defaultCheckpoint);
+        if (!path.isEmpty()) slot.panel->loadCheckpoint(path);
+    }
 
     QSettings settings;
     if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1280, 860);
@@ -121,71 +98,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 MainWindow::~MainWindow() = default;
 
 void MainWindow::buildMenus() {
-    QMenu* file = menuBar()->addMenu("&File");
-    QAction* open = file->addAction("&Open image...", this, [this] {
-        const QString path = QFileDialog::getOpenFileName(
-            this, "Open image", QString(),
-            "Images (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.webp *.ppm *.pgm);;All files (*)");
-        if (!path.isEmpty()) openImage(path);
-    });
-    open->setShortcut(QKeySequence::Open);
-    file->addAction("Open &demo image", this, &MainWindow::openDemoImage);
-    file->addAction("Open r&un...", this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, "Open run log", QString(),
-                                                          "Run logs (*.h5);;All files (*)");
-        if (!path.isEmpty()) openRun(path);
-    });
-    file->addAction("Open &video...", this, [this] {
-        const QString path = QFileDialog::getOpenFileName(
-            this, "Open video", QString(),
-            "Videos (*.mp4 *.avi *.mkv *.mov *.webm *.m4v *.mpg *.mpeg *.wmv *.ogv *.mjpeg);;All files (*)");
-        if (!path.isEmpty()) openVideo(path);
-    });
-    file->addAction("Open &trace...", this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, "Open LETR trace", QString(),
-                                                          "Glimpse traces (*.h5);;All files (*)");
-        if (!path.isEmpty()) inspector_->openTrace(path);
-    });
-    file->addAction("Open CoaT trace...", this, [this] {
-        const QString path = QFileDialog::getOpenFileName(this, "Open CoaT trace", QString(),
-                                                          "Glimpse traces (*.h5);;All files (*)");
-        if (!path.isEmpty()) coat_->openTrace(path);
-    });
-    recentMenu_ = file->addMenu("Open &recent");
-    rebuildRecentMenu();
-    file->addSeparator();
-    QAction* exportAct = file->addAction("&Export view as PNG...", this, [this] {
-        if (!viewport_->hasImage()) {
-            reportError("Nothing to export: open an image first.");
-            return;
-        }
-        const QString path = QFileDialog::getSaveFileName(this, "Export view as PNG",
-                                                          "view.png", "PNG images (*.png)");
-        if (!path.isEmpty()) exportViewPng(path);
-    });
-    exportAct->setShortcut(QKeySequence("Ctrl+E"));
-    file->addAction("&Save trace...", QKeySequence::Save, this, [this] {
-        if (!inspector_->hasTrace()) return reportError("No trace to save: run LETR first.");
-        const QString path = QFileDialog::getSaveFileName(this, "Save LETR trace", "trace.h5",
-                                                          "Glimpse traces (*.h5)");
-        if (!path.isEmpty()) inspector_->saveTrace(path);
-    });
-    file->addAction("Save CoaT trace...", this, [this] {
-        if (!coat_->hasTrace()) return reportError("No CoaT trace to save: run CoaT first.");
-        const QString path = QFileDialog::getSaveFileName(this, "Save CoaT trace", "coat_trace.h5",
-                                                          "Glimpse traces (*.h5)");
-        if (!path.isEmpty()) coat_->saveTrace(path);
-    });
-    file->addAction("Export &lines...", this, [this] {
-        if (!inspector_->hasTrace()) return reportError("No lines to export: run LETR first.");
-        const QString path = QFileDialog::getSaveFileName(this, "Export lines of the current layer",
-                                                          "lines.json", "JSON (*.json);;CSV (*.csv)");
-        if (!path.isEmpty()) inspector_->exportLines(path);
-    });
-    file->addSeparator();
-    QAction* quit = file->addAction("&Quit", this, &QWidget::close);
-    quit->setShortcut(QKeySequence::Quit);
-
+    buildFileMenu();
     QMenu* view = menuBar()->addMenu("&View");
     view->addAction("&Fit to window", QKeySequence("Ctrl+0"), viewport_, &widgets::ImageViewport::fitToWindow);
     view->addAction("&Actual pixels (1:1)", QKeySequence("Ctrl+1"), viewport_, &widgets::ImageViewport::oneToOne);
@@ -202,33 +115,75 @@ void MainWindow::buildMenus() {
     connect(overlay, &QAction::toggled, viewport_, &widgets::ImageViewport::setOverlayVisible);
     view->addSeparator();
     for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
-
-    QMenu* model = menuBar()->addMenu("&Model");
-    model->addAction("Open &checkpoint...", this, [this] { inspector_->openCheckpointDialog(); });
-    QAction* runAct = model->addAction("&Run LETR", this, [this] { inspector_->run(true); });
-    runAct->setShortcut(QKeySequence("Ctrl+R"));
-    model->addSeparator();
-    model->addAction("Open Co&aT checkpoint...", this, [this] { coat_->openCheckpointDialog(); });
-    QAction* runCoat = model->addAction("Run C&oaT", this, [this] { coat_->run(true); });
-    runCoat->setShortcut(QKeySequence("Ctrl+Shift+R"));
-    model->addSeparator();
-    QAction* cancelAct = model->addAction("&Cancel run", this, [this] {
-        inspector_->cancel();
-        coat_->cancel();
-    });
-    cancelAct->setShortcut(QKeySequence("Ctrl+."));
-    QToolBar* tools = addToolBar("Model");
-    tools->setObjectName("toolbar.model");
-    tools->addAction(runAct);
-    tools->addAction(runCoat);
-    tools->addAction(cancelAct);
-
+    buildModelMenu();
     QMenu* help = menuBar()->addMenu("&Help");
     help->addAction("&About Glimpse", this, [this] {
         QMessageBox::about(this, "About Glimpse",
                            QStringLiteral("<b>Glimpse %1</b><p>A desktop lab for attention models "
                                           "and world models.</p>").arg(GLIMPSE_VERSION));
     });
+}
+
+void MainWindow::buildFileMenu() {
+    QMenu* file = menuBar()->addMenu("&File");
+    QAction* open = file->addAction("&Open...", this, [this] {
+        const QString path = QFileDialog::getOpenFileName(
+            this, "Open", QString(),
+            "Images, videos and Glimpse files (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.webp *.ppm *.pgm *.mp4 *.avi "
+            "*.mkv *.mov *.webm *.m4v *.mpg *.mpeg *.wmv *.ogv *.mjpeg *.h5);;All files (*)");
+        if (!path.isEmpty()) openImage(path);
+    });
+    open->setShortcut(QKeySequence::Open);
+    file->addAction("Open &demo image", this, &MainWindow::openDemoImage);
+    file->addAction("Open r&un...", this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, "Open run log", QString(),
+                                                          "Run logs (*.h5);;All files (*)");
+        if (!path.isEmpty()) openRun(path);
+    });
+    file->addAction("Open &trace...", this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, "Open trace", QString(),
+                                                          "Glimpse traces (*.h5);;All files (*)");
+        if (!path.isEmpty()) openGlimpseFile(path);
+    });
+    recentMenu_ = file->addMenu("Open &recent");
+    rebuildRecentMenu();
+    file->addSeparator();
+    QAction* exportAct = file->addAction("&Export view as PNG...", this, [this] {
+        if (!viewport_->hasImage()) return reportError("Nothing to export: open an image first.");
+        const QString path = QFileDialog::getSaveFileName(this, "Export view as PNG", "view.png", "PNG images (*.png)");
+        if (!path.isEmpty()) exportViewPng(path);
+    });
+    exportAct->setShortcut(QKeySequence("Ctrl+E"));
+    file->addAction("&Save trace...", QKeySequence::Save, this, [this] {
+        ModelPanel* p = activePanel();
+        if (!p || !p->hasTrace()) return reportError("No trace to save: run a model first.");
+        const QString path = QFileDialog::getSaveFileName(this, "Save " + p->title() + " trace",
+                                                          p->title().toLower() + "_trace.h5", "Glimpse traces (*.h5)");
+        if (!path.isEmpty()) p->saveTrace(path);
+    });
+    for (ModelPanel* p : panels()) p->addFileActions(file);
+    file->addSeparator();
+    QAction* quit = file->addAction("&Quit", this, &QWidget::close);
+    quit->setShortcut(QKeySequence::Quit);
+}
+
+void MainWindow::buildModelMenu() {
+    QMenu* model = menuBar()->addMenu("&Model");
+    QToolBar* tools = addToolBar("Model");
+    tools->setObjectName("toolbar.model");
+    for (const auto& slot : panels_) {
+        ModelPanel* p = slot.panel;
+        model->addAction("Open " + p->title() + " &checkpoint...", this, [p] { p->openCheckpointDialog(); });
+        QAction* run = model->addAction("&Run " + p->title(), this, [p] { p->run(true); });
+        run->setShortcut(slot.family->runShortcut);
+        tools->addAction(run);
+        model->addSeparator();
+    }
+    QAction* cancelAct = model->addAction("&Cancel run", this, [this] {
+        for (ModelPanel* p : panels()) p->cancel();
+    });
+    cancelAct->setShortcut(QKeySequence("Ctrl+."));
+    tools->addAction(cancelAct);
 }
 
 void MainWindow::buildDocks() {
@@ -245,70 +200,7 @@ void MainWindow::buildDocks() {
     propsDock->setWidget(props);
     addDockWidget(Qt::RightDockWidgetArea, propsDock);
 
-    auto* letrDock = new QDockWidget("LETR", this);
-    letrDock->setObjectName("dock.letr");
-    inspector_ = new LetrInspector(viewport_, compare_, letrDock);
-    letrDock->setWidget(inspector_);
-    addDockWidget(Qt::RightDockWidgetArea, letrDock);
-    connect(inspector_, &LetrInspector::failed, this, &MainWindow::reportError);
-    connect(inspector_, &LetrInspector::message, this, [this](const QString& m) {
-        log(m);
-        statusBar()->showMessage(m, 4000);
-    });
-    connect(inspector_, &LetrInspector::showImageRequested, this,
-            [this](const QString& label, const widgets::RgbImage& image) {
-                closeVideo();
-                currentPath_ = QString();
-                propPath_->setText(label);
-                showImage(label, image, inspector_->sourceKey());
-            });
-
-    // CoaT panel, tabbed with the LETR one; the visible tab draws the shared viewport.
-    auto* coatDock = new QDockWidget("CoaT", this);
-    coatDock->setObjectName("dock.coat");
-    // In a scroll area: the panel is tall (selectors, top-5, gallery) and must not force the
-    // window's minimum height.
-    auto* coatScroll = new QScrollArea(coatDock);
-    coatScroll->setWidgetResizable(true);
-    coatScroll->setFrameShape(QFrame::NoFrame);
-    coatScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    coat_ = new CoatInspector(viewport_, compare_, coatScroll);
-    coatScroll->setWidget(coat_);
-    coatDock->setWidget(coatScroll);
-    addDockWidget(Qt::RightDockWidgetArea, coatDock);
-    tabifyDockWidget(letrDock, coatDock);
-    letrDock->raise();
-    coat_->setActive(false);
-    connect(coat_, &CoatInspector::failed, this, &MainWindow::reportError);
-    connect(coat_, &CoatInspector::message, this, [this](const QString& m) {
-        log(m);
-        statusBar()->showMessage(m, 4000);
-    });
-    connect(coat_, &CoatInspector::showImageRequested, this,
-            [this](const QString& label, const widgets::RgbImage& image) {
-                closeVideo();
-                currentPath_ = QString();
-                propPath_->setText(label + " (CoaT input crop)");
-                showImage(label, image, coat_->sourceKey());
-            });
-    connect(coat_, &CoatInspector::activateRequested, this, [this, coatDock, propsDock] {
-        const bool first = !coatDock->property("glimpse.sized").toBool();
-        coatDock->show();
-        coatDock->raise();
-        if (first) {   // once: give the panel most of the dock column's height
-            coatDock->setProperty("glimpse.sized", true);
-            // Deferred (the dock layout settles after the dock is raised); both docks of the
-            // column are named so that the Image dock gives up its spare height.
-            QTimer::singleShot(0, this, [this, coatDock, propsDock] {
-                resizeDocks({propsDock, coatDock}, {propsDock->minimumSizeHint().height(), height()}, Qt::Vertical);
-            });
-        }
-        coat_->setActive(true);
-    });
-    connect(coatDock, &QDockWidget::visibilityChanged, this, [this](bool v) { coat_->setActive(v); });
-    connect(letrDock, &QDockWidget::visibilityChanged, this, [this, coatDock](bool v) {
-        if (v && !coatDock->isVisible()) inspector_->redraw();
-    });
+    buildPanelDocks(propsDock);
 
     auto* msgDock = new QDockWidget("Messages", this);
     msgDock->setObjectName("dock.messages");
@@ -317,7 +209,7 @@ void MainWindow::buildDocks() {
     addDockWidget(Qt::BottomDockWidgetArea, msgDock);
     msgDock->setMaximumHeight(160);
 
-    trainingJob_ = new TrainingJob(modelRunner(), this);   // LETR or CoaT, by the panel's Model
+    trainingJob_ = new TrainingJob(modelRunner(), this);   // the family the panel's Model names
     auto* trainDock = new QDockWidget("Training", this);
     trainDock->setObjectName("dock.training");
     trainingPanel_ = new TrainingPanel(trainingJob_, trainDock);
@@ -327,6 +219,118 @@ void MainWindow::buildDocks() {
     trainDock->hide();   // View > Training, File > Open run... or a started run shows it
     connect(trainingPanel_, &TrainingPanel::message, this, &MainWindow::log);
     connect(trainingPanel_, &TrainingPanel::errorOccurred, this, &MainWindow::reportError);
+}
+
+void MainWindow::buildPanelDocks(QDockWidget* below) {
+    QDockWidget* first = nullptr;
+    for (const auto& family : modelFamilies()) {
+        if (!family.makePanel) continue;
+        auto* dock = new QDockWidget(family.title, this);
+        dock->setObjectName(QString::fromStdString("dock." + family.name));
+        // In a scroll area: a panel may be tall (selectors, tables, galleries) and must not force
+        // the window's minimum height.
+        auto* scroll = new QScrollArea(dock);
+        scroll->setWidgetResizable(true);
+        scroll->setFrameShape(QFrame::NoFrame);
+        scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+        ModelPanel* panel = family.makePanel(viewport_, compare_, scroll);
+        scroll->setWidget(panel);
+        dock->setWidget(scroll);
+        addDockWidget(Qt::RightDockWidgetArea, dock);
+        if (first) tabifyDockWidget(first, dock);
+        else first = dock;
+        panels_.push_back({&family, panel, dock});
+        connectPanel(panel, dock);
+    }
+    if (first) first->raise();
+    if (!panels_.empty()) activatePanel(panels_.front().panel);
+    (void)below;
+}
+
+void MainWindow::connectPanel(ModelPanel* panel, QDockWidget* dock) {
+    connect(panel, &ModelPanel::failed, this, &MainWindow::reportError);
+    connect(panel, &ModelPanel::message, this, [this](const QString& m) {
+        log(m);
+        statusBar()->showMessage(m, 4000);
+    });
+    connect(panel, &ModelPanel::showImageRequested, this,
+            [this, panel](const QString& label, const widgets::RgbImage& image) {
+                closeVideo();
+                currentPath_ = QString();
+                propPath_->setText(label + " (" + panel->title() + " trace)");
+                showImage(label, image, panel->sourceKey());
+            });
+    connect(panel, &ModelPanel::activateRequested, this, [this, panel, dock] {
+        dock->show();
+        dock->raise();
+        activatePanel(panel);
+    });
+    // The raised panel draws the shared viewport.
+    connect(dock, &QDockWidget::visibilityChanged, this, [this, panel](bool visible) {
+        if (visible) activatePanel(panel);
+    });
+    connect(panel, &ModelPanel::busyChanged, this, [this] { Q_EMIT busyChanged(busy()); });
+}
+
+void MainWindow::activatePanel(ModelPanel* panel) {
+    for (const auto& slot : panels_)
+        if (slot.panel != panel) slot.panel->setActive(false);
+    panel->setActive(true);
+}
+
+std::vector<ModelPanel*> MainWindow::panels() const {
+    std::vector<ModelPanel*> out;
+    for (const auto& slot : panels_) out.push_back(slot.panel);
+    return out;
+}
+
+ModelPanel* MainWindow::panel(const std::string& family) const {
+    for (const auto& slot : panels_)
+        if (slot.family->name == family) return slot.panel;
+    return nullptr;
+}
+
+ModelPanel* MainWindow::activePanel() const {
+    for (const auto& slot : panels_)
+        if (slot.panel->active()) return slot.panel;
+    return nullptr;
+}
+
+LetrInspector* MainWindow::letrInspector() const { return qobject_cast<LetrInspector*>(panel("letr")); }
+CoatInspector* MainWindow::coatInspector() const { return qobject_cast<CoatInspector*>(panel("coat")); }
+
+void MainWindow::openGlimpseFile(const QString& path) {
+    FileKind k;
+    try {
+        k = identifyGlimpseFile(path.toStdString());
+    } catch (const std::exception& e) {
+        reportError(QString::fromStdString(e.what()));
+        Q_EMIT loadFailed(path, lastError_);
+        return;
+    }
+    const ModelFamily* family = findFamily(k.family);
+    const QString what = QString::fromStdString(k.kind);
+    ModelPanel* p = family ? panel(family->name) : nullptr;
+    if (k.kind == "glimpse.runlog") {
+        if (openRun(path)) addRecent(path);
+        return;
+    }
+    if ((k.kind == "glimpse.trace" || k.kind == "glimpse.checkpoint") && p) {
+        addRecent(path);
+        if (k.kind == "glimpse.trace") return p->openTrace(path);
+        Q_EMIT p->activateRequested();
+        return p->loadCheckpoint(path);
+    }
+    QString why;
+    if (k.kind == "glimpse.episode")
+        why = "an episode; the replay viewer is not part of this build yet (glimpse info summarizes it)";
+    else if (k.kind == "glimpse.trace" || k.kind == "glimpse.checkpoint")
+        why = QStringLiteral("a %1 of the family '%2', which has no panel here")
+                  .arg(what, QString::fromStdString(k.family));
+    else
+        why = "a " + what + ", which the GUI does not open";
+    reportError(path + " is " + why + ".");
+    Q_EMIT loadFailed(path, lastError_);
 }
 
 bool MainWindow::openRun(const QString& path) {
@@ -359,38 +363,26 @@ void MainWindow::reportError(const QString& message) {
 
 void MainWindow::openImage(const QString& path) {
     if (isVideoFileName(path.toStdString())) return openVideo(path);
-    if (path.endsWith(".h5", Qt::CaseInsensitive)) {
-        if (traceFamily(path) == "coat") return coat_->openTrace(path);
-        return inspector_->openTrace(path);
-    }
+    if (path.endsWith(".h5", Qt::CaseInsensitive) || path.endsWith(".hdf5", Qt::CaseInsensitive))
+        return openGlimpseFile(path);
     ++pending_;
     statusBar()->showMessage("Loading " + path + " ...");
-    auto* watcher = new QFutureWatcher<LoadResult>(this);
-    connect(watcher, &QFutureWatcher<LoadResult>::finished, this, [this, watcher, path] {
-        LoadResult r = watcher->result();
-        watcher->deleteLater();
-        --pending_;
-        if (!r.error.isEmpty()) {
-            reportError(r.error);
-            Q_EMIT loadFailed(path, r.error);
-            return;
-        }
-        closeVideo();
-        currentPath_ = path;
-        addRecent(path);
-        showImage(QFileInfo(path).fileName(), std::move(r.image), QFileInfo(path).absoluteFilePath());
-        propPath_->setText(path);
-        Q_EMIT imageLoaded(path);
-    });
-    watcher->setFuture(QtConcurrent::run([p = path.toStdString()] {
-        LoadResult r;
-        try {
-            r.image = toRgbImage(loadImageRGB(p));
-        } catch (const std::exception& e) {
-            r.error = QString::fromStdString(e.what());
-        }
-        return r;
-    }));
+    runAsync(
+        this, [p = path.toStdString()] { return toRgbImage(loadImageRGB(p)); },
+        [this, path](Outcome<widgets::RgbImage> r) {
+            --pending_;
+            if (!r.ok()) {
+                reportError(r.error);
+                Q_EMIT loadFailed(path, r.error);
+                return;
+            }
+            closeVideo();
+            currentPath_ = path;
+            addRecent(path);
+            showImage(QFileInfo(path).fileName(), std::move(r.value), QFileInfo(path).absoluteFilePath());
+            propPath_->setText(path);
+            Q_EMIT imageLoaded(path);
+        });
 }
 
 void MainWindow::openDemoImage() {
@@ -409,8 +401,9 @@ void MainWindow::startDemo(const QString& checkpoint, int entity) {
     }
     log("Demo: loading the LETR model " + checkpoint + " in the background; it runs on the demo scene "
         "when loaded.");
-    inspector_->loadCheckpoint(checkpoint);
-    inspector_->runWhenReady(entity);
+    LetrInspector* letr = letrInspector();
+    letr->loadCheckpoint(checkpoint);
+    letr->runWhenReady(entity);
 }
 
 void MainWindow::showImage(const QString& label, widgets::RgbImage image, const QString& key,
@@ -421,11 +414,15 @@ void MainWindow::showImage(const QString& label, widgets::RgbImage image, const 
     viewport_->setImage(std::move(image), keepView);
     setWindowTitle(label + " - Glimpse");
     if (!keepView) statusBar()->showMessage("Opened " + label, 3000);
-    inspector_->sourceChanged(key);
-    coat_->sourceChanged(key);
+    for (ModelPanel* p : panels()) p->sourceChanged(key);
 }
 
-bool MainWindow::busy() const { return pending_ > 0 || decodeRunning_ > 0 || inspector_->busy() || coat_->busy(); }
+bool MainWindow::busy() const {
+    if (pending_ > 0 || decodeRunning_ > 0) return true;
+    for (ModelPanel* p : panels())
+        if (p->busy()) return true;
+    return false;
+}
 
 void MainWindow::exportViewPng(const QString& path) {
     if (!viewport_->hasImage()) {
@@ -436,31 +433,25 @@ void MainWindow::exportViewPng(const QString& path) {
     ++pending_;
     auto image = viewport_->image();   // copies: the worker must not touch widget state
     auto scene = viewport_->scene();
-    auto* watcher = new QFutureWatcher<QString>(this);
-    connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, path] {
-        const QString err = watcher->result();
-        watcher->deleteLater();
-        --pending_;
-        if (!err.isEmpty()) {
-            reportError(err);
-            Q_EMIT exportFailed(path, err);
-        } else {
-            log("Exported view to " + path);
-            Q_EMIT exported(path);
-        }
-    });
-    watcher->setFuture(QtConcurrent::run([image = std::move(image), scene = std::move(scene),
-                                          p = path.toStdString()]() -> QString {
-        try {
+    runAsync(
+        this,
+        [image = std::move(image), scene = std::move(scene), p = path.toStdString()] {
             // The image with the lines and heatmap of the current view, at image resolution.
             widgets::RgbImage out = widgets::renderSceneAtImageResolution(image, scene);
             cv::Mat rgb(out.height, out.width, CV_8UC3, out.rgb.data());
             saveImagePNG(p, rgb);
-            return {};
-        } catch (const std::exception& e) {
-            return QStringLiteral("Export to %1 failed: %2").arg(QString::fromStdString(p), e.what());
-        }
-    }));
+        },
+        [this, path](Outcome<std::monostate> r) {
+            --pending_;
+            if (!r.ok()) {
+                const QString err = QStringLiteral("Export to %1 failed: %2").arg(path, r.error);
+                reportError(err);
+                Q_EMIT exportFailed(path, err);
+            } else {
+                log("Exported view to " + path);
+                Q_EMIT exported(path);
+            }
+        });
 }
 
 QStringList MainWindow::recentFiles() const {
@@ -510,17 +501,6 @@ void MainWindow::closeEvent(QCloseEvent* e) {
 
 // --- video ------------------------------------------------------------------------
 
-namespace {
-struct VideoOpenResult {
-    std::shared_ptr<VideoReader> reader;
-    widgets::RgbImage first;
-    QString error;
-};
-struct FrameResult {
-    widgets::RgbImage image;
-    QString error;
-};
-} // namespace
 
 void MainWindow::buildVideoBar() {
     videoBar_ = new QToolBar("Video", this);
@@ -534,8 +514,8 @@ void MainWindow::buildVideoBar() {
     frameSlider_->setMinimumWidth(300);
     frameLabel_ = new QLabel(videoBar_);
     frameLabel_->setMinimumWidth(110);
-    runEachFrame_ = new QCheckBox("Run LETR on shown frames", videoBar_);
-    runEachFrame_->setToolTip("When paused, run LETR on each frame shown that has no cached trace");
+    runEachFrame_ = new QCheckBox("Run the model on shown frames", videoBar_);
+    runEachFrame_->setToolTip("When paused, run the active panel's model on each frame shown that has no cached trace");
     videoBar_->addWidget(playButton_);
     videoBar_->addWidget(frameSlider_);
     videoBar_->addWidget(frameLabel_);
@@ -551,6 +531,11 @@ void MainWindow::buildVideoBar() {
     });
     connect(playButton_, &QToolButton::toggled, this, &MainWindow::setPlaying);
     connect(frameSlider_, &QSlider::valueChanged, this, &MainWindow::showVideoFrame);
+}
+
+void MainWindow::runOnShownFrame() {
+    ModelPanel* p = activePanel();
+    if (runEachFrame_->isChecked() && p && !p->hasTrace() && p->hasModel()) p->run(false);
 }
 
 int MainWindow::videoFrameCount() const { return video_ ? video_->frameCount() : 0; }
@@ -572,23 +557,32 @@ void MainWindow::setPlaying(bool on) {
     playButton_->setText(on ? "Pause" : "Play");
     if (on) playTimer_->start(int(1000.0 / std::max(1.0, video_->fps())));
     else playTimer_->stop();
-    if (!on && video_ && runEachFrame_->isChecked() && !inspector_->hasTrace() && inspector_->hasModel())
-        inspector_->run(false);
+    if (!on && video_) runOnShownFrame();
 }
 
 void MainWindow::openVideo(const QString& path) {
     ++pending_;
     statusBar()->showMessage("Opening video " + path + " ...");
-    auto* watcher = new QFutureWatcher<VideoOpenResult>(this);
-    connect(watcher, &QFutureWatcher<VideoOpenResult>::finished, this, [this, watcher, path] {
-        VideoOpenResult r = watcher->result();
-        watcher->deleteLater();
+    struct Opened {
+        std::shared_ptr<VideoReader> reader;
+        widgets::RgbImage first;
+    };
+    runAsync(
+        this,
+        [p = path.toStdString()] {
+            Opened r;
+            r.reader = std::make_shared<VideoReader>(p);
+            r.first = toRgbImage(r.reader->frame(0));
+            return r;
+        },
+        [this, path](Outcome<Opened> o) {
         --pending_;
-        if (!r.error.isEmpty()) {
-            reportError(r.error);
-            Q_EMIT loadFailed(path, r.error);
+        if (!o.ok()) {
+            reportError(o.error);
+            Q_EMIT loadFailed(path, o.error);
             return;
         }
+        Opened& r = o.value;
         closeVideo();
         video_ = r.reader;
         videoPath_ = QFileInfo(path).absoluteFilePath();
@@ -608,16 +602,6 @@ void MainWindow::openVideo(const QString& path) {
         Q_EMIT videoOpened(path, video_->frameCount());
         Q_EMIT frameShown(0);
     });
-    watcher->setFuture(QtConcurrent::run([p = path.toStdString()] {
-        VideoOpenResult r;
-        try {
-            r.reader = std::make_shared<VideoReader>(p);
-            r.first = toRgbImage(r.reader->frame(0));
-        } catch (const std::exception& e) {
-            r.error = QString::fromStdString(e.what());
-        }
-        return r;
-    }));
 }
 
 void MainWindow::showVideoFrame(int index) {
@@ -633,38 +617,25 @@ void MainWindow::showVideoFrame(int index) {
     }
     ++decodeRunning_;
     decodeWanted_ = -1;
-    auto* watcher = new QFutureWatcher<FrameResult>(this);
-    connect(watcher, &QFutureWatcher<FrameResult>::finished, this,
-            [this, watcher, index, reader = video_] {
-                FrameResult r = watcher->result();
-                watcher->deleteLater();
+    runAsync(
+        this, [reader = video_, index] { return toRgbImage(reader->frame(index)); },   // only this worker reads
+            [this, index, reader = video_](Outcome<widgets::RgbImage> r) {
                 --decodeRunning_;
                 if (reader == video_) {
-                    if (!r.error.isEmpty()) {
+                    if (!r.ok()) {
                         setPlaying(false);
                         reportError(r.error);
                     } else {
                         videoFrame_ = index;
                         frameLabel_->setText(QStringLiteral("frame %1 / %2").arg(index + 1).arg(video_->frameCount()));
-                        showImage(QFileInfo(videoPath_).fileName(), std::move(r.image),
+                        showImage(QFileInfo(videoPath_).fileName(), std::move(r.value),
                                   videoPath_ + "#" + QString::number(index), true);
-                        if (!playTimer_->isActive() && runEachFrame_->isChecked() && !inspector_->hasTrace() &&
-                            inspector_->hasModel())
-                            inspector_->run(false);
+                        if (!playTimer_->isActive()) runOnShownFrame();
                         Q_EMIT frameShown(index);
                     }
                     if (decodeWanted_ >= 0 && decodeWanted_ != index) showVideoFrame(decodeWanted_);
                 }
             });
-    watcher->setFuture(QtConcurrent::run([reader = video_, index] {
-        FrameResult r;
-        try {
-            r.image = toRgbImage(reader->frame(index));   // only this worker reads: serialized
-        } catch (const std::exception& e) {
-            r.error = QString::fromStdString(e.what());
-        }
-        return r;
-    }));
 }
 
 } // namespace glimpse::app

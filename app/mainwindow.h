@@ -3,6 +3,10 @@
 #include <QString>
 #include <QStringList>
 #include <memory>
+#include <string>
+#include <vector>
+
+#include "widgets/viewport.h"
 
 class QAction;
 class QLabel;
@@ -14,15 +18,12 @@ class QTimer;
 class QToolBar;
 class QToolButton;
 class QCheckBox;
+class QDockWidget;
 
 namespace glimpse {
 class VideoReader;
 }
 
-namespace glimpse::widgets {
-class ImageViewport;
-struct RgbImage;
-}
 
 namespace glimpse::app {
 
@@ -30,6 +31,8 @@ class TrainingJob;
 class TrainingPanel;
 class LetrInspector;
 class CoatInspector;
+class ModelPanel;
+struct ModelFamily;
 
 // The main window: menus, the Vulkan image viewport in the centre, dockable panels
 // (image properties, messages), status bar with cursor pixel/value and zoom.
@@ -46,8 +49,13 @@ public:
     TrainingPanel* trainingPanel() const { return trainingPanel_; }
     TrainingJob* trainingJob() const { return trainingJob_; }
     bool busy() const;
-    LetrInspector* letrInspector() const { return inspector_; }
-    CoatInspector* coatInspector() const { return coat_; }
+    // The model panels, one per family that has one (app/family.h), in registry order.
+    std::vector<ModelPanel*> panels() const;
+    ModelPanel* panel(const std::string& family) const;
+    // The panel that draws the viewport now (its dock is the raised one).
+    ModelPanel* activePanel() const;
+    LetrInspector* letrInspector() const;
+    CoatInspector* coatInspector() const;
     widgets::ImageViewport* compareViewport() const { return compare_; }
     // Video: frames of the open video (0 when the current source is not a video).
     int videoFrameCount() const;
@@ -72,6 +80,12 @@ public Q_SLOTS:
     void exportViewPng(const QString& path);
     // Follows a run log in the Training panel (live or finished; a second one overlays).
     bool openRun(const QString& path);
+    // Opens a Glimpse HDF5 file by its kind and family: a trace in its family's panel, a run
+    // log in the Training panel, a checkpoint into its family's panel; anything else is
+    // reported (an episode: the replay viewer is not part of this build yet).
+    void openGlimpseFile(const QString& path);
+    // Shows `message` in Messages, the status bar and a non-blocking box; lastError() keeps it.
+    void reportError(const QString& message);
 
 Q_SIGNALS:
     void imageLoaded(const QString& path);
@@ -80,6 +94,7 @@ Q_SIGNALS:
     void exportFailed(const QString& path, const QString& message);
     void videoOpened(const QString& path, int frames);
     void frameShown(int index);
+    void busyChanged(bool busy);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* e) override;
@@ -93,15 +108,24 @@ private:
                    bool keepView = false);
     void buildVideoBar();
     void closeVideo();
-    void reportError(const QString& message);
+    void runOnShownFrame();   // "Run the model on shown frames": the active panel, when it has no trace
     void log(const QString& message);
+    void buildPanelDocks(QDockWidget* below);
+    void connectPanel(ModelPanel* panel, QDockWidget* dock);
+    void activatePanel(ModelPanel* panel);
+    void buildFileMenu();
+    void buildModelMenu();
     void addRecent(const QString& path);
     void rebuildRecentMenu();
 
     widgets::ImageViewport* viewport_ = nullptr;
     widgets::ImageViewport* compare_ = nullptr;
-    LetrInspector* inspector_ = nullptr;
-    CoatInspector* coat_ = nullptr;
+    struct PanelSlot {
+        const ModelFamily* family;
+        ModelPanel* panel;
+        QDockWidget* dock;
+    };
+    std::vector<PanelSlot> panels_;
     std::shared_ptr<VideoReader> video_;
     QString videoPath_;
     int videoFrame_ = -1;

@@ -20,8 +20,8 @@
 #include <opencv2/imgproc.hpp>
 #include <torch/torch.h>
 
-#include "app/coat_inspector.h"
-#include "app/coat_view.h"
+#include "app/coat/inspector.h"
+#include "app/coat/view.h"
 #include "app/mainwindow.h"
 #include "core/models/coat/model.h"
 #include "core/models/coat/trace.h"

@@ -20,7 +20,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <torch/torch.h>
 
-#include "app/training/coat_runner.h"
+#include "app/family.h"
 #include "app/training/training_job.h"
 #include "app/training/training_panel.h"
 #include "core/data/classification.h"

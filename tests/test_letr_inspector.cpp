@@ -18,8 +18,8 @@
 #include <opencv2/videoio.hpp>
 #include <torch/torch.h>
 
-#include "app/letr_inspector.h"
-#include "app/letr_view.h"
+#include "app/letr/inspector.h"
+#include "app/letr/view.h"
 #include "app/mainwindow.h"
 #include "core/io/image.h"
 #include "core/models/letr/model.h"

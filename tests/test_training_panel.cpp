@@ -22,7 +22,7 @@
 #include <memory>
 #include <thread>
 
-#include "app/training/letr_runner.h"
+#include "app/letr/trainer.h"
 #include "app/training/training_job.h"
 #include "app/training/training_panel.h"
 #include "core/io/demo_image.h"

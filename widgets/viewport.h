@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "renderer/renderer.h"
+#include "renderer/scene.h"
 
 class QVulkanInstance;
 class QLabel;
@@ -25,44 +26,11 @@ namespace glimpse::widgets {
 // Vulkan driver can be loaded; `error` then says why.
 QVulkanInstance* sharedVulkanInstance(QString* error = nullptr);
 
-// A plain RGB8 image held by the widget layer (rows tightly packed).
-struct RgbImage {
-    int width = 0;
-    int height = 0;
-    std::vector<uint8_t> rgb;   // width * height * 3
-    bool empty() const { return width <= 0 || height <= 0; }
-};
-
-// What the viewport draws over its image: line segments (each with an id used by hit-testing
-// and a hover label), a heatmap stretched over the image, and extra overlay rows. Plain
-// buffers: whoever owns a model converts its results into this.
-struct ViewportScene {
-    std::vector<render::LineSegment> lines;
-    std::vector<int> lineIds;            // one per line (e.g. an entity number); -1 = not pickable
-    std::vector<std::string> lineLabels; // hover text per line (may be empty)
-    int heatW = 0, heatH = 0;            // heatmap grid; 0 = none
-    std::vector<float> heat;             // heatW * heatH, row-major, top row first
-    float heatMin = 0.f, heatMax = 1.f;
-    std::string heatLabel = "heat";      // overlay row label of the value under the cursor
-    render::Colormap colormap = render::Colormap::Viridis;
-    float opacity = 0.6f;
-    std::vector<std::pair<std::string, std::string>> overlayRows;   // appended to the overlay
-    bool hasHeatmap() const { return heatW > 0 && heatH > 0 && heat.size() == size_t(heatW) * heatH; }
-    // Heatmap value at continuous image coordinate (ix, iy) for an image of imageW x imageH,
-    // bilinear between cell centres as the renderer draws it; NaN when there is no heatmap.
-    float heatAt(double ix, double iy, int imageW, int imageH) const;
-    // Index into `lines` of the pickable line nearest to image point (ix, iy) within
-    // `maxDist` image pixels, or -1.
-    int lineNear(double ix, double iy, double maxDist) const;
-    // Sets everything except the image, view and overlay on `r`. With `previous` (what `r`
-    // shows now), only what differs is handed over, so unchanged lines or heatmaps are not
-    // uploaded again.
-    void applyTo(render::Renderer& r, const ViewportScene* previous = nullptr) const;
-};
-
-// Renders `image` with `scene` (overlay hidden) offscreen at the image's own resolution (view
-// 1:1) and returns RGB8 rows: what "export view as PNG" writes. Throws render::VulkanError.
-RgbImage renderSceneAtImageResolution(const RgbImage& image, const ViewportScene& scene);
+// The plain image and scene types live in renderer/scene.h (Qt-free); the widget layer uses
+// them under these names.
+using RgbImage = render::RgbImage;
+using ViewportScene = render::ViewportScene;
+using render::renderSceneAtImageResolution;
 
 class VulkanViewWindow;
 

@@ -1,7 +1,9 @@
 #pragma once
-// Headless subcommands of the `glimpse` executable. Each takes the arguments after its name
-// (e.g. for `glimpse info a.h5`, args = {"a.h5"}), prints to stdout/stderr and returns the
-// process exit code: 0 success, 1 failure (message on stderr), 2 bad usage.
+// Headless subcommands of the `glimpse` executable: the command table (app/cli/commands.cpp:
+// the general commands below plus every model family's, app/family.h) and the option parser
+// they share. Each command takes the arguments after its subject (for `glimpse info a.h5`,
+// args = {"a.h5"}), prints to stdout/stderr and returns the process exit code: 0 success,
+// 1 failure (message on stderr), 2 bad usage.
 #include <map>
 #include <optional>
 #include <string>
@@ -9,20 +11,18 @@
 
 namespace glimpse::cli {
 
-int info(const std::vector<std::string>& args);    // glimpse info FILE.h5
-int infer(const std::vector<std::string>& args);   // glimpse infer --model letr ...
-int bench(const std::vector<std::string>& args);   // glimpse bench letr ...
-int env(const std::vector<std::string>& args);     // glimpse env list | score
-int benchRl(const std::vector<std::string>& args); // glimpse bench rl [--threads T]
-int data(const std::vector<std::string>& args);    // glimpse data export ...
-int train(const std::vector<std::string>& args);   // glimpse train letr ...
-int eval(const std::vector<std::string>& args);    // glimpse eval letr --checkpoint C --data D
-int benchInspector(const std::vector<std::string>& args); // glimpse bench inspector
-int trainEfficientZero(const std::vector<std::string>& args);  // glimpse train efficientzero ...
-int play(const std::vector<std::string>& args);    // glimpse play --checkpoint C --env NAME
-int inferCoat(const std::vector<std::string>& args); // glimpse infer --model coat ...
-int benchCoat(const std::vector<std::string>& args); // glimpse bench coat [--variant V]
-int trainCoat(const std::vector<std::string>& args); // glimpse train coat --data D --out RUN ...
+// Runs `glimpse VERB ARGS...` when VERB is a command: sets *handled and returns the exit code
+// (errors thrown by the command are printed as "glimpse VERB: message" with code 1). Leaves
+// *handled false when VERB is no command (then it is a file for the GUI, or a typo).
+int runCommand(const std::string& verb, const std::vector<std::string>& args, bool* handled);
+// The command lines of `glimpse --help`, one per command, from the table.
+std::string commandsUsage();
+
+// General commands (not of one model family).
+int info(const std::vector<std::string>& args);        // glimpse info FILE.h5
+int env(const std::vector<std::string>& args);         // glimpse env list | score
+int benchRl(const std::vector<std::string>& args);     // glimpse bench rl [--threads T]
+int dataExport(const std::vector<std::string>& args);  // glimpse data export ...
 
 // Minimal option parser shared by the subcommands: "--key value", "--flag", positionals.
 class Args {

@@ -18,16 +18,12 @@ const char* kDataUsage =
     "--overlays also writes DIR/overlays/NNNNNN.png with the ground-truth segments in red.\n";
 }
 
-int data(const std::vector<std::string>& args) {
+int dataExport(const std::vector<std::string>& args) {
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
         std::cout << kDataUsage;
         return args.empty() ? 2 : 0;
     }
-    if (args[0] != "export") {
-        std::cerr << "glimpse data: unknown action '" << args[0] << "'\n" << kDataUsage;
-        return 2;
-    }
-    Args a(std::vector<std::string>(args.begin() + 1, args.end()), {"--overlays"});
+    Args a(args, {"--overlays"});
     try {
         a.checkKnown({"--data", "--out", "--name", "--overlays"});
         if (!a.has("--data") || !a.has("--out")) throw Error("missing --data or --out");

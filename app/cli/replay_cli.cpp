@@ -14,10 +14,12 @@ namespace glimpse::cli {
 
 const char* kBenchReplayUsage =
     "usage: glimpse bench replay [--steps N] [--size S] [--scrubs K] [--cache-mb M] [--dir DIR] [--keep]\n"
+    "       glimpse bench replay --file EPISODE.h5 [--scrubs K] [--cache-mb M]\n"
     "Writes a synthetic N-step (default 100000) episode of SxS (default 96) RGB frames, reopens it\n"
     "and reports open time, resident memory and frame times: K (default 2000) random scrubs,\n"
     "in-order playback and cache hits, with an M MiB (default 64) frame cache. The episode goes to\n"
-    "a temporary folder (or DIR) and is removed afterwards unless --keep.\n";
+    "a temporary folder (or DIR) and is removed afterwards unless --keep. --file measures an existing\n"
+    "episode instead (in a fresh process, so the memory figures are the reader's alone).\n";
 
 const char* kImportEpisodeUsage =
     "usage: glimpse data import-episode --minari FILE.hdf5 [--episode N] --out E.h5 [--game G] [--actions A,B,...]\n"
@@ -57,7 +59,10 @@ int benchReplay(const std::vector<std::string>& args) {
     replay::BenchReplayOptions o;
     try {
         Args a(args, {"--keep"});
-        a.checkKnown({"--steps", "--size", "--scrubs", "--cache-mb", "--dir", "--keep"});
+        a.checkKnown({"--steps", "--size", "--scrubs", "--cache-mb", "--dir", "--keep", "--file"});
+        if (a.has("--file") && (a.has("--steps") || a.has("--size") || a.has("--dir") || a.has("--keep")))
+            throw Error("--file measures an existing episode: --steps, --size, --dir and --keep do not apply");
+        o.file = a.get("--file", "");
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional().front() + "'");
         o.steps = a.getInt("--steps", o.steps);
         o.height = o.width = a.getInt("--size", 96);

@@ -1,5 +1,7 @@
 #include "app/training/training_job.h"
 
+#include "app/family.h"
+
 #include <QDir>
 #include <QMetaObject>
 
@@ -86,7 +88,8 @@ void TrainingJob::stop() {
 bool TrainingJob::paused() const { return running_ && control_ && control_->paused(); }
 
 QString TrainingJob::runLogPath() const {
-    return QDir(spec_.outDir).filePath(spec_.model == "efficientzero" ? "runlog.h5" : "run.h5");
+    const ModelFamily* f = findFamily(spec_.model.toStdString());
+    return QDir(spec_.outDir).filePath(f ? f->training.runLogName : QStringLiteral("run.h5"));
 }
 
 train::Progress TrainingJob::lastProgress() const {

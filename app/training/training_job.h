@@ -20,7 +20,7 @@ struct TrainingSpec {
     QString dataSpec;     // dataset spec (core/data/open.h)
     QString outDir;       // run directory: run.h5, checkpoint.h5, model.h5
     bool resume = false;  // continue from outDir's checkpoint
-    QString model = "letr";   // which trainer (app/training/coat_runner.h: "letr", "coat", "efficientzero")
+    QString model = "letr";   // which trainer (a family name, app/family.h: "letr", "coat", "efficientzero")
 };
 
 class TrainingJob : public QObject {

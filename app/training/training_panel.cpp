@@ -1,14 +1,14 @@
 #include "app/training/training_panel.h"
+#include "app/async.h"
+#include "app/family.h"
 #include "app/resources.h"
 
 #include <QDateTime>
 #include <QComboBox>
-#include <QMap>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
-#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -20,22 +20,13 @@
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QCoreApplication>
-#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 
-#include <opencv2/imgproc.hpp>
 
 #include "app/training/run_follower.h"
 #include "app/training/training_job.h"
 #include "core/error.h"
-#include "core/data/classification.h"
-#include "core/io/demo_image.h"
-#include "core/models/coat/model.h"
-#include "core/models/letr/model.h"
-#include "core/models/letr/trace.h"
-#include "core/rl/env.h"
 #include "core/runlog.h"
 #include "widgets/live_chart.h"
 
@@ -43,18 +34,24 @@ namespace glimpse::app {
 
 namespace {
 
-// The shipped small trainer config of a model (letr_demo_train.json, coat_fmnist_train.json;
-// the library defaults are the papers' full-size models); empty for EfficientZero (its
-// options are flags) or when not installed. The form starts with LETR's.
-QString defaultTrainConfig(const QString& model = "letr") {
-    if (model == "letr") return resourceFile("letr_demo_train.json");
-    if (model == "coat") return resourceFile("coat_fmnist_train.json");
-    return {};   // EfficientZero: its options are flags
+// The shipped small trainer config of a family (letr_demo_train.json, coat_fmnist_train.json;
+// the library defaults are the papers' full-size models); empty for a family without one
+// (EfficientZero: its options are flags) or when not installed.
+QString defaultTrainConfig(const QString& model) {
+    const ModelFamily* f = findFamily(model.toStdString());
+    return f && !f->training.config.isEmpty() ? resourceFile(f->training.config) : QString();
+}
+
+// Families that can be trained from the panel, in registry order.
+std::vector<const ModelFamily*> trainableFamilies() {
+    std::vector<const ModelFamily*> out;
+    for (const auto& f : modelFamilies())
+        if (f.trainer) out.push_back(&f);
+    return out;
 }
 
 constexpr int kPollMs = 1000;
 constexpr int kPreviewMs = 15000;
-constexpr float kPreviewThreshold = 0.5f;
 
 QString formatSeconds(double s) {
     if (s < 0) return "?";
@@ -62,107 +59,6 @@ QString formatSeconds(double s) {
     if (t >= 3600) return QStringLiteral("%1 h %2 min").arg(t / 3600).arg((t % 3600) / 60, 2, 10, QChar('0'));
     if (t >= 60) return QStringLiteral("%1 min %2 s").arg(t / 60).arg(t % 60, 2, 10, QChar('0'));
     return QStringLiteral("%1 s").arg(t);
-}
-
-struct PreviewResult {
-    QImage image;
-    QString caption;
-    QString error;
-};
-
-// The newest LETR model file of a run directory that loadLetr accepts.
-std::shared_ptr<letr::LetrModel> loadLatestModel(const std::string& dir, std::string& used) {
-    namespace fs = std::filesystem;
-    std::vector<fs::path> candidates;
-    for (const char* name : {"model.h5", "checkpoint.h5"})
-        if (fs::exists(fs::path(dir) / name)) candidates.push_back(fs::path(dir) / name);
-    std::sort(candidates.begin(), candidates.end(), [](const fs::path& a, const fs::path& b) {
-        return fs::last_write_time(a) > fs::last_write_time(b);
-    });
-    std::string errors;
-    for (const auto& p : candidates) {
-        try {
-            auto m = letr::loadLetr(p.string());
-            used = p.filename().string();
-            return m;
-        } catch (const std::exception& e) {
-            errors += std::string(errors.empty() ? "" : "; ") + e.what();
-        }
-    }
-    throw Error(candidates.empty() ? "no model.h5 or checkpoint.h5 in " + dir + " yet" : errors);
-}
-
-// Runs the model on the fixed preview image and draws its confident last-layer lines.
-PreviewResult makePreview(const std::string& dir) {
-    PreviewResult r;
-    try {
-        std::string used;
-        auto model = loadLatestModel(dir, used);
-        const cv::Mat image = makeDemoImage(320, 240, 7);   // the fixed validation image
-        const letr::LetrTrace trace = letr::runLetr(*model, image);
-        auto lines = trace.lines(trace.lastStage(), trace.lastLayer(), kPreviewThreshold);
-        cv::Mat canvas = image.clone();
-        for (const auto& l : lines)
-            cv::line(canvas, cv::Point2f(l.x1 - 0.5f, l.y1 - 0.5f), cv::Point2f(l.x2 - 0.5f, l.y2 - 0.5f),
-                     cv::Scalar(255, 40, 40), 1, cv::LINE_AA);
-        r.image = QImage(canvas.data, canvas.cols, canvas.rows, int(canvas.step), QImage::Format_RGB888).copy();
-        r.caption = QStringLiteral("%1: %2 lines with score >= %3 (%4 %5)")
-                        .arg(QString::fromStdString(used))
-                        .arg(lines.size())
-                        .arg(double(kPreviewThreshold))
-                        .arg(letr::stageName(trace.lastStage()))
-                        .arg(trace.lastLayer() + 1);
-    } catch (const std::exception& e) {
-        r.error = QString::fromStdString(e.what());
-    }
-    return r;
-}
-
-// A CoaT run's preview: its model.h5 (written when the run ends) classifies the first
-// kCoatPreviewCount validation images of the run's dataset; a grid of the images, each framed
-// green (right) or red (wrong), with the count in the caption.
-constexpr int kCoatPreviewCount = 8;
-PreviewResult makeCoatPreview(const std::string& dir, const std::string& dataSpec) {
-    PreviewResult r;
-    try {
-        const std::string path = (std::filesystem::path(dir) / "model.h5").string();
-        if (!std::filesystem::exists(path)) throw Error("model.h5 is written when the run ends");
-        auto model = coat::loadCoat(path);
-        torch::NoGradGuard ng;
-        model->eval();
-        const auto splits = data::openClassificationDataset(dataSpec);
-        const auto& val = *splits.val;
-        const int n = int(std::min<int64_t>(kCoatPreviewCount, val.size()));
-        if (n == 0) throw Error("the validation split of " + dataSpec + " is empty");
-        std::vector<torch::Tensor> xs;
-        std::vector<cv::Mat> images;
-        std::vector<int64_t> labels;
-        for (int i = 0; i < n; ++i) {
-            const auto s = val.get(i);
-            images.push_back(data::toRgb(s.image));
-            labels.push_back(s.label);
-            xs.push_back(model->preprocess(images.back()).tensor);
-        }
-        const auto pred = model->forward(torch::stack(xs).to(model->device())).logits.argmax(1).cpu();
-        const int cell = 40, cols = 4, rows = (n + cols - 1) / cols;
-        cv::Mat canvas(rows * cell, cols * cell, CV_8UC3, cv::Scalar(40, 40, 40));
-        int correct = 0;
-        for (int i = 0; i < n; ++i) {
-            const int64_t p = pred[i].item<int64_t>();
-            const bool ok = p == labels[size_t(i)];
-            correct += ok;
-            cv::Mat tile;
-            cv::resize(images[size_t(i)], tile, cv::Size(cell - 6, cell - 6), 0, 0, cv::INTER_AREA);
-            const cv::Rect box((i % cols) * cell, (i / cols) * cell, cell, cell);
-            canvas(box).setTo(ok ? cv::Scalar(40, 200, 60) : cv::Scalar(220, 40, 40));
-            tile.copyTo(canvas(cv::Rect(box.x + 3, box.y + 3, cell - 6, cell - 6)));
-        }
-        r.image = QImage(canvas.data, canvas.cols, canvas.rows, int(canvas.step), QImage::Format_RGB888).copy();
-        r.caption = QStringLiteral("model.h5: %1 / %2 validation images right").arg(correct).arg(n);
-    } catch (const std::exception& e) {
-        r.error = QString::fromStdString(e.what());
-    }
-    return r;
 }
 
 } // namespace
@@ -176,60 +72,92 @@ struct TrainingPanel::Run {
 };
 
 TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent), job_(job) {
+    auto* lay = new QVBoxLayout(this);
+    lay->addLayout(buildForm());
+    lay->addLayout(buildButtons());
+    progress_ = new QProgressBar(this);
+    progress_->setRange(0, 1000);
+    progress_->setValue(0);
+    progressLabel_ = new QLabel("idle", this);
+    lay->addWidget(progress_);
+    lay->addWidget(progressLabel_);
+    runList_ = new QListWidget(this);
+    // The run list is short (a few runs) and the preview sits beside the charts, so the charts
+    // get most of the height even when the dock shares its column with a model panel.
+    runList_->setMaximumHeight(64);
+    runList_->setMinimumHeight(40);
+    lay->addWidget(runList_);
+    lay->addLayout(buildChartsAndPreview(), 3);
+    connectJob();
+
+    pollTimer_ = new QTimer(this);
+    connect(pollTimer_, &QTimer::timeout, this, &TrainingPanel::pollNow);
+    pollTimer_->start(kPollMs);
+    previewTimer_ = new QTimer(this);
+    connect(previewTimer_, &QTimer::timeout, this, [this] {
+        bool live = job_ && job_->running();
+        for (const auto& r : runs_) live |= r->follower->isOpen() && r->follower->status() == "running";
+        if (live) refreshPreview();
+    });
+    previewTimer_->start(kPreviewMs);
+    updateButtons();
+}
+
+QWidget* TrainingPanel::pathRow(QLineEdit*& edit, const QString& placeholder, bool dir) {
+    auto* row = new QWidget(this);
+    auto* h = new QHBoxLayout(row);
+    h->setContentsMargins(0, 0, 0, 0);
+    edit = new QLineEdit(row);
+    edit->setPlaceholderText(placeholder);
+    auto* browse = new QPushButton("...", row);
+    browse->setMaximumWidth(32);
+    QLineEdit* e = edit;
+    connect(browse, &QPushButton::clicked, this, [this, e, dir] {
+        const QString p = dir ? QFileDialog::getExistingDirectory(this, "Run directory", e->text())
+                              : QFileDialog::getOpenFileName(this, "Trainer config", e->text(),
+                                                             "JSON (*.json);;All files (*)");
+        if (!p.isEmpty()) e->setText(p);
+    });
+    h->addWidget(edit);
+    h->addWidget(browse);
+    return row;
+}
+
+QFormLayout* TrainingPanel::buildForm() {
     auto* form = new QFormLayout;
-    auto pathRow = [this](QLineEdit*& edit, const QString& placeholder, bool dir) {
-        auto* row = new QWidget(this);
-        auto* h = new QHBoxLayout(row);
-        h->setContentsMargins(0, 0, 0, 0);
-        edit = new QLineEdit(row);
-        edit->setPlaceholderText(placeholder);
-        auto* browse = new QPushButton("...", row);
-        browse->setMaximumWidth(32);
-        QLineEdit* e = edit;
-        connect(browse, &QPushButton::clicked, this, [this, e, dir] {
-            const QString p = dir ? QFileDialog::getExistingDirectory(this, "Run directory", e->text())
-                                  : QFileDialog::getOpenFileName(this, "Trainer config", e->text(),
-                                                                 "JSON (*.json);;All files (*)");
-            if (!p.isEmpty()) e->setText(p);
-        });
-        h->addWidget(edit);
-        h->addWidget(browse);
-        return row;
-    };
     model_ = new QComboBox(this);
-    model_->addItem("LETR (line segments)", "letr");
-    model_->addItem("CoaT (image classification)", "coat");
-    model_->addItem("EfficientZero (game self-play)", "efficientzero");
+    for (const ModelFamily* f : trainableFamilies())
+        model_->addItem(f->training.title, QString::fromStdString(f->name));
     form->addRow("Model", model_);
     form->addRow("Config", pathRow(config_, "trainer config .json (empty: full-size defaults)", false));
-    config_->setText(defaultTrainConfig());
-    data_ = new QLineEdit("procedural:2000", this);
-    data_->setPlaceholderText("data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]");
+    data_ = new QLineEdit(this);
     form->addRow("Dataset", data_);
-    // Each model's default dataset (a game for EfficientZero) and hint; a dataset the user
-    // typed is kept.
+    if (const ModelFamily* f = findFamily(model().toStdString())) {
+        config_->setText(defaultTrainConfig(model()));
+        data_->setText(f->training.data);
+        data_->setPlaceholderText(f->training.dataHint);
+    }
+    // Each family's default dataset (a game for EfficientZero) and hint; a dataset the user
+    // typed is kept. Likewise the config: a shipped default is swapped for the new family's.
     connect(model_, &QComboBox::currentIndexChanged, this, [this] {
-        static const QMap<QString, QPair<QString, QString>> kData{
-            {"letr", {"procedural:2000", "data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]"}},
-            {"coat", {"fashion-mnist", "fashion-mnist, fashion-mnist:DIR or a folder of class folders"}},
-            {"efficientzero", {"breakout", "game: " + [] {
-                                   QStringList l;
-                                   for (const auto& n : rl::envNames()) l << QString::fromStdString(n);
-                                   return l.join(", ");
-                               }()}}};
+        const ModelFamily* f = findFamily(model().toStdString());
+        if (!f) return;
         const QString text = data_->text().trimmed();
-        bool untouched = text.isEmpty();
-        for (const auto& d : kData) untouched |= text == d.first;
-        const auto d = kData.value(model());
-        if (untouched) data_->setText(d.first);
-        data_->setPlaceholderText(d.second);
-        // Likewise the config: a shipped default is swapped for the new model's.
         const QString cfg = config_->text().trimmed();
-        if (cfg.isEmpty() || cfg == defaultTrainConfig("letr") || cfg == defaultTrainConfig("coat"))
-            config_->setText(defaultTrainConfig(model()));
+        bool dataUntouched = text.isEmpty(), cfgUntouched = cfg.isEmpty();
+        for (const ModelFamily* g : trainableFamilies()) {
+            dataUntouched |= text == g->training.data;
+            cfgUntouched |= cfg == defaultTrainConfig(QString::fromStdString(g->name));
+        }
+        if (dataUntouched) data_->setText(f->training.data);
+        data_->setPlaceholderText(f->training.dataHint);
+        if (cfgUntouched) config_->setText(defaultTrainConfig(model()));
     });
     form->addRow("Output", pathRow(outDir_, "run directory (run.h5, checkpoint.h5, model.h5)", true));
+    return form;
+}
 
+QHBoxLayout* TrainingPanel::buildButtons() {
     start_ = new QPushButton("Start", this);
     pause_ = new QPushButton("Pause", this);
     pause_->setCheckable(true);
@@ -243,50 +171,6 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
     buttons->addStretch();
     buttons->addWidget(openRunButton);
     buttons->addWidget(closeRunsButton);
-
-    progress_ = new QProgressBar(this);
-    progress_->setRange(0, 1000);
-    progress_->setValue(0);
-    progressLabel_ = new QLabel("idle", this);
-
-    runList_ = new QListWidget(this);
-
-    charts_ = new widgets::ChartGrid(this, 2);
-    // The headline charts first: total loss, validation, then the other loss terms and rates.
-    charts_->setOrder({"loss/total", "val/sAP10", "val/sAP15", "val/APH", "loss/cls", "loss/l1", "lr",
-                       "throughput", "grad_norm", "phase"});
-    auto* scroll = new QScrollArea(this);
-    scroll->setWidgetResizable(true);
-    scroll->setWidget(charts_);
-
-    previewLabel_ = new QLabel(this);
-    previewLabel_->setFixedSize(176, 132);
-    previewLabel_->setAlignment(Qt::AlignCenter);
-    previewLabel_->setText("no preview yet");
-    previewLabel_->setFrameShape(QFrame::StyledPanel);
-    previewCaption_ = new QLabel(this);
-    previewCaption_->setWordWrap(true);
-    previewCaption_->setMaximumWidth(176);
-    auto* previewBox = new QVBoxLayout;
-    previewBox->addWidget(previewLabel_);
-    previewBox->addWidget(previewCaption_);
-    previewBox->addStretch();
-    // The run list is short (a few runs) and the preview sits beside the charts, so the charts
-    // get most of the height even when the dock shares its column with the LETR panel.
-    runList_->setMaximumHeight(64);
-    runList_->setMinimumHeight(40);
-    auto* bottom = new QHBoxLayout;
-    bottom->addWidget(scroll, 1);
-    bottom->addLayout(previewBox);
-
-    auto* lay = new QVBoxLayout(this);
-    lay->addLayout(form);
-    lay->addLayout(buttons);
-    lay->addWidget(progress_);
-    lay->addWidget(progressLabel_);
-    lay->addWidget(runList_);
-    lay->addLayout(bottom, 3);
-
     connect(start_, &QPushButton::clicked, this, [this] { startRun(false); });
     connect(resume_, &QPushButton::clicked, this, [this] { startRun(true); });
     connect(pause_, &QPushButton::toggled, this, [this](bool on) {
@@ -303,52 +187,67 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
         if (!openRun(p, &err)) Q_EMIT errorOccurred(err);
     });
     connect(closeRunsButton, &QPushButton::clicked, this, &TrainingPanel::closeRuns);
+    return buttons;
+}
 
-    if (job_) {
-        connect(job_, &TrainingJob::started, this, [this] {
-            followJobRun();
-            updateButtons();
-            progressLabel_->setText("starting...");
-        });
-        connect(job_, &TrainingJob::progressed, this,
-                [this](qint64 step, qint64 total, double eta, const QString& phase) {
-                    progress_->setValue(total > 0 ? int(1000 * step / total) : 0);
-                    progressLabel_->setText(QStringLiteral("step %1 / %2   %3   ETA %4%5")
-                                                .arg(step).arg(total).arg(phase, formatSeconds(eta),
-                                                                          QString(job_->paused() ? "  (paused)" : "")));
-                });
-        connect(job_, &TrainingJob::pausedChanged, this, [this](bool p) {
-            pause_->setChecked(p);
-            const QString base = progressLabel_->text().remove("  (paused)");
-            progressLabel_->setText(p ? base + "  (paused)" : base);
-        });
-        connect(job_, &TrainingJob::finished, this, [this](bool ok, const QString& msg) {
-            updateButtons();
-            pollNow();
-            refreshPreview();
-            if (ok) {
-                progressLabel_->setText(progressLabel_->text().section("  (", 0, 0) + "  (ended)");
-                Q_EMIT message("Training ended: " + job_->spec().outDir);
-            } else {
-                progressLabel_->setText("failed: " + msg);
-                Q_EMIT errorOccurred("Training failed: " + msg);
-            }
-        });
-    }
+QHBoxLayout* TrainingPanel::buildChartsAndPreview() {
+    charts_ = new widgets::ChartGrid(this, 2);
+    // The headline charts first: total loss, validation, then the other loss terms and rates.
+    charts_->setOrder({"loss/total", "val/sAP10", "val/sAP15", "val/APH", "loss/cls", "loss/l1", "lr",
+                       "throughput", "grad_norm", "phase"});
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidgetResizable(true);
+    scroll->setWidget(charts_);
+    previewLabel_ = new QLabel(this);
+    previewLabel_->setFixedSize(176, 132);
+    previewLabel_->setAlignment(Qt::AlignCenter);
+    previewLabel_->setText("no preview yet");
+    previewLabel_->setFrameShape(QFrame::StyledPanel);
+    previewCaption_ = new QLabel(this);
+    previewCaption_->setWordWrap(true);
+    previewCaption_->setMaximumWidth(176);
+    auto* previewBox = new QVBoxLayout;
+    previewBox->addWidget(previewLabel_);
+    previewBox->addWidget(previewCaption_);
+    previewBox->addStretch();
+    auto* bottom = new QHBoxLayout;
+    bottom->addWidget(scroll, 1);
+    bottom->addLayout(previewBox);
+    return bottom;
+}
 
-    if (job_ && job_->running()) followJobRun();   // a panel made while a run is going
-
-    pollTimer_ = new QTimer(this);
-    connect(pollTimer_, &QTimer::timeout, this, &TrainingPanel::pollNow);
-    pollTimer_->start(kPollMs);
-    previewTimer_ = new QTimer(this);
-    connect(previewTimer_, &QTimer::timeout, this, [this] {
-        bool live = job_ && job_->running();
-        for (const auto& r : runs_) live |= r->follower->isOpen() && r->follower->status() == "running";
-        if (live) refreshPreview();
+void TrainingPanel::connectJob() {
+    if (!job_) return;
+    connect(job_, &TrainingJob::started, this, [this] {
+        followJobRun();
+        updateButtons();
+        progressLabel_->setText("starting...");
     });
-    previewTimer_->start(kPreviewMs);
-    updateButtons();
+    connect(job_, &TrainingJob::progressed, this, [this](qint64 step, qint64 total, double eta, const QString& phase) {
+        progress_->setValue(total > 0 ? int(1000 * step / total) : 0);
+        progressLabel_->setText(QStringLiteral("step %1 / %2   %3   ETA %4%5")
+                                    .arg(step)
+                                    .arg(total)
+                                    .arg(phase, formatSeconds(eta), QString(job_->paused() ? "  (paused)" : "")));
+    });
+    connect(job_, &TrainingJob::pausedChanged, this, [this](bool p) {
+        pause_->setChecked(p);
+        const QString base = progressLabel_->text().remove("  (paused)");
+        progressLabel_->setText(p ? base + "  (paused)" : base);
+    });
+    connect(job_, &TrainingJob::finished, this, [this](bool ok, const QString& msg) {
+        updateButtons();
+        pollNow();
+        refreshPreview();
+        if (ok) {
+            progressLabel_->setText(progressLabel_->text().section("  (", 0, 0) + "  (ended)");
+            Q_EMIT message("Training ended: " + job_->spec().outDir);
+        } else {
+            progressLabel_->setText("failed: " + msg);
+            Q_EMIT errorOccurred("Training failed: " + msg);
+        }
+    });
+    if (job_->running()) followJobRun();   // a panel made while a run is going
 }
 
 TrainingPanel::~TrainingPanel() = default;
@@ -568,46 +467,42 @@ QString TrainingPanel::previewDir() const {
 void TrainingPanel::refreshPreview() {
     if (previewBusy_) return;
     const QString dir = previewDir();
-    QString logPath;
-    if (!(job_ && !job_->spec().outDir.isEmpty()) && !runs_.empty()) logPath = runs_.front()->follower->path();
     if (dir.isEmpty()) return;
     const bool jobRun = job_ && !job_->spec().outDir.isEmpty();
-    if (jobRun && job_->spec().model == "efficientzero") {
-        previewCaption_->setText("no preview for EfficientZero runs (glimpse play runs the agent)");
+    const QString logPath = !jobRun && !runs_.empty() ? runs_.front()->follower->path() : QString();
+    std::string family = jobRun ? job_->spec().model.toStdString() : std::string();
+    std::string dataSpec = jobRun ? job_->spec().dataSpec.toStdString() : std::string();
+    if (!jobRun) {
+        // An opened run: its run log says which trainer wrote it (and on which dataset).
+        try {
+            const RunLog runLog = RunLog::load(logPath.toStdString());
+            family = runLog.config.value("trainer", "letr");
+            dataSpec = runLog.config.value("data", "");
+        } catch (const std::exception&) {
+            family = "letr";   // not readable (yet): the LETR preview reports what is missing
+        }
+    }
+    const ModelFamily* f = findFamily(family);
+    if (!f || !f->training.preview) {
+        previewCaption_->setText(QStringLiteral("no preview for %1 runs").arg(f ? f->title : QString::fromStdString(family)));
         return;
     }
-    const bool coatRun = jobRun && job_->spec().model == "coat";
-    const std::string dataSpec = coatRun ? job_->spec().dataSpec.toStdString() : std::string();
     previewBusy_ = true;
-    auto* watcher = new QFutureWatcher<PreviewResult>(this);
-    connect(watcher, &QFutureWatcher<PreviewResult>::finished, this, [this, watcher] {
-        const PreviewResult r = watcher->result();
-        watcher->deleteLater();
-        previewBusy_ = false;
-        if (!r.error.isEmpty()) {
-            previewCaption_->setText("no preview: " + r.error);
-        } else {
-            preview_ = r.image;
-            previewLabel_->setPixmap(QPixmap::fromImage(r.image).scaled(
-                previewLabel_->size(), Qt::KeepAspectRatio, Qt::SmoothTransformation));
-            previewCaption_->setText(r.caption);
-        }
-        Q_EMIT previewUpdated();
-    });
-    watcher->setFuture(QtConcurrent::run([d = dir.toStdString(), log = logPath.toStdString(), coatRun, dataSpec, jobRun] {
-        if (coatRun) return makeCoatPreview(d, dataSpec);
-        if (!jobRun) {
-            // An opened run: its run.h5 says which trainer wrote it (and a CoaT run's dataset).
-            try {
-                const RunLog runLog = RunLog::load(log);
-                if (runLog.config.value("trainer", "") == "coat")
-                    return makeCoatPreview(d, runLog.config.value("data", ""));
-            } catch (const std::exception&) {
-                // not readable (yet): the LETR preview reports what is missing
+    runAsync(
+        this, [preview = f->training.preview, d = dir.toStdString(), dataSpec] { return preview(d, dataSpec); },
+        [this](Outcome<TrainingPreview> r) {
+            previewBusy_ = false;
+            if (!r.ok()) {
+                previewCaption_->setText("no preview: " + r.error);
+            } else {
+                preview_ = r.value.image;
+                previewLabel_->setPixmap(QPixmap::fromImage(r.value.image)
+                                             .scaled(previewLabel_->size(), Qt::KeepAspectRatio,
+                                                     Qt::SmoothTransformation));
+                previewCaption_->setText(r.value.caption);
             }
-        }
-        return makePreview(d);
-    }));
+            Q_EMIT previewUpdated();
+        });
 }
 
 } // namespace glimpse::app

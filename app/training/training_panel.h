@@ -11,6 +11,8 @@
 #include <vector>
 
 class QComboBox;
+class QFormLayout;
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QListWidget;
@@ -73,6 +75,11 @@ Q_SIGNALS:
 private:
     struct Run;
     int nextRunIndex() const;
+    QWidget* pathRow(QLineEdit*& edit, const QString& placeholder, bool dir);
+    QFormLayout* buildForm();
+    QHBoxLayout* buildButtons();
+    QHBoxLayout* buildChartsAndPreview();
+    void connectJob();
     void followJobRun();
     void showFollowedProgress();   // progress / ETA of a followed run when no job is running
     void updateButtons();

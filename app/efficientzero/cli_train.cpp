@@ -1,44 +1,17 @@
 // glimpse train efficientzero: EfficientZero on a built-in arcade game, headless, with a
 // progress bar and ETA on stderr; Ctrl-C stops after the current step and writes a checkpoint.
-#include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
+#include "app/cli/common.h"
+#include "core/util/json_file.h"
 #include "core/error.h"
 #include "core/models/efficientzero/train.h"
 
 namespace glimpse::cli {
-
-namespace {
-
-volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void onInterrupt(int) { g_interrupted = 1; }
-
-std::string clock(double s) {
-    if (s < 0) return "--:--";
-    char buf[32];
-    const long t = long(s + 0.5);
-    if (t >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-    else std::snprintf(buf, sizeof buf, "%02ld:%02ld", t / 60, t % 60);
-    return buf;
-}
-
-} // namespace
-
-void printProgressBar(const train::Progress& p, const std::string& extra) {
-    const int width = 28;
-    const double frac = p.totalSteps > 0 ? double(p.step) / double(p.totalSteps) : 0.0;
-    const int fill = int(frac * width);
-    std::string bar(size_t(fill), '#');
-    bar += std::string(size_t(width - fill), '.');
-    std::fprintf(stderr, "\r[%s] %lld/%lld %-11s %s elapsed, ETA %s %s   ", bar.c_str(), (long long)p.step,
-                 (long long)p.totalSteps, p.phase.c_str(), clock(p.elapsed).c_str(), clock(p.eta).c_str(), extra.c_str());
-    std::fflush(stderr);
-}
 
 int trainEfficientZero(const std::vector<std::string>& args) {
     const char* usage =
@@ -65,10 +38,8 @@ int trainEfficientZero(const std::vector<std::string>& args) {
                   "--min-replay", "--lr", "--max-episode-steps", "--threads"});
     nlohmann::json j = nlohmann::json::object();
     if (auto path = a.get("--config")) {
-        std::ifstream in(*path);
-        if (!in) throw Error(*path + ": cannot open the config file");
-        j = nlohmann::json::parse(in, nullptr, false);
-        if (j.is_discarded()) throw Error(*path + ": not valid JSON");
+        j = readJsonFile(*path, "config file");
+        if (!j.is_object()) throw Error(*path + ": the config file is not a JSON object");
     }
     j["env"] = a.require("--env");
     j["steps"] = a.getInt("--steps", j.value("steps", 5000));
@@ -87,26 +58,18 @@ int trainEfficientZero(const std::vector<std::string>& args) {
     torch::set_num_threads(int(threads));
 
     train::Control control;
-    g_interrupted = 0;
-    auto previous = std::signal(SIGINT, onInterrupt);
-    auto progress = [&](const train::Progress& p) {
-        if (g_interrupted) control.requestStop();
-        char extra[160];
-        auto get = [&](const char* k) { auto it = p.latest.find(k); return it == p.latest.end() ? 0.0 : it->second; };
-        std::snprintf(extra, sizeof extra, "loss %.3f  env %.0f  ret %.1f  %.1f upd/s", get("loss"), get("env_steps"),
-                      get("episode_return"), get("updates_per_s"));
-        printProgressBar(p, extra);
-    };
     efficientzero::TrainResult r;
-    try {
-        r = efficientzero::trainAgent(cfg, out, &control, progress);
-    } catch (...) {
-        std::signal(SIGINT, previous);
-        std::fprintf(stderr, "\n");
-        throw;
+    {
+        StopOnInterrupt interrupt(control);
+        TrainingProgress bar(control, [](const train::Progress& p) {
+            char m[160];
+            std::snprintf(m, sizeof m, "loss %.3f  env %.0f  ret %.1f  %.1f upd/s", latestMetric(p, "loss"),
+                          latestMetric(p, "env_steps"), latestMetric(p, "episode_return"),
+                          latestMetric(p, "updates_per_s"));
+            return std::string(m);
+        });
+        r = efficientzero::trainAgent(cfg, out, &control, bar.fn());
     }
-    std::signal(SIGINT, previous);
-    std::fprintf(stderr, "\n");
     std::cout << (r.stopped ? "stopped" : "finished") << ": " << r.updates << " updates, " << r.envSteps
               << " environment steps, " << r.episodes << " episodes in " << r.seconds << " s; checkpoint " << out
               << "/model.h5\n";

@@ -1,4 +1,4 @@
-#include "app/letr_view.h"
+#include "app/letr/view.h"
 
 #include <algorithm>
 #include <dlfcn.h>

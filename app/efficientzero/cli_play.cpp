@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
+#include "app/cli/common.h"
+#include "core/util/timing.h"
 #include "core/error.h"
 #include "core/models/efficientzero/model.h"
 #include "core/models/efficientzero/train.h"
@@ -13,8 +15,6 @@
 #include "core/rl/score.h"
 
 namespace glimpse::cli {
-
-void printProgressBar(const train::Progress& p, const std::string& extra);  // train_ez.cpp
 
 int play(const std::vector<std::string>& args) {
     const char* usage =
@@ -58,19 +58,20 @@ int play(const std::vector<std::string>& args) {
     o.checkpointPath = ckpt;
     const auto env = rl::makeEnv(game, o.env);  // unknown game -> Error listing the names
     auto net = efficientzero::loadForEnv(ckpt, *env);
-    auto progress = [](const train::Progress& p) { printProgressBar(p, ""); };
-    const auto r = efficientzero::evaluate(net, game, o, nullptr, progress);
-    std::fprintf(stderr, "\n");
-    std::vector<double> sorted = r.returns;
-    std::sort(sorted.begin(), sorted.end());
-    const size_t m = sorted.size();
-    const double median = m % 2 ? sorted[m / 2] : 0.5 * (sorted[m / 2 - 1] + sorted[m / 2]);
+    train::Control control;
+    efficientzero::EvalResult r;
+    {
+        StopOnInterrupt interrupt(control);
+        TrainingProgress bar(control, nullptr, -1, 8);
+        r = efficientzero::evaluate(net, game, o, &control, bar.fn());
+    }
+    const double medianReturn = median(r.returns);
     std::printf("%s: %d episodes, %d simulations%s\n", game.c_str(), r.stats.episodes, o.simulations,
                 o.temperature > 0 || o.noise
                     ? (", temperature " + std::to_string(o.temperature) + (o.noise ? ", root noise" : "")).c_str()
                     : "");
     std::printf("return: mean %.2f +- %.2f (95%% CI), median %.2f, min %.2f, max %.2f, mean length %.1f\n",
-                r.stats.mean, r.stats.ci95, median, r.stats.min, r.stats.max, r.stats.meanLength);
+                r.stats.mean, r.stats.ci95, medianReturn, r.stats.min, r.stats.max, r.stats.meanLength);
     std::printf("normalized score: mean %.3f, median %.3f (0 = random, 1 = scripted)\n", r.normalizedMean,
                 r.normalizedMedian);
     for (const auto& f : r.recorded) std::printf("recorded %s\n", f.c_str());

@@ -14,6 +14,7 @@
 
 #include "app/cli/cli.h"
 #include "core/error.h"
+#include "core/util/timing.h"
 #include "core/io/demo_image.h"
 #include "core/io/image.h"
 #include "core/models/coat/model.h"
@@ -54,17 +55,6 @@ bool isImage(const fs::path& p) {
     for (const char* e : {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm"})
         if (ext == e) return true;
     return false;
-}
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double msSince(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // --checkpoint, or a random model from --variant / --config.

@@ -1,13 +1,10 @@
-#include "app/coat_inspector.h"
+#include "app/coat/inspector.h"
+#include "app/async.h"
 #include "app/resources.h"
 
 #include <QComboBox>
-#include <QCoreApplication>
-#include <QDir>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
-#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QIcon>
@@ -15,19 +12,12 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QPixmap>
-#include <QProgressBar>
-#include <QPushButton>
 #include <QSlider>
 #include <QSpinBox>
-#include <QSplitter>
 #include <QTableWidget>
-#include <QTimer>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
 
 #include <opencv2/core.hpp>
 
@@ -43,50 +33,25 @@ namespace {
 constexpr int kTraceCacheSize = 16;
 constexpr int kThumbPx = 56;
 
-cv::Mat toMat(const widgets::RgbImage& im) {
-    cv::Mat m(im.height, im.width, CV_8UC3);
-    for (int y = 0; y < im.height; ++y)
-        std::memcpy(m.ptr<uint8_t>(y), &im.rgb[size_t(y) * im.width * 3], size_t(im.width) * 3);
-    return m;
-}
-
-struct RunResult {
-    std::shared_ptr<const coat::CoatTrace> trace;
-    double ms = 0;
-    QString error;
-};
-
-struct ModelResult {
-    std::shared_ptr<coat::CoatModel> model;
-    QString error;
-};
-
-struct TraceResult {
-    std::shared_ptr<const coat::CoatTrace> trace;
-    widgets::RgbImage image;
-    QString error;
-};
-
-struct CamResult {
-    torch::Tensor map;
-    QString error;
-};
+const coat::CoatTrace& asTrace(const void* t) { return *static_cast<const coat::CoatTrace*>(t); }
 
 } // namespace
 
 QString defaultCoatCheckpoint() { return resourceFile("coat_fmnist.h5"); }
 
 CoatInspector::CoatInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare, QWidget* parent)
-    : QWidget(parent), viewport_(viewport), compare_(compare), modelMutex_(std::make_shared<std::mutex>()) {
+    : ModelPanel({"CoaT", "Classify the shown image with CoaT and capture its trace (Ctrl+Shift+R)", kTraceCacheSize,
+                  "coat-trace:"},
+                 viewport, compare, parent) {
     buildUi();
     // A click on the image (not a drag) sets the query pixel; in the compare pane too (same
     // image coordinates).
-    connect(viewport_, &widgets::ImageViewport::imageClicked, this, [this](int px, int py) {
-        if (active_ && px >= 0) setQuery(px + 0.5, py + 0.5);
+    connect(viewport, &widgets::ImageViewport::imageClicked, this, [this](int px, int py) {
+        if (active() && px >= 0) setQuery(px + 0.5, py + 0.5);
     });
-    if (compare_)
-        connect(compare_, &widgets::ImageViewport::imageClicked, this, [this](int px, int py) {
-            if (active_ && px >= 0 && compareScale_ >= 0) setQuery(px + 0.5, py + 0.5);
+    if (compare)
+        connect(compare, &widgets::ImageViewport::imageClicked, this, [this](int px, int py) {
+            if (active() && px >= 0 && compareScale_ >= 0) setQuery(px + 0.5, py + 0.5);
         });
     updateControls();
 }
@@ -94,31 +59,11 @@ CoatInspector::CoatInspector(widgets::ImageViewport* viewport, widgets::ImageVie
 CoatInspector::~CoatInspector() = default;
 
 void CoatInspector::buildUi() {
-    auto* col = new QVBoxLayout(this);
-    auto* form = new QFormLayout;
-    col->addLayout(form);
+    buildViewControls(form());
+    buildLists();
+}
 
-    modelLabel_ = new QLabel("no checkpoint", this);
-    modelLabel_->setWordWrap(true);
-    form->addRow("Model", modelLabel_);
-    auto* runRow = new QHBoxLayout;
-    auto* openCk = new QPushButton("Checkpoint...", this);
-    runButton_ = new QPushButton("Run CoaT", this);
-    runButton_->setToolTip("Classify the shown image with CoaT and capture its trace (Ctrl+Shift+R)");
-    cancelButton_ = new QPushButton("Cancel", this);
-    runRow->addWidget(openCk);
-    runRow->addWidget(runButton_);
-    runRow->addWidget(cancelButton_);
-    form->addRow(runRow);
-    progress_ = new QProgressBar(this);
-    progress_->setRange(0, 0);
-    progress_->setTextVisible(false);
-    progress_->setMaximumHeight(10);
-    form->addRow(progress_);
-    connect(openCk, &QPushButton::clicked, this, &CoatInspector::openCheckpointDialog);
-    connect(runButton_, &QPushButton::clicked, this, [this] { run(true); });
-    connect(cancelButton_, &QPushButton::clicked, this, &CoatInspector::cancel);
-
+void CoatInspector::buildViewControls(QFormLayout* form) {
     mode_ = new QComboBox(this);
     for (int m = 0; m < kCoatModeCount; ++m) mode_->addItem(coatModeName(CoatMode(m)));
     mode_->setToolTip("Effective attention w_j = q_i . softmax(K)_j / sqrt(C) of the clicked query pixel, its "
@@ -183,6 +128,10 @@ void CoatInspector::buildUi() {
         if (!updating_ && i >= 0) setCompareScale(i - 1);
     });
 
+}
+
+void CoatInspector::buildLists() {
+    QVBoxLayout* col = column();
     table_ = new QTableWidget(0, 3, this);
     table_->setHorizontalHeaderLabels({"class", "name", "p"});
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -230,150 +179,56 @@ std::shared_ptr<const coat::CoatTrace> CoatInspector::trace() const {
     return view_ ? view_->tracePtr() : nullptr;
 }
 
-void CoatInspector::fail(const QString& message) {
-    lastFailure_ = message;
-    Q_EMIT failed(message);
+// --- the family's hooks -----------------------------------------------------------------
+
+std::shared_ptr<void> CoatInspector::loadModel(const std::string& path) const {
+    auto model = coat::loadCoat(path);
+    model->eval();
+    return model;
 }
 
-// --- model ----------------------------------------------------------------------------
-
-void CoatInspector::openCheckpointDialog() {
-    const QString path = QFileDialog::getOpenFileName(this, "Open CoaT checkpoint", QString(),
-                                                      "Glimpse checkpoints (*.h5);;All files (*)");
-    if (!path.isEmpty()) loadCheckpoint(path);
+ModelPanel::Erased CoatInspector::runModel(void* model, const cv::Mat& rgb) const {
+    return std::make_shared<const coat::CoatTrace>(coat::runCoat(*static_cast<coat::CoatModel*>(model), rgb));
 }
 
-void CoatInspector::loadCheckpoint(const QString& path) {
-    ++loadingModel_;
-    updateControls();
-    Q_EMIT message("Loading CoaT checkpoint " + path + " ...");
-    auto* watcher = new QFutureWatcher<ModelResult>(this);
-    connect(watcher, &QFutureWatcher<ModelResult>::finished, this, [this, watcher, path] {
-        ModelResult r = watcher->result();
-        watcher->deleteLater();
-        --loadingModel_;
-        if (!r.error.isEmpty()) {
-            updateControls();
-            fail(r.error);
-            return;
-        }
-        setModel(std::move(r.model), path);
-        Q_EMIT checkpointLoaded(path);
-    });
-    watcher->setFuture(QtConcurrent::run([p = path.toStdString()] {
-        ModelResult r;
-        try {
-            r.model = coat::loadCoat(p);
-            r.model->eval();
-        } catch (const std::exception& e) {
-            r.error = QStringLiteral("CoaT checkpoint %1: %2").arg(QString::fromStdString(p), e.what());
-            // Messages from the loader usually name the file already; avoid saying it twice.
-            if (std::strstr(e.what(), p.c_str())) r.error = QString::fromStdString(e.what());
-        }
-        return r;
-    }));
+void CoatInspector::saveTraceFile(const void* trace, const std::string& path) const {
+    asTrace(trace).save(path);   // glimpse::Trace::save writes atomically
+}
+
+ModelPanel::OpenedTrace CoatInspector::loadTraceFile(const std::string& path) const {
+    auto t = std::make_shared<const coat::CoatTrace>(coat::CoatTrace::load(path));
+    const torch::Tensor img = t->image().contiguous();   // the network's input crop
+    OpenedTrace r;
+    r.image.width = int(img.size(1));
+    r.image.height = int(img.size(0));
+    r.image.rgb.assign(img.data_ptr<uint8_t>(), img.data_ptr<uint8_t>() + img.numel());
+    r.trace = std::move(t);
+    return r;
+}
+
+QString CoatInspector::describeModel() const {
+    const auto& c = modelAs<coat::CoatModel>()->config();
+    return QStringLiteral("%1\n%2, dims %3/%4/%5/%6, %7 heads, %8 classes, %9 px")
+        .arg(QFileInfo(checkpointPath()).fileName(), QString::fromStdString(c.variant))
+        .arg(c.embedDims[0]).arg(c.embedDims[1]).arg(c.embedDims[2]).arg(c.embedDims[3])
+        .arg(c.numHeads).arg(c.numClasses).arg(c.imageSize);
+}
+
+QString CoatInspector::describeRun(const void* trace, double ms) const {
+    const auto top = asTrace(trace).top5();
+    return QStringLiteral("CoaT finished in %1 ms: %2 (p %3)")
+        .arg(ms, 0, 'f', 0)
+        .arg(top.empty() ? QString("-") : QString::fromStdString(top.front().name))
+        .arg(top.empty() ? 0.0 : double(top.front().prob), 0, 'f', 3);
 }
 
 void CoatInspector::setModel(std::shared_ptr<coat::CoatModel> model, const QString& label) {
-    model_ = std::move(model);
-    checkpoint_ = label;
-    cache_.clear();
-    cacheOrder_.clear();
-    if (model_) {
-        const auto& c = model_->config();
-        modelLabel_->setText(QStringLiteral("%1\n%2, dims %3/%4/%5/%6, %7 heads, %8 classes, %9 px")
-                                 .arg(QFileInfo(label).fileName(), QString::fromStdString(c.variant))
-                                 .arg(c.embedDims[0]).arg(c.embedDims[1]).arg(c.embedDims[2]).arg(c.embedDims[3])
-                                 .arg(c.numHeads).arg(c.numClasses).arg(c.imageSize));
-        Q_EMIT message("CoaT model ready: " + label);
-    } else {
-        modelLabel_->setText("no checkpoint");
-    }
-    updateControls();
-}
-
-void CoatInspector::run(bool interactive) {
-    if (running_) return;
-    if (!viewport_->hasImage()) {
-        fail("Run CoaT: open an image first.");
-        return;
-    }
-    if (!model_) {
-        if (loadingModel_ > 0) {
-            fail("Run CoaT: the checkpoint is still loading; try again in a moment.");
-            return;
-        }
-        if (interactive) {
-            Q_EMIT message("No CoaT checkpoint loaded: choose one.");
-            openCheckpointDialog();
-            return;
-        }
-        fail("Run CoaT: no checkpoint loaded (Model > Open CoaT checkpoint, or --coat-checkpoint; "
-             "resources/coat_fmnist.h5 is used when installed).");
-        return;
-    }
-    running_ = true;
-    const int gen = ++runGeneration_;
-    const QString key = sourceKey_;
-    updateControls();
-    Q_EMIT activateRequested();
-    Q_EMIT message("Running CoaT on " + (key.isEmpty() ? QStringLiteral("the image") : key) + " ...");
-    cv::Mat image = toMat(viewport_->image());
-    auto* watcher = new QFutureWatcher<RunResult>(this);
-    connect(watcher, &QFutureWatcher<RunResult>::finished, this, [this, watcher, gen, key] {
-        RunResult r = watcher->result();
-        watcher->deleteLater();
-        if (gen != runGeneration_) return;   // cancelled: dropped
-        running_ = false;
-        updateControls();
-        if (!r.error.isEmpty()) {
-            fail(r.error);
-            return;
-        }
-        const auto top = r.trace->top5();
-        Q_EMIT message(QStringLiteral("CoaT finished in %1 ms: %2 (p %3)")
-                           .arg(r.ms, 0, 'f', 0)
-                           .arg(top.empty() ? QString("-") : QString::fromStdString(top.front().name))
-                           .arg(top.empty() ? 0.0 : double(top.front().prob), 0, 'f', 3));
-        cache_.insert(key, r.trace);
-        cacheOrder_.removeAll(key);
-        cacheOrder_.append(key);
-        while (cacheOrder_.size() > kTraceCacheSize) cache_.remove(cacheOrder_.takeFirst());
-        if (key == sourceKey_) setTrace(r.trace);
-    });
-    watcher->setFuture(QtConcurrent::run([model = model_, mutex = modelMutex_, image]() {
-        RunResult r;
-        try {
-            std::lock_guard<std::mutex> lock(*mutex);
-            const auto t0 = std::chrono::steady_clock::now();
-            r.trace = std::make_shared<const coat::CoatTrace>(coat::runCoat(*model, image));
-            r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        } catch (const std::exception& e) {
-            r.error = QStringLiteral("CoaT failed: %1").arg(e.what());
-        }
-        return r;
-    }));
-}
-
-void CoatInspector::cancel() {
-    if (!running_) return;
-    ++runGeneration_;
-    running_ = false;
-    updateControls();
-    Q_EMIT message("CoaT run cancelled.");
+    setModelErased(std::move(model), label);
 }
 
 // --- traces ---------------------------------------------------------------------------
 
-void CoatInspector::sourceChanged(const QString& key) {
-    sourceKey_ = key;
-    auto it = cache_.find(key);
-    if (!key.isEmpty() && it != cache_.end()) setTrace(it.value(), cropKeys_.value(key, false));
-    else clearTrace();
-}
-
-void CoatInspector::clearTrace() {
-    const bool had = bool(view_);
+void CoatInspector::dropTrace() {
     view_.reset();
     updating_ = true;
     table_->setRowCount(0);
@@ -382,28 +237,16 @@ void CoatInspector::clearTrace() {
     block_->clear();
     head_->clear();
     updating_ = false;
-    // Only wipe what this panel drew (the LETR panel may be showing its own trace).
-    if (had && active_) {
-        viewport_->setScene({});
-        if (compare_ && compareScale_ >= 0) {
-            compare_->setScene({});
-            compare_->hide();
-        }
-    }
-    updateControls();
 }
 
 void CoatInspector::setTrace(std::shared_ptr<const coat::CoatTrace> trace, bool shownIsCrop) {
-    if (!trace) return clearTrace();
-    try {
-        const auto& img = viewport_->image();
-        view_ = std::make_unique<CoatView>(std::move(trace), std::max(1, img.width), std::max(1, img.height),
-                                           shownIsCrop);
-    } catch (const std::exception& e) {
-        view_.reset();
-        fail(QString::fromStdString(e.what()));
-        return;
-    }
+    presentTrace(std::move(trace), shownIsCrop);
+}
+
+void CoatInspector::showTrace(const Erased& erased, bool shownIsCrop) {
+    const auto& img = viewport()->image();
+    view_ = std::make_unique<CoatView>(std::static_pointer_cast<const coat::CoatTrace>(erased),
+                                       std::max(1, img.width), std::max(1, img.height), shownIsCrop);
     const auto& t = view_->trace();
     if (settings_.head >= t.numHeads()) settings_.head = -1;
     if (settings_.camClass >= t.probs().size(0)) settings_.camClass = -1;
@@ -412,79 +255,6 @@ void CoatInspector::setTrace(std::shared_ptr<const coat::CoatTrace> trace, bool 
     galleryKey_.clear();
     refillSelectors();
     refillTable();
-    updateControls();
-    refresh();
-    Q_EMIT traceReady();
-}
-
-void CoatInspector::saveTrace(const QString& path) {
-    auto t = trace();
-    if (!t) return fail("Save CoaT trace: there is no trace yet (run CoaT first).");
-    ++ioPending_;
-    updateControls();
-    auto* watcher = new QFutureWatcher<QString>(this);
-    connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, path] {
-        const QString err = watcher->result();
-        watcher->deleteLater();
-        --ioPending_;
-        updateControls();
-        if (!err.isEmpty()) return fail(err);
-        Q_EMIT message("Saved CoaT trace to " + path);
-        Q_EMIT traceSaved(path);
-    });
-    watcher->setFuture(QtConcurrent::run([t, p = path.toStdString()]() -> QString {
-        try {
-            t->save(p);   // glimpse::Trace::save writes atomically
-            return {};
-        } catch (const std::exception& e) {
-            return QString::fromStdString(e.what());
-        }
-    }));
-}
-
-void CoatInspector::openTrace(const QString& path) {
-    ++ioPending_;
-    updateControls();
-    auto* watcher = new QFutureWatcher<TraceResult>(this);
-    connect(watcher, &QFutureWatcher<TraceResult>::finished, this, [this, watcher, path] {
-        TraceResult r = watcher->result();
-        watcher->deleteLater();
-        --ioPending_;
-        updateControls();
-        if (!r.error.isEmpty()) return fail(r.error);
-        const QString key = "coat-trace:" + QFileInfo(path).absoluteFilePath();
-        cache_.insert(key, r.trace);
-        cacheOrder_.removeAll(key);
-        cacheOrder_.append(key);
-        cropKeys_.insert(key, true);
-        sourceKey_ = key;
-        // The main window shows the crop and calls sourceChanged(key): a cache hit.
-        Q_EMIT showImageRequested(QFileInfo(path).fileName(), r.image);
-        sourceKey_ = key;
-        if (trace() != r.trace) setTrace(r.trace, true);
-        Q_EMIT activateRequested();
-        Q_EMIT message("Opened CoaT trace " + path);
-    });
-    watcher->setFuture(QtConcurrent::run([p = path.toStdString()] {
-        TraceResult r;
-        try {
-            auto t = std::make_shared<const coat::CoatTrace>(coat::CoatTrace::load(p));
-            const torch::Tensor img = t->image().contiguous();
-            r.image.width = int(img.size(1));
-            r.image.height = int(img.size(0));
-            r.image.rgb.assign(img.data_ptr<uint8_t>(), img.data_ptr<uint8_t>() + img.numel());
-            r.trace = std::move(t);
-        } catch (const std::exception& e) {
-            r.error = QString::fromStdString(e.what());
-        }
-        return r;
-    }));
-}
-
-void CoatInspector::setActive(bool on) {
-    if (active_ == on) return;
-    active_ = on;
-    if (on && view_) refresh();
 }
 
 // --- view settings -------------------------------------------------------------------
@@ -612,17 +382,23 @@ void CoatInspector::setCompareScale(int scale) {
         compareBox_->setCurrentIndex(scale + 1);
         updating_ = false;
     }
-    refreshCompare();
+    if (active()) {
+        try {
+            refreshCompare();
+        } catch (const std::exception& e) {
+            fail(QString::fromStdString(e.what()));
+        }
+    }
 }
 
 void CoatInspector::requestCam(int64_t cls) {
     if (!view_) return;
-    if (!model_) {
+    if (!hasModel()) {
         fail(QStringLiteral("Grad-CAM of class %1: not stored in this trace (it holds the top-5) and no CoaT "
                             "model is loaded to compute it.").arg(cls));
         return;
     }
-    if (model_->config().numClasses != view_->trace().probs().size(0)) {
+    if (modelAs<coat::CoatModel>()->config().numClasses != view_->trace().probs().size(0)) {
         fail("Grad-CAM: the loaded CoaT model has another number of classes than the model that made this trace.");
         return;
     }
@@ -630,32 +406,25 @@ void CoatInspector::requestCam(int64_t cls) {
     updateControls();
     Q_EMIT message(QStringLiteral("Computing the Grad-CAM of class %1 ...").arg(cls));
     auto traceRef = view_->tracePtr();
-    auto* watcher = new QFutureWatcher<CamResult>(this);
-    connect(watcher, &QFutureWatcher<CamResult>::finished, this, [this, watcher, cls, traceRef] {
-        CamResult r = watcher->result();
-        watcher->deleteLater();
-        --camPending_;
-        updateControls();
-        if (!r.error.isEmpty()) return fail(r.error);
-        if (!view_ || view_->tracePtr() != traceRef) return;   // another trace meanwhile
-        try {
-            view_->addCam(cls, r.map);
-        } catch (const std::exception& e) {
-            return fail(QString::fromStdString(e.what()));
-        }
-        refresh();
-        Q_EMIT camReady(cls);
-    });
-    watcher->setFuture(QtConcurrent::run([model = model_, mutex = modelMutex_, traceRef, cls] {
-        CamResult r;
-        try {
+    runAsync(
+        this,
+        [model = modelAs<coat::CoatModel>(), mutex = modelMutex(), traceRef, cls] {
             std::lock_guard<std::mutex> lock(*mutex);
-            r.map = coat::gradCam(*model, coatInputFromTrace(*traceRef, model->config()), cls);
-        } catch (const std::exception& e) {
-            r.error = QStringLiteral("Grad-CAM of class %1 failed: %2").arg(cls).arg(e.what());
-        }
-        return r;
-    }));
+            return coat::gradCam(*model, coatInputFromTrace(*traceRef, model->config()), cls);
+        },
+        [this, cls, traceRef](Outcome<torch::Tensor> r) {
+            --camPending_;
+            updateControls();
+            if (!r.ok()) return fail(QStringLiteral("Grad-CAM of class %1 failed: %2").arg(cls).arg(r.error));
+            if (!view_ || view_->tracePtr() != traceRef) return;   // another trace meanwhile
+            try {
+                view_->addCam(cls, r.value);
+            } catch (const std::exception& e) {
+                return fail(QString::fromStdString(e.what()));
+            }
+            refresh();
+            Q_EMIT camReady(cls);
+        });
 }
 
 // --- drawing -------------------------------------------------------------------------
@@ -730,63 +499,30 @@ void CoatInspector::refillGallery() {
     updating_ = false;
 }
 
-void CoatInspector::refresh() {
-    if (!view_) return;
+void CoatInspector::drawScene() {
     try {
         refillGallery();
     } catch (const std::exception& e) {
         fail(QString::fromStdString(e.what()));
     }
-    if (!active_) return;
-    try {
-        viewport_->setScene(view_->scene(settings_));
-    } catch (const std::exception& e) {
-        fail(QString::fromStdString(e.what()));
-        return;
-    }
+    viewport()->setScene(view_->scene(settings_));
     refreshCompare();
-    Q_EMIT viewUpdated();
 }
 
 void CoatInspector::refreshCompare() {
-    if (!compare_ || !active_) return;
-    const bool on = view_ && compareScale_ >= 0;
-    const bool wasOn = !compare_->isHidden();
-    if (!on) {
-        if (wasOn && compareScale_ < 0 && view_) compare_->hide();
-        return;
-    }
-    compare_->setVisible(true);
-    if (!wasOn) {
-        if (auto* split = qobject_cast<QSplitter*>(compare_->parentWidget())) split->setSizes({1, 1});
-        QTimer::singleShot(50, viewport_, &widgets::ImageViewport::fitToWindow);
-    }
-    if (compare_->image().width != viewport_->image().width || compare_->image().height != viewport_->image().height ||
-        compare_->image().rgb != viewport_->image().rgb) {
-        compare_->setImage(viewport_->image());
-        compare_->followView(*viewport_);
-    }
+    if (!showComparePane(view_ && compareScale_ >= 0)) return;
     CoatViewSettings s = settings_;
     s.scale = compareScale_;
     s.block = -1;
-    try {
-        compare_->setScene(view_->scene(s));
-    } catch (const std::exception& e) {
-        fail(QString::fromStdString(e.what()));
-    }
+    comparePane()->setScene(view_->scene(s));
 }
 
-void CoatInspector::updateControls() {
-    const bool have = bool(view_);
-    runButton_->setEnabled(!running_ && loadingModel_ == 0);
-    cancelButton_->setEnabled(running_);
-    progress_->setVisible(busy());
+void CoatInspector::enableControls(bool have) {
     for (QWidget* w : {static_cast<QWidget*>(mode_), static_cast<QWidget*>(scale_), static_cast<QWidget*>(block_),
                        static_cast<QWidget*>(head_), static_cast<QWidget*>(colormap_), static_cast<QWidget*>(opacity_),
                        static_cast<QWidget*>(compareBox_), static_cast<QWidget*>(class_),
                        static_cast<QWidget*>(channel_)})
         w->setEnabled(have);
-    Q_EMIT busyChanged(busy());
 }
 
 } // namespace glimpse::app

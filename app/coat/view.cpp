@@ -1,4 +1,4 @@
-#include "app/coat_view.h"
+#include "app/coat/view.h"
 
 #include <algorithm>
 #include <cmath>

@@ -26,18 +26,14 @@ const char* kEvalUsage =
 
 } // namespace
 
-int eval(const std::vector<std::string>& argv) {
+int evalLetr(const std::vector<std::string>& argv) {
     const bool help = std::find(argv.begin(), argv.end(), "--help") != argv.end() ||
                       std::find(argv.begin(), argv.end(), "-h") != argv.end();
-    if (argv.empty() || help) {
+    if (help) {
         std::cout << kEvalUsage;
-        return argv.empty() ? 2 : 0;
+        return 0;
     }
-    if (argv[0] != "letr") {
-        std::cerr << "glimpse eval: unknown model '" << argv[0] << "' (expected letr)\n" << kEvalUsage;
-        return 2;
-    }
-    Args a(std::vector<std::string>(argv.begin() + 1, argv.end()), {"--no-lsd"});
+    Args a(argv, {"--no-lsd"});
     a.checkKnown({"--checkpoint", "--data", "--layers", "--out", "--max-images", "--no-lsd",
                   "--short-side", "--threads"});
     if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional().front() + "'");

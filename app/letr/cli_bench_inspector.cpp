@@ -13,8 +13,9 @@
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
-#include "app/letr_view.h"
+#include "app/letr/view.h"
 #include "core/error.h"
+#include "core/util/timing.h"
 #include "core/io/demo_image.h"
 #include "core/io/image.h"
 #include "core/models/letr/model.h"
@@ -42,14 +43,6 @@ const char* kUsage =
     "--no-heatmap / --no-lines leave that layer out (to see what each costs). --kinds: only these\n"
     "changes (none, layer, head, entity, threshold, colormap; e.g. to profile one). --threads: LibTorch\n"
     "and OpenBLAS threads (default 1; the GUI runs OpenBLAS on 1 thread too).\n";
-
-double percentile(std::vector<double> v, double p) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    const double idx = p * double(v.size() - 1);
-    const size_t lo = size_t(std::floor(idx)), hi = std::min(v.size() - 1, lo + 1);
-    return v[lo] + (v[hi] - v[lo]) * (idx - double(lo));
-}
 
 } // namespace
 

@@ -15,6 +15,7 @@
 
 #include "app/cli/cli.h"
 #include "core/error.h"
+#include "core/util/timing.h"
 #include "core/io/image.h"
 #include "core/models/letr/model.h"
 #include "core/models/letr/trace.h"
@@ -22,14 +23,6 @@
 namespace glimpse::cli {
 
 namespace {
-
-// Keep freed heap memory in the process instead of returning it to the OS: a LETR pass
-// allocates and frees attention matrices of tens of MB per layer, and handing them back makes
-// every pass fault them in again (page faults are costly, notably on virtual machines).
-void keepFreedMemory() {
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
-}
 
 namespace fs = std::filesystem;
 using namespace glimpse::letr;
@@ -135,13 +128,11 @@ std::string linesJson(const std::string& image, const LetrTrace& t, float thresh
 
 } // namespace
 
-int infer(const std::vector<std::string>& argv) {
+int inferLetr(const std::vector<std::string>& argv) {
     if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
         std::cerr << kInferUsage;
         return argv.empty() ? 2 : 0;
     }
-    for (size_t i = 0; i + 1 < argv.size(); ++i)
-        if (argv[i] == "--model" && argv[i + 1] == "coat") return inferCoat(argv);
     Args a(argv);
     try {
         a.checkKnown({"--model", "--checkpoint", "--random-seed", "--config", "--backbone", "--image", "--out", "--png",

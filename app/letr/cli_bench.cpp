@@ -14,6 +14,7 @@
 
 #include "app/cli/cli.h"
 #include "core/error.h"
+#include "core/util/timing.h"
 #include "core/io/demo_image.h"
 #include "core/io/image.h"
 #include "core/models/letr/model.h"
@@ -22,14 +23,6 @@
 namespace glimpse::cli {
 
 namespace {
-
-// Keep freed heap memory in the process instead of returning it to the OS: a LETR pass
-// allocates and frees attention matrices of tens of MB per layer, and handing them back makes
-// every pass fault them in again (page faults are costly, notably on virtual machines).
-void keepFreedMemory() {
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
-}
 
 using namespace glimpse::letr;
 
@@ -46,38 +39,18 @@ const char* kBenchUsage =
     "the process (as glimpse infer does) unless --return-memory is given. On a busy machine,\n"
     "OMP_WAIT_POLICY=PASSIVE in the environment keeps idle OpenMP threads from spinning.\n";
 
-double median(std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-long long peakRssKiB() {
-    std::ifstream f("/proc/self/status");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6);
-    return -1;
-}
-
-double msSince(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 } // namespace
 
-int bench(const std::vector<std::string>& argv) {
-    if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
-        std::cerr << kBenchUsage;
-        return argv.empty() ? 2 : 0;
+int benchLetr(const std::vector<std::string>& argv) {
+    if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
+        std::cout << kBenchUsage;
+        return 0;
     }
     Args a(argv, {"--return-memory"});
     try {
         a.checkKnown({"--checkpoint", "--config", "--backbone", "--queries", "--short-side", "--threads", "--runs",
                       "--warmup", "--image", "--random-seed", "--device", "--return-memory"});
-        if (a.positional().size() != 1) throw Error("expected exactly one model name (letr)");
-        if (a.positional()[0] != "letr") throw Error("unknown model '" + a.positional()[0] + "' (supported: letr)");
+        if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
         if (a.has("--checkpoint") && (a.has("--config") || a.has("--backbone") || a.has("--queries")))
             throw Error("--config/--backbone/--queries do not go with --checkpoint (it has its own config)");
     } catch (const Error& e) {

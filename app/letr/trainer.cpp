@@ -1,4 +1,4 @@
-#include "app/training/letr_runner.h"
+#include "app/letr/trainer.h"
 
 #include "core/models/letr/train.h"
 

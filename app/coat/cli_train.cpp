@@ -4,15 +4,14 @@
 // (core/models/coat/train.h); --ablation pe trains the four position-encoding variants of
 // Table 3.6 (neither, CRPE only, CPE only, both) with the same seed and budget into
 // RUN/<variant>/ and prints their validation accuracies (also written to RUN/ablation.json).
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
+#include "app/cli/common.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/models/coat/train.h"
@@ -36,51 +35,20 @@ const char* kUsage =
     "Writes RUN_DIR/run.h5 (live run log), RUN_DIR/checkpoint.h5 (resumable state) and, at the\n"
     "end, RUN_DIR/model.h5 (a CoaT checkpoint with class names for glimpse infer --model coat).\n";
 
-train::Control* gControl = nullptr;
-void onSignal(int) {
-    if (gControl) gControl->requestStop();
+std::string coatMetrics(const train::Progress& p) {
+    char acc[32] = "  -  ";
+    const double val = latestMetric(p, "val/acc", -1.0);
+    if (val >= 0) std::snprintf(acc, sizeof acc, "%.2f%%", 100.0 * val);
+    char m[160];
+    std::snprintf(m, sizeof m, "loss %.4f val %s lr %.2e %.0f img/s", latestMetric(p, "loss/train", -1.0), acc,
+                  latestMetric(p, "lr", -1.0), latestMetric(p, "throughput", -1.0));
+    return m;
 }
 
-std::string clockText(double s) {
-    if (s < 0) return "--:--";
-    char buf[32];
-    const long t = long(s + 0.5);
-    if (t >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-    else std::snprintf(buf, sizeof buf, "%02ld:%02ld", t / 60, t % 60);
-    return buf;
-}
-
-struct Bar {
-    long long maxSteps = -1;   // stop after this many steps (this process's run), -1: none
-    train::Control* control = nullptr;
-    std::string label;
-    bool tty = false;
-    int64_t lastPrinted = -1;
-
-    void operator()(const train::Progress& p) {
-        if (maxSteps >= 0 && p.step >= maxSteps) control->requestStop();
-        if (p.phase == "stopped") return;
-        const bool show = tty || p.step == p.totalSteps || p.step - lastPrinted >= 50;
-        if (!show || (!tty && p.step == lastPrinted)) return;
-        lastPrinted = p.step;
-        const int width = 30;
-        const double frac = p.totalSteps > 0 ? double(p.step) / double(p.totalSteps) : 1.0;
-        const int fill = std::clamp(int(frac * width + 0.5), 0, width);
-        auto get = [&](const char* k) {
-            auto it = p.latest.find(k);
-            return it == p.latest.end() ? -1.0 : it->second;
-        };
-        char acc[32] = "  -  ";
-        if (get("val/acc") >= 0) std::snprintf(acc, sizeof acc, "%.2f%%", 100.0 * get("val/acc"));
-        char line[320];
-        std::snprintf(line, sizeof line, "%s%s[%s%s] %lld/%lld %-10s loss %.4f val %s lr %.2e %.0f img/s  %s<%s",
-                      tty ? "\r" : "", label.c_str(), std::string(size_t(fill), '#').c_str(),
-                      std::string(size_t(width - fill), '.').c_str(), (long long)p.step, (long long)p.totalSteps,
-                      p.phase.c_str(), get("loss/train"), acc, get("lr"), get("throughput"),
-                      clockText(p.elapsed).c_str(), clockText(p.eta).c_str());
-        std::cerr << line << (tty ? "" : "\n") << std::flush;
-    }
-};
+void printAblation(const coat::CoatTrainConfig& cfg, const std::string& data, const std::string& out,
+                   const std::vector<std::pair<coat::PeVariant, coat::CoatTrainResult>>& results);
+int peAblation(const coat::CoatTrainConfig& cfg, const std::string& data, const std::string& out, bool resume,
+               long long maxSteps, train::Control& control);
 
 } // namespace
 
@@ -114,26 +82,13 @@ int trainCoat(const std::vector<std::string>& args) {
     const bool resume = a.has("--resume");
 
     train::Control control;
-    gControl = &control;
-    std::signal(SIGINT, onSignal);
-    const bool tty = isatty(fileno(stderr));
-    auto restore = [&] {
-        gControl = nullptr;
-        std::signal(SIGINT, SIG_DFL);
-    };
-
+    StopOnInterrupt interrupt(control);
     if (ablation.empty()) {
-        Bar bar{maxSteps, &control, "", tty};
         coat::CoatTrainResult r;
-        try {
-            r = coat::trainCoat(cfg, data, out, resume, control, std::ref(bar));
-        } catch (...) {
-            restore();
-            if (tty) std::cerr << "\n";
-            throw;
+        {
+            TrainingProgress bar(control, coatMetrics, maxSteps, 50);
+            r = coat::trainCoat(cfg, data, out, resume, control, bar.fn());
         }
-        restore();
-        if (tty) std::cerr << "\n";
         if (!r.finished) {
             std::cout << "stopped at step " << r.steps << "; checkpoint in " << out
                       << "/checkpoint.h5 (continue with --resume)\n";
@@ -144,8 +99,13 @@ int trainCoat(const std::vector<std::string>& args) {
         }
         return 0;
     }
+    return peAblation(cfg, data, out, resume, maxSteps, control);
+}
 
-    // --ablation pe
+namespace {
+
+int peAblation(const coat::CoatTrainConfig& cfg, const std::string& data, const std::string& out, bool resume,
+               long long maxSteps, train::Control& control) {
     std::vector<std::pair<coat::PeVariant, coat::CoatTrainResult>> results;
     bool stopped = false;
     for (const auto& v : coat::peAblationVariants()) {
@@ -157,15 +117,8 @@ int trainCoat(const std::vector<std::string>& args) {
         } else {
             std::error_code ec;
             const bool canResume = resume && std::filesystem::exists(std::filesystem::path(dir) / "checkpoint.h5", ec);
-            Bar bar{maxSteps, &control, v.name + " ", tty};
-            try {
-                r = coat::trainCoat(coat::withVariant(cfg, v), data, dir, canResume, control, std::ref(bar));
-            } catch (...) {
-                restore();
-                if (tty) std::cerr << "\n";
-                throw;
-            }
-            if (tty) std::cerr << "\n";
+            TrainingProgress bar(control, coatMetrics, maxSteps, 50, v.name + " ");
+            r = coat::trainCoat(coat::withVariant(cfg, v), data, dir, canResume, control, bar.fn());
         }
         results.emplace_back(v, r);
         if (!r.finished) {
@@ -173,7 +126,13 @@ int trainCoat(const std::vector<std::string>& args) {
             break;
         }
     }
-    restore();
+    printAblation(cfg, data, out, results);
+    if (stopped) std::cout << "stopped; continue with --resume\n";
+    return 0;
+}
+
+void printAblation(const coat::CoatTrainConfig& cfg, const std::string& data, const std::string& out,
+                   const std::vector<std::pair<coat::PeVariant, coat::CoatTrainResult>>& results) {
     nlohmann::json summary = nlohmann::json::array();
     std::printf("\nTable 3.6 position-encoding ablation (%s, seed %llu, %lld steps x batch %lld)\n", data.c_str(),
                 (unsigned long long)cfg.seed, (long long)cfg.steps, (long long)cfg.batchSize);
@@ -194,8 +153,8 @@ int trainCoat(const std::vector<std::string>& args) {
     }
     const std::string text = nlohmann::json{{"data", data}, {"config", cfg.toJson()}, {"results", summary}}.dump(2);
     writeBytesAtomically((std::filesystem::path(out) / "ablation.json").string(), text.data(), text.size());
-    if (stopped) std::cout << "stopped; continue with --resume\n";
-    return 0;
 }
+
+} // namespace
 
 } // namespace glimpse::cli

@@ -1,0 +1,125 @@
+// The command table of the `glimpse` executable: the general commands and every model
+// family's (app/family.h), one dispatcher and the usage text built from the same table.
+#include <algorithm>
+#include <iostream>
+
+#include "app/cli/cli.h"
+#include "app/family.h"
+
+namespace glimpse::cli {
+
+namespace {
+
+using app::Command;
+
+std::vector<Command> generalCommands() {
+    return {
+        {"info", "", "FILE.h5 ...", "describe a checkpoint, trace, run log or episode", info},
+        {"env", "", "list | score [--episodes K]", "the built-in arcade games", env},
+        {"bench", "rl", "[--threads T]", "environment and MCTS throughput", benchRl},
+        {"data", "export", "--data SPEC --out DIR", "write a line dataset as images + JSON", dataExport},
+    };
+}
+
+const std::vector<Command>& table() {
+    static const std::vector<Command> all = [] {
+        std::vector<Command> t = generalCommands();
+        for (const auto& f : app::modelFamilies()) t.insert(t.end(), f.commands.begin(), f.commands.end());
+        return t;
+    }();
+    return all;
+}
+
+std::string usageLine(const Command& c) {
+    std::string l = "glimpse " + c.verb;
+    if (!c.subject.empty()) l += c.verb == "infer" ? " --model " + c.subject : " " + c.subject;
+    if (!c.synopsis.empty()) l += " " + c.synopsis;
+    return l;
+}
+
+// "usage: glimpse eval letr ...\n       glimpse eval ...": the lines of one verb.
+std::string verbUsage(const std::string& verb) {
+    std::string out;
+    for (const auto& c : table())
+        if (c.verb == verb) out += (out.empty() ? "usage: " : "       ") + usageLine(c) + "\n";
+    return out;
+}
+
+std::string subjects(const std::string& verb) {
+    std::string out;
+    for (const auto& c : table())
+        if (c.verb == verb && !c.subject.empty()) out += (out.empty() ? "" : ", ") + c.subject;
+    return out;
+}
+
+bool wantsHelp(const std::vector<std::string>& args) {
+    return std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; });
+}
+
+// The row and the arguments it gets for `glimpse verb args...`; null when the subject is
+// missing or unknown (then *why says so).
+const Command* resolve(const std::string& verb, const std::vector<std::string>& args, std::vector<std::string>& rest,
+                       std::string* why) {
+    if (verb == "infer") {   // glimpse infer --model SUBJECT ... (default letr); the row gets everything
+        std::string model = "letr";
+        for (size_t i = 0; i + 1 < args.size(); ++i)
+            if (args[i] == "--model") model = args[i + 1];
+        rest = args;
+        for (const auto& c : table())
+            if (c.verb == verb && c.subject == model) return &c;
+        *why = "--model " + model + " is not supported (supported: " + subjects(verb) + ")";
+        return nullptr;
+    }
+    for (const auto& c : table()) {
+        if (c.verb != verb) continue;
+        if (c.subject.empty()) {
+            rest = args;
+            return &c;
+        }
+        if (!args.empty() && args[0] == c.subject) {
+            rest.assign(args.begin() + 1, args.end());
+            return &c;
+        }
+    }
+    *why = args.empty() || args[0].rfind("-", 0) == 0 ? std::string()
+                                                        : "unknown model '" + args[0] + "' (one of: " + subjects(verb) + ")";
+    return nullptr;
+}
+
+} // namespace
+
+std::string commandsUsage() {
+    std::string out;
+    for (const auto& c : table()) {
+        std::string l = usageLine(c);
+        if (l.size() < 54) l.resize(54, ' ');
+        out += "       " + l + " " + c.summary + "\n";
+    }
+    return out;
+}
+
+int runCommand(const std::string& verb, const std::vector<std::string>& args, bool* handled) {
+    *handled = std::any_of(table().begin(), table().end(), [&](const Command& c) { return c.verb == verb; });
+    if (!*handled) return 2;
+    std::vector<std::string> rest;
+    std::string why;
+    const Command* c = resolve(verb, args, rest, &why);
+    if (!c) {
+        if (why.empty()) {   // no subject: say which there are
+            std::cout << verbUsage(verb);
+        } else {
+            std::cerr << "glimpse " << verb << ": " << why << "\n" << verbUsage(verb);
+        }
+        return 2;
+    }
+    try {
+        // --help anywhere: the command's own help (options never take "--help" as a value).
+        if (wantsHelp(rest)) return c->run({"--help"});
+        return c->run(rest);
+    } catch (const std::exception& e) {
+        std::cerr << "glimpse " << verb << ": " << e.what() << "\n";
+        return 1;
+    }
+}
+
+} // namespace glimpse::cli

@@ -1,0 +1,68 @@
+#include "app/cli/common.h"
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <unistd.h>
+
+#include "core/util/timing.h"
+
+namespace glimpse::cli {
+
+namespace {
+train::Control* gControl = nullptr;
+extern "C" void onInterrupt(int) {
+    if (gControl) gControl->requestStop();
+}
+} // namespace
+
+StopOnInterrupt::StopOnInterrupt(train::Control& control) : previousControl_(gControl) {
+    gControl = &control;
+    previous_ = std::signal(SIGINT, onInterrupt);
+}
+
+StopOnInterrupt::~StopOnInterrupt() {
+    std::signal(SIGINT, previous_ == SIG_ERR ? SIG_DFL : previous_);
+    gControl = previousControl_;
+}
+
+double latestMetric(const train::Progress& p, const std::string& key, double def) {
+    auto it = p.latest.find(key);
+    return it == p.latest.end() ? def : it->second;
+}
+
+TrainingProgress::TrainingProgress(train::Control& control, Metrics metrics, int64_t maxSteps, int64_t every,
+                                   std::string label)
+    : control_(control), metrics_(std::move(metrics)), maxSteps_(maxSteps), every_(std::max<int64_t>(1, every)),
+      label_(std::move(label)), tty_(isatty(fileno(stderr)) != 0) {}
+
+TrainingProgress::~TrainingProgress() {
+    if (tty_ && drawn_) std::cerr << "\n" << std::flush;
+}
+
+void TrainingProgress::operator()(const train::Progress& p) {
+    if (maxSteps_ >= 0 && p.step >= maxSteps_) control_.requestStop();
+    if (p.phase == "stopped") return;
+    const bool show = tty_ || p.step == p.totalSteps || p.step - lastPrinted_ >= every_;
+    if (!show || (!tty_ && p.step == lastPrinted_)) return;
+    lastPrinted_ = p.step;
+    const int width = 30;
+    const double frac = p.totalSteps > 0 ? double(p.step) / double(p.totalSteps) : 1.0;
+    const int fill = std::clamp(int(frac * width + 0.5), 0, width);
+    std::string line = (tty_ ? "\r" : "") + label_ + "[" + std::string(size_t(fill), '#') +
+                       std::string(size_t(width - fill), '.') + "] " + std::to_string(p.step) + "/" +
+                       std::to_string(p.totalSteps) + " ";
+    std::string phase = p.phase;
+    phase.resize(std::max<size_t>(phase.size(), 8), ' ');
+    line += phase + " " + (metrics_ ? metrics_(p) : std::string()) + "  " + clockText(p.elapsed) + "<" +
+            clockText(p.eta);
+    std::cerr << line << (tty_ ? "   " : "\n") << std::flush;
+    drawn_ = true;
+}
+
+train::ProgressFn TrainingProgress::fn() {
+    return [this](const train::Progress& p) { (*this)(p); };
+}
+
+} // namespace glimpse::cli

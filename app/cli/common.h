@@ -1,0 +1,54 @@
+#pragma once
+// What the headless commands share: Ctrl-C handling for trainings, the one-line training
+// progress display, and metric lookup.
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/train/control.h"
+
+namespace glimpse::cli {
+
+// While alive, SIGINT (Ctrl-C) asks `control` to stop (the trainer then writes its checkpoint
+// and returns); the previous handler is restored on destruction, also when an exception leaves.
+class StopOnInterrupt {
+public:
+    explicit StopOnInterrupt(train::Control& control);
+    ~StopOnInterrupt();
+    StopOnInterrupt(const StopOnInterrupt&) = delete;
+    StopOnInterrupt& operator=(const StopOnInterrupt&) = delete;
+
+private:
+    void (*previous_)(int) = nullptr;
+    train::Control* previousControl_ = nullptr;
+};
+
+// The latest value of metric `key` in `p`, or `def` when the trainer has not reported it.
+double latestMetric(const train::Progress& p, const std::string& key, double def = 0.0);
+
+// A training's progress on stderr: "[#####.....] 120/400 coarse  <metrics>  00:42<02:10".
+// On a terminal the line is redrawn in place; otherwise a line is printed every `every` steps
+// and at the end. `maxSteps` >= 0 asks `control` to stop once that many steps are done
+// (--steps N).
+class TrainingProgress {
+public:
+    using Metrics = std::function<std::string(const train::Progress&)>;
+    TrainingProgress(train::Control& control, Metrics metrics, int64_t maxSteps = -1, int64_t every = 25,
+                     std::string label = "");
+    ~TrainingProgress();   // ends the terminal line
+    void operator()(const train::Progress& p);
+    // A ProgressFn for the trainers (refers to this object).
+    train::ProgressFn fn();
+
+private:
+    train::Control& control_;
+    Metrics metrics_;
+    int64_t maxSteps_;
+    int64_t every_;
+    std::string label_;
+    bool tty_;
+    bool drawn_ = false;
+    int64_t lastPrinted_ = -1;
+};
+
+} // namespace glimpse::cli

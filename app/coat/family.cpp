@@ -1,0 +1,34 @@
+// CoaT's entry in the model-family registry (app/family.h).
+#include "app/coat/cli.h"
+#include "app/coat/inspector.h"
+#include "app/coat/trainer.h"
+#include "app/family.h"
+
+namespace glimpse::app {
+
+TrainingPreview coatTrainingPreview(const std::string& runDir, const std::string& dataSpec);   // training_preview.cpp
+
+ModelFamily coatFamily() {
+    ModelFamily f;
+    f.name = "coat";
+    f.title = "CoaT";
+    f.makePanel = [](widgets::ImageViewport* v, widgets::ImageViewport* c, QWidget* parent) -> ModelPanel* {
+        return new CoatInspector(v, c, parent);
+    };
+    f.runShortcut = QKeySequence("Ctrl+Shift+R");
+    f.defaultCheckpoint = "coat_fmnist.h5";   // the Fashion-MNIST model, loaded at start
+    f.loadDefaultAtStart = true;
+    f.trainer = coatRunner();
+    f.training = {"CoaT (image classification)", "coat_fmnist_train.json", "fashion-mnist",
+                  "fashion-mnist, fashion-mnist:DIR or a folder of class folders"};
+    f.training.preview = coatTrainingPreview;
+    f.commands = {
+        {"infer", "coat", "--checkpoint C.h5 --image I --out trace.h5", "classify with CoaT, top-5, write a trace",
+         cli::inferCoat},
+        {"bench", "coat", "[--variant V]", "CoaT images/s and attention query time", cli::benchCoat},
+        {"train", "coat", "--data fashion-mnist|DIR --out RUN [--ablation pe]", "train CoaT", cli::trainCoat},
+    };
+    return f;
+}
+
+} // namespace glimpse::app

@@ -1,0 +1,27 @@
+// EfficientZero's entry in the model-family registry (app/family.h). It has no image
+// inspector: its episodes open in the replay viewer.
+#include "app/efficientzero/cli.h"
+#include "app/efficientzero/trainer.h"
+#include "app/family.h"
+
+#include "core/rl/env.h"
+
+namespace glimpse::app {
+
+ModelFamily efficientZeroFamily() {
+    ModelFamily f;
+    f.name = "efficientzero";
+    f.title = "EfficientZero";
+    f.trainer = efficientZeroRunner();
+    QString games;
+    for (const auto& g : rl::envNames()) games += (games.isEmpty() ? "" : ", ") + QString::fromStdString(g);
+    f.training = {"EfficientZero (game self-play)", "", "breakout", "game: " + games, "runlog.h5"};
+    f.commands = {
+        {"train", "efficientzero", "--env NAME --steps S --out RUN", "train EfficientZero on a game",
+         cli::trainEfficientZero},
+        {"play", "", "--checkpoint C --env NAME [--record DIR]", "evaluate (and record) episodes", cli::play},
+    };
+    return f;
+}
+
+} // namespace glimpse::app

@@ -1,0 +1,31 @@
+// The registry of model families: one line per family.
+#include "app/family.h"
+
+#include "core/error.h"
+
+namespace glimpse::app {
+
+ModelFamily letrFamily();           // app/letr/family.cpp
+ModelFamily coatFamily();           // app/coat/family.cpp
+ModelFamily efficientZeroFamily();  // app/efficientzero/family.cpp
+
+const std::vector<ModelFamily>& modelFamilies() {
+    static const std::vector<ModelFamily> all{letrFamily(), coatFamily(), efficientZeroFamily()};
+    return all;
+}
+
+const ModelFamily* findFamily(const std::string& name) {
+    for (const auto& f : modelFamilies())
+        if (f.name == name) return &f;
+    return nullptr;
+}
+
+TrainingJob::Runner modelRunner() {
+    return [](const TrainingSpec& spec, train::Control& control, const train::ProgressFn& progress) {
+        const ModelFamily* f = findFamily(spec.model.toStdString());
+        if (!f || !f->trainer) throw Error("no trainer for the model family '" + spec.model.toStdString() + "'");
+        f->trainer(spec, control, progress);
+    };
+}
+
+} // namespace glimpse::app

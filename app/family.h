@@ -1,0 +1,79 @@
+#pragma once
+// The model-family registry: one descriptor per family (LETR, CoaT, EfficientZero, ...) says
+// everything the application needs to offer it: its name (the `family` in its checkpoints and
+// traces), its inspector panel, its trainer for the Training panel, its defaults and its
+// headless commands. MainWindow, the Training panel, file opening and the command table are
+// driven by modelFamilies(); adding a family = its own folder (app/<family>/, core/models/<family>/)
+// plus one line in app/families.cpp. docs/architecture.md has the recipe.
+#include <QImage>
+#include <QKeySequence>
+#include <QString>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "app/training/training_job.h"
+
+class QWidget;
+
+namespace glimpse::widgets {
+class ImageViewport;
+}
+
+namespace glimpse::app {
+
+class ModelPanel;
+
+// A headless command: `glimpse VERB SUBJECT ARGS...` (for "infer", `glimpse infer --model
+// SUBJECT ARGS...`). `run` gets the arguments after the subject (infer: all of them), prints,
+// and returns the exit code (0 ok, 1 failure, 2 bad usage); it may throw glimpse::Error.
+struct Command {
+    std::string verb;       // "train", "bench", "infer", "eval", "play", "info", ...
+    std::string subject;    // "letr", "rl", ...; "" for a verb without subjects (info, env, play)
+    std::string synopsis;   // the options after "glimpse VERB SUBJECT" in the usage line
+    std::string summary;    // what it does, a few words
+    std::function<int(const std::vector<std::string>&)> run;
+};
+
+// The Training panel's preview of a run: the run's latest model on fixed inputs.
+struct TrainingPreview {
+    QImage image;
+    QString caption;
+};
+// Makes the preview from the run directory (its checkpoint or model file) and the run's dataset
+// spec; runs on a worker thread; throws glimpse::Error when there is nothing to show yet.
+using PreviewFn = std::function<TrainingPreview(const std::string& runDir, const std::string& dataSpec)>;
+
+struct TrainingDefaults {
+    QString title;          // the Training panel's model list ("LETR (line segments)")
+    QString config;         // resource file of the default trainer config ("" = built-in defaults)
+    QString data;           // the default dataset spec
+    QString dataHint;       // the dataset field's tool tip
+    QString runLogName = "run.h5";
+    PreviewFn preview;      // null: no preview (the panel says so)
+};
+
+struct ModelFamily {
+    std::string name;       // "letr": the `family` of its checkpoints and traces, and its CLI subject
+    QString title;          // "LETR"
+    // Inspector panel (null: the family has none); `compare` may be null.
+    std::function<ModelPanel*(widgets::ImageViewport* viewport, widgets::ImageViewport* compare, QWidget* parent)>
+        makePanel;
+    QKeySequence runShortcut;        // Model > Run <title>
+    QString defaultCheckpoint;       // resource file loaded into the panel at start ("" = none)
+    bool loadDefaultAtStart = false; // whether the main window loads it at start (else main() does)
+    // Trainer for the Training panel (null: not trainable from the GUI) and its defaults.
+    TrainingJob::Runner trainer;
+    TrainingDefaults training;
+    std::vector<Command> commands;
+};
+
+// Every family, in menu order.
+const std::vector<ModelFamily>& modelFamilies();
+// The family named `name`, or null.
+const ModelFamily* findFamily(const std::string& name);
+// The runner the main window's TrainingJob uses: the trainer of the family named by
+// TrainingSpec::model (an Error for a family without one).
+TrainingJob::Runner modelRunner();
+
+} // namespace glimpse::app

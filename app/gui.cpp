@@ -1,0 +1,272 @@
+// The GUI of `glimpse`: its command-line options, the main window, the automatic LETR and CoaT
+// runs they ask for, and --screenshot (for checks under Xvfb).
+#include "app/gui.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QPixmap>
+#include <QScreen>
+#include <QTimer>
+#include <iostream>
+#include <optional>
+
+#include "app/coat/inspector.h"
+#include "app/letr/inspector.h"
+#include "app/letr/view.h"
+#include "app/mainwindow.h"
+#include "widgets/viewport.h"
+
+namespace glimpse::app {
+
+namespace {
+
+const char* kGuiOptions =
+    "GUI options:\n"
+    "  FILE               image, video, trace, run log or checkpoint to open (default: the demo scene)\n"
+    "  --demo             open the built-in demo scene\n"
+    "  --run RUN.h5       follow a run log in the Training panel (repeat to overlay runs)\n"
+    "  --screenshot PNG   once the first frame is drawn, save a screenshot of the window\n"
+    "                     and quit (for checks under Xvfb)\n"
+    "  --checkpoint C.h5  load this LETR checkpoint (default: letr_demo.h5 when installed; on the\n"
+    "                     demo scene LETR then runs at once and the best line is selected)\n"
+    "  --run-letr         run LETR on the opened image once the model is loaded\n"
+    "  --entity K         then select line entity K (K = -1: the highest-scoring line)\n"
+    "  --compare M        then show the compare pane: 'lsd' or a layer position (1-based)\n"
+    "                     (with --screenshot, the screenshot waits for the trace)\n"
+    "  --coat-checkpoint C.h5  load this CoaT checkpoint (default: coat_fmnist.h5 when installed)\n"
+    "  --run-coat         run CoaT on the opened image once the model is loaded\n"
+    "  --query X,Y        then set the CoaT query pixel (image pixels)\n"
+    "  --coat-view MODE   then show: attention, crpe, cls, cam or key\n"
+    "  --coat-scale S     then select scale S (1-4)\n"
+    "  --coat-compare S   then show scale S (1-4) in the compare pane\n";
+
+// The GUI options after strict parsing: a bad value is refused before any window is made.
+struct GuiOptions {
+    QStringList files;
+    QString screenshot;
+    QStringList runs;
+    QString checkpoint;          // LETR (empty: none)
+    bool runLetr = false;
+    int entity = -2;             // -2: leave the selection, -1: the best line, >= 0: that entity
+    std::optional<int> compare;  // -1: LSD, >= 0: a layer position
+    QString coatCheckpoint;
+    bool runCoat = false;
+    std::optional<CoatMode> coatMode;
+    double qx = -1, qy = -1;
+    int coatScale = -1, coatCompare = -1;
+};
+
+struct OptionError {
+    QString text;
+};
+
+int parseInt(const QString& opt, const QString& v, int lo, int hi) {
+    bool ok = false;
+    const int n = v.trimmed().toInt(&ok);
+    if (!ok || n < lo || n > hi)
+        throw OptionError{QStringLiteral("--%1 wants an integer in %2..%3, got '%4'").arg(opt).arg(lo).arg(hi).arg(v)};
+    return n;
+}
+
+void parseCoatOptions(const QCommandLineParser& p, GuiOptions& o) {
+    if (p.isSet("coat-view")) {
+        try {
+            o.coatMode = coatModeFromName(p.value("coat-view").toStdString());
+        } catch (const std::exception& e) {
+            throw OptionError{QStringLiteral("--coat-view: %1").arg(e.what())};
+        }
+    }
+    if (p.isSet("query")) {
+        const QStringList xy = p.value("query").split(',');
+        bool ok1 = false, ok2 = false;
+        if (xy.size() == 2) {
+            o.qx = xy[0].toDouble(&ok1);
+            o.qy = xy[1].toDouble(&ok2);
+        }
+        if (!ok1 || !ok2 || o.qx < 0 || o.qy < 0)
+            throw OptionError{"--query wants X,Y (image pixels), got '" + p.value("query") + "'"};
+    }
+    if (p.isSet("coat-scale")) o.coatScale = parseInt("coat-scale", p.value("coat-scale"), 1, 4) - 1;
+    if (p.isSet("coat-compare")) o.coatCompare = parseInt("coat-compare", p.value("coat-compare"), 1, 4) - 1;
+}
+
+GuiOptions parseOptions(const QCommandLineParser& p) {
+    GuiOptions o;
+    o.files = p.positionalArguments();
+    o.screenshot = p.value("screenshot");
+    o.runs = p.values("run");
+    // The LETR model: --checkpoint, else the shipped letr_demo.h5 when there is one.
+    o.checkpoint = p.isSet("checkpoint") ? p.value("checkpoint") : defaultLetrCheckpoint();
+    o.runLetr = p.isSet("run-letr");
+    if (o.runLetr && o.checkpoint.isEmpty())
+        throw OptionError{p.isSet("checkpoint")
+                              ? QStringLiteral("--run-letr: no LETR checkpoint given")
+                              : QStringLiteral("--run-letr: no LETR checkpoint: give --checkpoint C.h5, or install "
+                                               "letr_demo.h5 (looked in $GLIMPSE_RESOURCES, else <exe "
+                                               "dir>/../share/glimpse and the source tree's resources/)")};
+    if (p.isSet("entity")) o.entity = parseInt("entity", p.value("entity"), -1, 1 << 30);
+    if (p.isSet("compare")) {
+        const QString m = p.value("compare").trimmed();
+        o.compare = m.compare("lsd", Qt::CaseInsensitive) == 0 ? -1 : parseInt("compare", m, 1, 1 << 20) - 1;
+    }
+    o.coatCheckpoint = p.value("coat-checkpoint");
+    o.runCoat = p.isSet("run-coat");
+    parseCoatOptions(p, o);
+    return o;
+}
+
+void addOptions(QCommandLineParser& p) {
+    p.addPositionalArgument("file", "Image, video or Glimpse file to open.");
+    p.addOptions({{"demo", "Open the built-in demo scene."},
+                  {"screenshot", "Save a screenshot once drawn, then quit.", "png"},
+                  {"run", "Follow a run log in the Training panel.", "run.h5"},
+                  {"checkpoint", "LETR checkpoint to load.", "h5"},
+                  {"run-letr", "Run LETR on the opened image."},
+                  {"entity", "Select this line entity after the run.", "k"},
+                  {"compare", "Compare pane after the run: lsd or a layer position.", "m"},
+                  {"coat-checkpoint", "CoaT checkpoint to load.", "h5"},
+                  {"run-coat", "Run CoaT on the opened image."},
+                  {"query", "CoaT query pixel after the run.", "x,y"},
+                  {"coat-view", "CoaT view after the run.", "mode"},
+                  {"coat-scale", "CoaT scale (1-4) after the run.", "s"},
+                  {"coat-compare", "CoaT compare scale (1-4) after the run.", "s"}});
+}
+
+// After the first LETR trace (--run-letr or the demo's): the compare pane (--compare), checked
+// against the trace's layers.
+void wireLetrOptions(MainWindow& window, const GuiOptions& o) {
+    if (!o.compare) return;
+    LetrInspector* letr = window.letrInspector();
+    const int mode = *o.compare;
+    QObject::connect(letr, &ModelPanel::traceReady, &window, [&window, letr, mode] {
+        static bool done = false;
+        if (done) return;
+        done = true;
+        if (mode >= letr->positionCount())
+            return window.reportError(QStringLiteral("--compare %1: this trace has layer positions 1..%2")
+                                          .arg(mode + 1)
+                                          .arg(letr->positionCount()));
+        letr->setCompare(mode);
+    });
+}
+
+// --run-coat: run once model and image are there, then apply the view options once.
+void wireCoatOptions(MainWindow& window, const GuiOptions& o) {
+    CoatInspector* coat = window.coatInspector();
+    if (!o.coatCheckpoint.isEmpty()) coat->loadCheckpoint(o.coatCheckpoint);
+    if (!o.runCoat) return;
+    QObject::connect(coat, &ModelPanel::traceReady, &window, [coat, o] {
+        static bool done = false;
+        if (done) return;
+        done = true;
+        if (o.coatScale >= 0) coat->setScale(o.coatScale);
+        if (o.qx >= 0) coat->setQuery(o.qx, o.qy);
+        if (o.coatMode) coat->setMode(*o.coatMode);
+        if (o.coatCompare >= 0) coat->setCompareScale(o.coatCompare);
+    });
+    if (!coat->hasModel() && !coat->modelLoading()) {
+        // Nothing to run with: say so (the screenshot, if any, shows the message) instead of waiting.
+        QObject::connect(&window, &MainWindow::imageLoaded, coat, [coat] {
+            if (!coat->hasModel() && !coat->modelLoading() && coat->lastFailure().isEmpty()) coat->run(false);
+        });
+        return;
+    }
+    coat->runWhenReady();
+}
+
+// --screenshot: once the image (and any asked-for trace) is drawn, grab the window and quit;
+// the exit status says whether everything asked for worked.
+void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
+    const QString out = o.screenshot;
+    auto* vp = window.viewport();
+    LetrInspector* letr = window.letrInspector();
+    CoatInspector* coat = window.coatInspector();
+    const bool wantLetr = o.runLetr, wantCoat = o.runCoat;
+    auto take = [&window, out, letr, coat, wantLetr, wantCoat] {
+        QPixmap pm = window.screen()->grabWindow(window.winId());
+        const bool ok = pm.save(out, "PNG");
+        std::cerr << (ok ? "glimpse: screenshot saved to " : "glimpse: cannot write screenshot ") << out.toStdString()
+                  << "\n";
+        // A failed load or run makes the exit status non-zero (the screenshot shows it too).
+        const bool letrFailed = wantLetr && !letr->hasTrace();
+        const bool coatFailed = wantCoat && !coat->hasTrace();
+        const bool failed = !window.lastError().isEmpty() || letrFailed || coatFailed;
+        if (failed)
+            std::cerr << "glimpse: "
+                      << (!window.lastError().isEmpty() ? window.lastError().toStdString()
+                          : letrFailed                  ? std::string("LETR produced no trace")
+                                                        : std::string("CoaT produced no trace"))
+                      << "\n";
+        QApplication::exit(ok && !failed ? 0 : 1);
+    };
+    // Wait for the image to be drawn a few times (swapchain settled), then grab.
+    QObject::connect(vp, &widgets::ImageViewport::frameDrawn, &window, [vp, take, waitLetr, letr, wantCoat, coat] {
+        static bool scheduled = false;
+        const bool letrDone = !waitLetr || letr->hasTrace() || !letr->lastFailure().isEmpty() ||
+                              (!letr->busy() && !letr->runPending() && !letr->hasModel());
+        const bool coatDone = !wantCoat || (coat->hasTrace() && !coat->busy()) || !coat->lastFailure().isEmpty();
+        if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 && letrDone && coatDone) {
+            scheduled = true;
+            QTimer::singleShot(300, take);
+        }
+    });
+    QObject::connect(&window, &MainWindow::loadFailed, &window, [take] { QTimer::singleShot(300, take); });
+    if (!vp->vulkanError().isEmpty()) QTimer::singleShot(500, take);
+    // Nudge redraws until the condition above is met.
+    auto* kick = new QTimer(&window);
+    QObject::connect(kick, &QTimer::timeout, vp, [vp] { vp->setOverlayVisible(vp->overlayVisible()); });
+    kick->start(100);
+}
+
+} // namespace
+
+std::string guiUsage() { return kGuiOptions; }
+
+int runGui(int argc, char** argv) {
+    // Parse before any window (or display connection) is made: a QCoreApplication suffices.
+    GuiOptions o;
+    {
+        QStringList args;
+        for (int i = 0; i < argc; ++i) args << QString::fromLocal8Bit(argv[i]);
+        QCommandLineParser parser;
+        addOptions(parser);
+        if (!parser.parse(args)) {
+            std::cerr << "glimpse: " << parser.errorText().toStdString() << "\n" << kGuiOptions;
+            return 2;
+        }
+        try {
+            o = parseOptions(parser);
+        } catch (const OptionError& e) {
+            std::cerr << "glimpse: " << e.text.toStdString() << "\n";
+            return 2;
+        }
+    }
+    QApplication app(argc, argv);
+    // OpenBLAS on the calling thread: the inspector computes attention maps on the UI thread
+    // (see setBlasThreads); model passes on workers keep LibTorch's own threads.
+    setBlasThreads(1);
+    QApplication::setOrganizationName("Glimpse");
+    QApplication::setApplicationName("Glimpse");
+    QApplication::setApplicationVersion(GLIMPSE_VERSION);
+
+    MainWindow window;
+    window.show();
+    LetrInspector* letr = window.letrInspector();
+    wireLetrOptions(window, o);
+    wireCoatOptions(window, o);
+    if (o.files.isEmpty()) {
+        // The demo scene; with a model, LETR runs on it and the best line is selected.
+        window.startDemo(o.checkpoint, o.entity == -2 ? -1 : o.entity);
+    } else {
+        if (!o.checkpoint.isEmpty()) letr->loadCheckpoint(o.checkpoint);
+        window.openImage(o.files.first());
+        if (o.runLetr) letr->runWhenReady(o.entity);
+    }
+    for (const QString& r : o.runs) window.openRun(r);
+    // With --screenshot, wait for the trace when a run was asked for (or the demo runs one).
+    const bool waitLetr = o.runLetr || (o.files.isEmpty() && !o.checkpoint.isEmpty());
+    if (!o.screenshot.isEmpty()) wireScreenshot(window, o, waitLetr);
+    return app.exec();
+}
+
+} // namespace glimpse::app

@@ -1,0 +1,443 @@
+#include "app/letr/inspector.h"
+#include "app/async.h"
+#include "app/resources.h"
+
+#include <QComboBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMenu>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QSlider>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include <limits>
+
+#include <opencv2/imgproc.hpp>
+
+#include "core/error.h"
+#include "core/models/letr/model.h"
+#include "renderer/colormap.h"
+#include "widgets/layer_stepper.h"
+#include "widgets/viewport.h"
+
+namespace glimpse::app {
+
+namespace {
+
+constexpr int kTraceCacheSize = 32;
+
+// A table item that sorts by its numeric value.
+class NumberItem : public QTableWidgetItem {
+public:
+    NumberItem(double v, int decimals) : QTableWidgetItem(QString::number(v, 'f', decimals)), v_(v) {
+        setData(Qt::UserRole, v);
+        setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    }
+    bool operator<(const QTableWidgetItem& o) const override {
+        return v_ < o.data(Qt::UserRole).toDouble();
+    }
+
+private:
+    double v_;
+};
+
+const letr::LetrTrace& asTrace(const void* t) { return *static_cast<const letr::LetrTrace*>(t); }
+
+} // namespace
+
+QString defaultLetrCheckpoint() { return resourceFile("letr_demo.h5"); }
+
+LetrInspector::LetrInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare,
+                             QWidget* parent)
+    : ModelPanel({"LETR", "Run LETR on the shown image (Ctrl+R)", kTraceCacheSize, "trace:"}, viewport, compare,
+                 parent) {
+    buildUi();
+    connect(viewport, &widgets::ImageViewport::lineClicked, this, [this](int id) {
+        if (active()) setEntity(id);
+    });
+    if (compare)
+        connect(compare, &widgets::ImageViewport::lineClicked, this, [this](int id) {
+            if (active()) setEntity(id);
+        });
+    updateControls();
+}
+
+LetrInspector::~LetrInspector() = default;
+
+void LetrInspector::buildUi() {
+    QFormLayout* form = this->form();
+    stepper_ = new widgets::LayerStepper(this);
+    form->addRow("Layer", stepper_);
+    connect(stepper_, &widgets::LayerStepper::positionChanged, this, &LetrInspector::setPosition);
+
+    auto* thRow = new QHBoxLayout;
+    threshold_ = new QSlider(Qt::Horizontal, this);
+    threshold_->setRange(0, 100);
+    threshold_->setValue(int(settings_.threshold * 100));
+    thresholdLabel_ = new QLabel(this);
+    thresholdLabel_->setMinimumWidth(36);
+    thRow->addWidget(threshold_, 1);
+    thRow->addWidget(thresholdLabel_);
+    form->addRow("Threshold", thRow);
+    connect(threshold_, &QSlider::valueChanged, this, [this](int v) { setThreshold(v / 100.0); });
+
+    head_ = new QComboBox(this);
+    form->addRow("Head", head_);
+    connect(head_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!updating_ && i >= 0) setHead(i - 1);
+    });
+
+    colormap_ = new QComboBox(this);
+    for (int c = 0; c < render::kColormapCount; ++c)
+        colormap_->addItem(render::colormapName(render::Colormap(c)));
+    form->addRow("Colour map", colormap_);
+    connect(colormap_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!updating_ && i >= 0) setColormap(render::Colormap(i));
+    });
+
+    opacity_ = new QSlider(Qt::Horizontal, this);
+    opacity_->setRange(0, 100);
+    opacity_->setValue(int(settings_.opacity * 100));
+    form->addRow("Opacity", opacity_);
+    connect(opacity_, &QSlider::valueChanged, this, [this](int v) { setOpacity(v / 100.0); });
+
+    entity_ = new QSpinBox(this);
+    entity_->setRange(-1, 0);
+    entity_->setSpecialValueText("none");
+    form->addRow("Entity", entity_);
+    connect(entity_, &QSpinBox::valueChanged, this, [this](int v) {
+        if (!updating_) setEntity(v);
+    });
+
+    compareBox_ = new QComboBox(this);
+    form->addRow("Compare", compareBox_);
+    connect(compareBox_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (!updating_ && i >= 0) setCompare(i - 2);
+    });
+
+    table_ = new QTableWidget(0, 4, this);
+    table_->setHorizontalHeaderLabels({"entity", "score", "length", "angle"});
+    table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    table_->setSelectionMode(QAbstractItemView::SingleSelection);
+    table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    table_->verticalHeader()->setVisible(false);
+    table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+    table_->setSortingEnabled(true);
+    table_->sortByColumn(1, Qt::DescendingOrder);
+    column()->addWidget(table_, 1);
+    connect(table_, &QTableWidget::itemSelectionChanged, this, [this] {
+        if (updating_) return;
+        const auto items = table_->selectedItems();
+        if (items.isEmpty()) return;
+        const QTableWidgetItem* first = table_->item(items.first()->row(), 0);
+        if (first) setEntity(first->data(Qt::UserRole).toInt());
+    });
+}
+
+std::shared_ptr<const letr::LetrTrace> LetrInspector::trace() const {
+    return view_ ? view_->tracePtr() : nullptr;
+}
+
+int LetrInspector::positionCount() const { return view_ ? int(view_->positions().size()) : 0; }
+
+std::vector<int> LetrInspector::tableEntities() const {
+    std::vector<int> out;
+    for (int r = 0; r < table_->rowCount(); ++r)
+        if (const QTableWidgetItem* it = table_->item(r, 0)) out.push_back(it->data(Qt::UserRole).toInt());
+    return out;
+}
+
+// --- the family's hooks -----------------------------------------------------------------
+
+std::shared_ptr<void> LetrInspector::loadModel(const std::string& path) const { return letr::loadLetr(path); }
+
+ModelPanel::Erased LetrInspector::runModel(void* model, const cv::Mat& rgb) const {
+    return std::make_shared<const letr::LetrTrace>(letr::runLetr(*static_cast<letr::LetrModel*>(model), rgb));
+}
+
+void LetrInspector::saveTraceFile(const void* trace, const std::string& path) const { asTrace(trace).save(path); }
+
+ModelPanel::OpenedTrace LetrInspector::loadTraceFile(const std::string& path) const {
+    auto t = std::make_shared<const letr::LetrTrace>(letr::LetrTrace::load(path));
+    // Show the image at its original size: the trace keeps the resized input.
+    const torch::Tensor img = t->image().contiguous();
+    cv::Mat in(int(img.size(0)), int(img.size(1)), CV_8UC3, img.data_ptr<uint8_t>());
+    const auto orig = t->originalSize();
+    cv::Mat shown;
+    cv::resize(in, shown, cv::Size(int(orig[1]), int(orig[0])), 0, 0, cv::INTER_LINEAR);
+    return {std::move(t), toRgbImage(shown)};
+}
+
+QString LetrInspector::describeModel() const {
+    const auto& c = modelAs<letr::LetrModel>()->config();
+    return QStringLiteral("%1\n%2, d %3, %4 heads, %5 queries")
+        .arg(QFileInfo(checkpointPath()).fileName(), QString::fromStdString(c.backbone))
+        .arg(c.hiddenDim)
+        .arg(c.nheads)
+        .arg(c.numQueries);
+}
+
+QString LetrInspector::describeRun(const void* trace, double ms) const {
+    return QStringLiteral("LETR finished in %1 ms (%2 entities)").arg(ms, 0, 'f', 0).arg(asTrace(trace).numQueries());
+}
+
+void LetrInspector::setModel(std::shared_ptr<letr::LetrModel> model, const QString& label) {
+    setModelErased(std::move(model), label);
+}
+
+void LetrInspector::afterAutoRun(int entity) {
+    if (!view_ || entity < -1) return;
+    if (entity < 0) {
+        const auto best = view_->visible(settings_.position, -std::numeric_limits<float>::infinity());
+        if (best.empty()) return;
+        entity = best.front().entity;
+        setEntity(entity);
+        Q_EMIT message(QStringLiteral("Selected entity %1 (score %2), the best line of layer %3.")
+                           .arg(entity)
+                           .arg(double(best.front().score), 0, 'f', 3)
+                           .arg(QString::fromStdString(view_->positions()[size_t(settings_.position)].label())));
+        return;
+    }
+    setEntity(entity);
+}
+
+void LetrInspector::onSourceChanged(const QString& key) {
+    // LSD of an unnamed image is not reusable, and a trace file may have changed since it was
+    // last opened.
+    lsdCache_.remove(QString());
+    if (key.startsWith("trace:")) lsdCache_.remove(key);
+}
+
+// --- traces ---------------------------------------------------------------------------
+
+void LetrInspector::dropTrace() {
+    view_.reset();
+    settings_.entity = -1;
+    updating_ = true;
+    stepper_->setPositions({});
+    table_->setRowCount(0);
+    updating_ = false;
+}
+
+void LetrInspector::setTrace(std::shared_ptr<const letr::LetrTrace> trace) { presentTrace(std::move(trace), false); }
+
+void LetrInspector::showTrace(const Erased& erased, bool) {
+    const int oldCount = positionCount();
+    view_ = std::make_unique<LetrView>(std::static_pointer_cast<const letr::LetrTrace>(erased));
+    const auto& t = view_->trace();
+    updating_ = true;
+    QStringList labels;
+    for (const auto& p : view_->positions()) labels << QString::fromStdString(p.label());
+    if (settings_.position >= int(labels.size()) || oldCount != labels.size())
+        settings_.position = int(labels.size()) - 1;   // start at the last layer: the prediction
+    if (settings_.entity >= t.numQueries()) settings_.entity = -1;
+    if (settings_.head >= t.numHeads()) settings_.head = -1;
+    stepper_->setPositions(labels);
+    stepper_->setPosition(settings_.position);
+    head_->clear();
+    head_->addItem("mean");
+    for (int h = 0; h < t.numHeads(); ++h) head_->addItem(QStringLiteral("head %1").arg(h + 1));
+    head_->setCurrentIndex(settings_.head + 1);
+    entity_->setRange(-1, int(t.numQueries()) - 1);
+    entity_->setValue(settings_.entity);
+    compareBox_->clear();
+    compareBox_->addItem("off");
+    compareBox_->addItem("LSD (OpenCV)");
+    for (const QString& l : labels) compareBox_->addItem("layer " + l);
+    if (compareMode_ >= int(labels.size())) compareMode_ = -2;
+    compareBox_->setCurrentIndex(compareMode_ + 2);
+    updating_ = false;
+    refillTable();
+}
+
+void LetrInspector::addFileActions(QMenu* file) {
+    file->addAction("Export &lines...", this, [this] {
+        if (!hasTrace()) return fail("No lines to export: run LETR first.");
+        const QString path = QFileDialog::getSaveFileName(this, "Export lines of the current layer", "lines.json",
+                                                          "JSON (*.json);;CSV (*.csv)");
+        if (!path.isEmpty()) exportLines(path);
+    });
+}
+
+void LetrInspector::exportLines(const QString& path) {
+    if (!view_) return fail("Export lines: there is no trace yet (run LETR first).");
+    try {
+        writeLines(path.toStdString(), view_->positions()[size_t(settings_.position)].label(),
+                   view_->visible(settings_.position, settings_.threshold));
+        Q_EMIT message("Exported lines to " + path);
+        Q_EMIT linesExported(path);
+    } catch (const std::exception& e) {
+        fail(QString::fromStdString(e.what()));
+    }
+}
+
+// --- view settings -------------------------------------------------------------------
+
+void LetrInspector::setPosition(int index) {
+    if (!view_ || index < 0 || index >= positionCount()) return;
+    if (stepper_->position() != index) {
+        stepper_->setPosition(index);   // re-enters through positionChanged
+        return;
+    }
+    if (settings_.position == index && !updating_) {
+        refresh();
+        return;
+    }
+    settings_.position = index;
+    if (updating_) return;
+    refillTable();
+    refresh();
+}
+
+void LetrInspector::setHead(int head) {
+    if (view_ && (head < -1 || head >= view_->trace().numHeads())) return;
+    settings_.head = head;
+    if (head_->currentIndex() != head + 1) {
+        updating_ = true;
+        head_->setCurrentIndex(head + 1);
+        updating_ = false;
+    }
+    refresh();
+}
+
+void LetrInspector::setEntity(int entity) {
+    if (view_ && (entity < -1 || entity >= view_->trace().numQueries())) return;
+    settings_.entity = entity;
+    updating_ = true;
+    entity_->setValue(entity);
+    // Select its row when listed.
+    table_->clearSelection();
+    for (int r = 0; r < table_->rowCount(); ++r) {
+        const QTableWidgetItem* it = table_->item(r, 0);
+        if (it && it->data(Qt::UserRole).toInt() == entity) {
+            table_->selectRow(r);
+            table_->scrollToItem(table_->item(r, 0));
+            break;
+        }
+    }
+    updating_ = false;
+    refresh();
+}
+
+void LetrInspector::setThreshold(double t) {
+    settings_.threshold = float(std::clamp(t, 0.0, 1.0));
+    const int v = int(std::lround(settings_.threshold * 100));
+    if (threshold_->value() != v) {
+        const QSignalBlocker b(threshold_);
+        threshold_->setValue(v);
+    }
+    thresholdLabel_->setText(QString::number(double(settings_.threshold), 'f', 2));
+    refillTable();
+    refresh();
+}
+
+void LetrInspector::setColormap(render::Colormap c) {
+    settings_.colormap = c;
+    if (colormap_->currentIndex() != int(c)) {
+        updating_ = true;
+        colormap_->setCurrentIndex(int(c));
+        updating_ = false;
+    }
+    refresh();
+}
+
+void LetrInspector::setOpacity(double opacity) {
+    settings_.opacity = float(std::clamp(opacity, 0.0, 1.0));
+    const int v = int(std::lround(settings_.opacity * 100));
+    if (opacity_->value() != v) {
+        const QSignalBlocker b(opacity_);
+        opacity_->setValue(v);
+    }
+    refresh();
+}
+
+void LetrInspector::setCompare(int mode) {
+    if (mode < -2 || mode >= positionCount()) mode = -2;
+    compareMode_ = mode;
+    if (compareBox_->currentIndex() != mode + 2 && mode + 2 < compareBox_->count()) {
+        updating_ = true;
+        compareBox_->setCurrentIndex(mode + 2);
+        updating_ = false;
+    }
+    if (active()) refreshCompare();
+}
+
+void LetrInspector::refillTable() {
+    if (!view_) {
+        table_->setRowCount(0);
+        return;
+    }
+    const auto rows = view_->visible(settings_.position, settings_.threshold);
+    updating_ = true;
+    table_->setSortingEnabled(false);
+    table_->setRowCount(int(rows.size()));
+    int selectedRow = -1;
+    for (int i = 0; i < int(rows.size()); ++i) {
+        const auto& r = rows[size_t(i)];
+        auto* e = new NumberItem(r.entity, 0);
+        e->setData(Qt::UserRole, r.entity);
+        table_->setItem(i, 0, e);
+        table_->setItem(i, 1, new NumberItem(r.score, 3));
+        table_->setItem(i, 2, new NumberItem(r.length, 1));
+        table_->setItem(i, 3, new NumberItem(r.angle, 1));
+        if (r.entity == settings_.entity) selectedRow = i;
+    }
+    table_->setSortingEnabled(true);
+    table_->clearSelection();
+    if (selectedRow >= 0) {
+        for (int r = 0; r < table_->rowCount(); ++r)
+            if (table_->item(r, 0)->data(Qt::UserRole).toInt() == settings_.entity) table_->selectRow(r);
+    }
+    updating_ = false;
+}
+
+void LetrInspector::drawScene() {
+    viewport()->setScene(view_->scene(settings_));
+    refreshCompare();
+}
+
+void LetrInspector::refreshCompare() {
+    if (!showComparePane(view_ && compareMode_ > -2)) return;
+    widgets::ImageViewport* pane = comparePane();
+    if (compareMode_ >= 0) {
+        LetrViewSettings s = settings_;
+        s.position = compareMode_;
+        pane->setScene(view_->scene(s));
+        return;
+    }
+    // LSD baseline, computed once per image on a worker thread.
+    const QString key = sourceKey();
+    auto it = lsdCache_.find(key);
+    if (it != lsdCache_.end() && it.value()) {
+        pane->setScene(lsdScene(*it.value()));
+        return;
+    }
+    if (it != lsdCache_.end()) return;   // running
+    lsdCache_.insert(key, nullptr);
+    pane->setScene({});
+    runAsync(
+        this, [image = toMat(viewport()->image())] { return std::make_shared<std::vector<eval::ScoredLine>>(eval::detectLsd(image)); },
+        [this, key](Outcome<std::shared_ptr<std::vector<eval::ScoredLine>>> r) {
+            if (!r.ok()) {
+                lsdCache_.remove(key);
+                return fail("LSD failed on the current image: " + r.error);
+            }
+            lsdCache_.insert(key, r.value);
+            if (key == sourceKey() && compareMode_ == -1 && active()) comparePane()->setScene(lsdScene(*r.value));
+        });
+}
+
+void LetrInspector::enableControls(bool have) {
+    for (QWidget* w : {static_cast<QWidget*>(threshold_), static_cast<QWidget*>(head_),
+                       static_cast<QWidget*>(colormap_), static_cast<QWidget*>(opacity_),
+                       static_cast<QWidget*>(entity_), static_cast<QWidget*>(compareBox_)})
+        w->setEnabled(have);
+    thresholdLabel_->setText(QString::number(double(settings_.threshold), 'f', 2));
+}
+
+} // namespace glimpse::app

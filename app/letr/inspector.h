@@ -1,0 +1,113 @@
+#pragma once
+// LetrInspector: the LETR panel of the main window, a ModelPanel (app/panel.h: model, runs,
+// trace cache, save/open, compare pane). It turns the current LetrTrace into plain buffers for
+// the viewport through LetrView: a layer stepper (coarse 1..L then fine 1..L), score threshold,
+// head, colour map, opacity, the selected entity, an entity table, and a compare pane (another
+// layer, or OpenCV's LSD). The pattern for every family's panel: panel state here, drawing in
+// widgets/ImageViewport, logic in view.h.
+#include <QHash>
+#include <QString>
+#include <QWidget>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "app/letr/view.h"
+#include "app/panel.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSlider;
+class QSpinBox;
+class QTableWidget;
+
+namespace glimpse::letr {
+class LetrModel;
+}
+namespace glimpse::widgets {
+class ImageViewport;
+class LayerStepper;
+}
+
+namespace glimpse::app {
+
+// letr_demo.h5 in $GLIMPSE_RESOURCES when that is set (only there), else in
+// <exe dir>/../share/glimpse/, else in the source tree's resources/; empty when none exists.
+QString defaultLetrCheckpoint();
+
+class LetrInspector : public ModelPanel {
+    Q_OBJECT
+public:
+    // `viewport` shows the image and the trace; `compare` (may be null) is the second pane.
+    LetrInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare,
+                  QWidget* parent = nullptr);
+    ~LetrInspector() override;
+
+    std::shared_ptr<const letr::LetrTrace> trace() const;
+    const LetrViewSettings& settings() const { return settings_; }
+    int positionCount() const;
+    widgets::LayerStepper* stepper() const { return stepper_; }
+    QTableWidget* entityTable() const { return table_; }
+    // Entities listed in the table, in the table's current (sorted) order.
+    std::vector<int> tableEntities() const;
+    void addFileActions(QMenu* file) override;   // Export lines...
+
+public Q_SLOTS:
+    void setModel(std::shared_ptr<letr::LetrModel> model, const QString& label);
+    void setTrace(std::shared_ptr<const letr::LetrTrace> trace);
+    void exportLines(const QString& path);          // current layer's visible lines, .json/.csv
+
+    void setPosition(int index);
+    void setHead(int head);                          // -1 = mean
+    void setEntity(int entity);                      // -1 = none
+    void setThreshold(double t);
+    void setColormap(render::Colormap c);
+    void setOpacity(double opacity);
+    // Compare pane: -2 off, -1 LSD, >= 0 a layer position.
+    void setCompare(int mode);
+
+Q_SIGNALS:
+    void linesExported(const QString& path);
+
+protected:
+    std::shared_ptr<void> loadModel(const std::string& path) const override;
+    Erased runModel(void* model, const cv::Mat& rgb) const override;
+    void saveTraceFile(const void* trace, const std::string& path) const override;
+    OpenedTrace loadTraceFile(const std::string& path) const override;
+    QString describeModel() const override;
+    QString describeRun(const void* trace, double ms) const override;
+    void showTrace(const Erased& trace, bool fromFile) override;
+    void dropTrace() override;
+    void drawScene() override;
+    // select: >= 0 that entity, -1 the highest-scoring entity of the shown layer, -2 nothing.
+    void afterAutoRun(int select) override;
+    void enableControls(bool haveTrace) override;
+    void onSourceChanged(const QString& key) override;
+
+private:
+    void buildUi();
+    void refillTable();
+    void refreshCompare();
+
+    std::unique_ptr<LetrView> view_;
+    LetrViewSettings settings_;
+    int compareMode_ = -2;
+    QHash<QString, std::shared_ptr<std::vector<eval::ScoredLine>>> lsdCache_;
+    bool updating_ = false;
+
+    widgets::LayerStepper* stepper_ = nullptr;
+    QSlider* threshold_ = nullptr;
+    QLabel* thresholdLabel_ = nullptr;
+    QComboBox* head_ = nullptr;
+    QComboBox* colormap_ = nullptr;
+    QSlider* opacity_ = nullptr;
+    QSpinBox* entity_ = nullptr;
+    QComboBox* compareBox_ = nullptr;
+    QTableWidget* table_ = nullptr;
+};
+
+} // namespace glimpse::app

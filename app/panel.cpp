@@ -1,0 +1,384 @@
+#include "app/panel.h"
+
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <chrono>
+#include <cstring>
+
+#include "app/async.h"
+
+namespace glimpse::app {
+
+cv::Mat toMat(const widgets::RgbImage& im) {
+    cv::Mat m(im.height, im.width, CV_8UC3);
+    for (int y = 0; y < im.height; ++y)
+        std::memcpy(m.ptr<uint8_t>(y), &im.rgb[size_t(y) * im.width * 3], size_t(im.width) * 3);
+    return m;
+}
+
+widgets::RgbImage toRgbImage(const cv::Mat& m) {
+    widgets::RgbImage im;
+    im.width = m.cols;
+    im.height = m.rows;
+    im.rgb.resize(size_t(m.cols) * m.rows * 3);
+    for (int y = 0; y < m.rows; ++y)
+        std::memcpy(&im.rgb[size_t(y) * m.cols * 3], m.ptr<uint8_t>(y), size_t(m.cols) * 3);
+    return im;
+}
+
+ModelPanel::ModelPanel(Spec spec, widgets::ImageViewport* viewport, widgets::ImageViewport* compare,
+                       QWidget* parent)
+    : QWidget(parent), spec_(std::move(spec)), viewport_(viewport), compare_(compare),
+      modelMutex_(std::make_shared<std::mutex>()) {
+    buildHeader();
+    if (compare_) {
+        // Synchronized pan/zoom: each pane follows the other, history included (undo works
+        // from either pane).
+        auto sync = [this](widgets::ImageViewport* from, widgets::ImageViewport* to) {
+            if (syncing_ || !active_ || !to->isVisible()) return;
+            syncing_ = true;
+            to->followView(*from);
+            syncing_ = false;
+        };
+        connect(viewport_, &widgets::ImageViewport::viewChanged, this, [this, sync] { sync(viewport_, compare_); });
+        connect(compare_, &widgets::ImageViewport::viewChanged, this, [this, sync] { sync(compare_, viewport_); });
+    }
+}
+
+ModelPanel::~ModelPanel() = default;
+
+void ModelPanel::buildHeader() {
+    column_ = new QVBoxLayout(this);
+    form_ = new QFormLayout;
+    column_->addLayout(form_);
+    modelLabel_ = new QLabel("no checkpoint", this);
+    modelLabel_->setWordWrap(true);
+    form_->addRow("Model", modelLabel_);
+    auto* runRow = new QHBoxLayout;
+    auto* openCk = new QPushButton("Checkpoint...", this);
+    runButton_ = new QPushButton("Run " + spec_.title, this);
+    runButton_->setToolTip(spec_.runTip);
+    cancelButton_ = new QPushButton("Cancel", this);
+    runRow->addWidget(openCk);
+    runRow->addWidget(runButton_);
+    runRow->addWidget(cancelButton_);
+    form_->addRow(runRow);
+    progress_ = new QProgressBar(this);
+    progress_->setRange(0, 0);   // busy indicator: a forward pass reports no progress
+    progress_->setTextVisible(false);
+    progress_->setMaximumHeight(10);
+    form_->addRow(progress_);
+    runStatus_ = new QLabel(this);
+    runStatus_->setWordWrap(true);
+    form_->addRow(runStatus_);
+    connect(openCk, &QPushButton::clicked, this, &ModelPanel::openCheckpointDialog);
+    connect(runButton_, &QPushButton::clicked, this, [this] { run(true); });
+    connect(cancelButton_, &QPushButton::clicked, this, &ModelPanel::cancel);
+}
+
+void ModelPanel::fail(const QString& message) {
+    lastFailure_ = message;
+    Q_EMIT failed(message);
+}
+
+QString ModelPanel::runStatus() const { return runStatus_->text(); }
+
+// --- model ----------------------------------------------------------------------------
+
+void ModelPanel::openCheckpointDialog() {
+    const QString path = QFileDialog::getOpenFileName(this, "Open " + spec_.title + " checkpoint", QString(),
+                                                      "Glimpse checkpoints (*.h5);;All files (*)");
+    if (!path.isEmpty()) loadCheckpoint(path);
+}
+
+void ModelPanel::loadCheckpoint(const QString& path) {
+    ++loadingModel_;
+    updateControls();
+    Q_EMIT message("Loading " + spec_.title + " checkpoint " + path + " ...");
+    runAsync(
+        this, [this, p = path.toStdString()] { return loadModel(p); },
+        [this, path](Outcome<std::shared_ptr<void>> r) {
+            --loadingModel_;
+            if (!r.ok()) {
+                if (pendingRun_ && !model_ && loadingModel_ == 0) pendingRun_ = false;   // nothing to run with
+                updateControls();
+                // Messages from the loaders usually name the file already; avoid saying it twice.
+                fail(r.error.contains(path) ? r.error
+                                            : QStringLiteral("%1 checkpoint %2: %3").arg(spec_.title, path, r.error));
+                return;
+            }
+            setModelErased(std::move(r.value), path);
+            Q_EMIT checkpointLoaded(path);
+        });
+}
+
+void ModelPanel::setModelErased(std::shared_ptr<void> model, const QString& label) {
+    model_ = std::move(model);
+    checkpoint_ = label;
+    cache_.clear();   // traces of another model are stale
+    cacheOrder_.clear();
+    modelChanged();
+    if (model_) {
+        modelLabel_->setText(describeModel());
+        Q_EMIT message(spec_.title + " model ready: " + label);
+    } else {
+        modelLabel_->setText("no checkpoint");
+    }
+    updateControls();
+    startPendingRun();
+}
+
+// --- runs -----------------------------------------------------------------------------
+
+void ModelPanel::run(bool interactive) {
+    if (running_) return;
+    const QString t = spec_.title;
+    if (!viewport_->hasImage()) return fail("Run " + t + ": open an image first.");
+    if (!model_) {
+        if (loadingModel_ > 0) return fail("Run " + t + ": the checkpoint is still loading; try again in a moment.");
+        if (interactive) {
+            Q_EMIT message("No " + t + " checkpoint loaded: choose one.");
+            openCheckpointDialog();
+            return;
+        }
+        return fail(QStringLiteral("Run %1: no checkpoint loaded (Model > Open %1 checkpoint).").arg(t));
+    }
+    running_ = true;
+    const int gen = ++runGeneration_;
+    const QString key = sourceKey_;
+    updateControls();
+    Q_EMIT activateRequested();
+    const QString what = key.isEmpty() ? QStringLiteral("the image") : key;
+    if (abandoned_ > 0)
+        Q_EMIT message(QStringLiteral("%1 run on %2 queued: waiting for the cancelled pass to finish ...").arg(t, what));
+    else
+        Q_EMIT message("Running " + t + " on " + what + " ...");
+    struct Ran {
+        Erased trace;
+        double ms = 0;
+    };
+    runAsync(
+        this,
+        [this, model = model_, mutex = modelMutex_, image = toMat(viewport_->image())] {
+            std::lock_guard<std::mutex> lock(*mutex);   // one pass at a time per model
+            const auto t0 = std::chrono::steady_clock::now();
+            Ran r;
+            r.trace = runModel(model.get(), image);
+            r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            return r;
+        },
+        [this, gen, key](Outcome<Ran> r) { finishRun(gen, key, r.value.trace, r.value.ms, r.error); });
+}
+
+void ModelPanel::finishRun(int gen, const QString& key, Erased trace, double ms, const QString& error) {
+    if (gen != runGeneration_) {   // cancelled: dropped
+        --abandoned_;
+        if (abandoned_ == 0 && running_)
+            Q_EMIT message("The cancelled " + spec_.title + " pass finished (result dropped); the queued run starts.");
+        updateControls();
+        return;
+    }
+    running_ = false;
+    const int select = gen == autoRunGeneration_ ? autoSelect_ : -2;
+    updateControls();
+    if (!error.isEmpty()) return fail(spec_.title + " failed: " + error);
+    Q_EMIT message(describeRun(trace.get(), ms));
+    cacheTrace(key, trace, false);
+    if (key == sourceKey_) {
+        presentTrace(trace, false);
+        if (hasTrace()) afterAutoRun(select);
+    }
+}
+
+void ModelPanel::cancel() {
+    if (!running_) return;
+    ++runGeneration_;
+    ++abandoned_;   // its worker still finishes the forward pass (LibTorch cannot interrupt it)
+    running_ = false;
+    updateControls();
+    Q_EMIT message(spec_.title + " run cancelled (the pass finishes in the background; its result is dropped).");
+}
+
+void ModelPanel::runWhenReady(int select) {
+    pendingRun_ = true;
+    pendingSelect_ = select;
+    pendingBound_ = viewport_->hasImage();
+    pendingSource_ = pendingBound_ ? sourceKey_ : QString();
+    startPendingRun();
+    if (pendingRun_) updateControls();
+}
+
+void ModelPanel::startPendingRun() {
+    if (!pendingRun_ || running_ || loadingModel_ > 0 || !model_ || !viewport_->hasImage()) return;
+    pendingRun_ = false;
+    run(false);
+    if (running_) {
+        autoRunGeneration_ = runGeneration_;
+        autoSelect_ = pendingSelect_;
+    }
+}
+
+// --- traces ---------------------------------------------------------------------------
+
+void ModelPanel::cacheTrace(const QString& key, Erased trace, bool fromFile) {
+    cache_.insert(key, Cached{std::move(trace), fromFile});
+    cacheOrder_.removeAll(key);
+    cacheOrder_.append(key);
+    while (cacheOrder_.size() > spec_.cacheSize) cache_.remove(cacheOrder_.takeFirst());
+}
+
+void ModelPanel::sourceChanged(const QString& key) {
+    onSourceChanged(key);
+    sourceKey_ = key;
+    auto it = cache_.find(key);
+    if (!key.isEmpty() && it != cache_.end()) presentTrace(it->trace, it->fromFile);
+    else clearTrace();
+    if (pendingRun_ && !pendingBound_) {
+        pendingSource_ = key;
+        pendingBound_ = true;
+    } else if (pendingRun_ && key != pendingSource_) {
+        // The automatic run (demo, --run-letr) was for the image shown when it was asked for;
+        // the user opened another one meanwhile, so it is dropped rather than run on that.
+        pendingRun_ = false;
+        updateControls();
+        Q_EMIT message("The automatic " + spec_.title + " run was dropped because another image was opened; press "
+                       "Run to run " + spec_.title + " on this one.");
+    }
+    startPendingRun();
+}
+
+void ModelPanel::clearTrace() {
+    const bool had = bool(shown_);
+    shown_.reset();
+    dropTrace();
+    // Only wipe what this panel drew (another panel may be showing its own trace).
+    if (active_ && (had || !viewport_->scene().lines.empty() || viewport_->scene().hasHeatmap())) {
+        viewport_->setScene({});
+        showComparePane(false);
+    }
+    updateControls();
+}
+
+void ModelPanel::presentTrace(Erased trace, bool fromFile) {
+    if (!trace) return clearTrace();
+    shown_ = std::move(trace);
+    try {
+        showTrace(shown_, fromFile);
+    } catch (const std::exception& e) {
+        shown_.reset();
+        dropTrace();
+        updateControls();
+        return fail(QString::fromUtf8(e.what()));
+    }
+    updateControls();
+    refresh();
+    Q_EMIT traceReady();
+}
+
+void ModelPanel::saveTrace(const QString& path) {
+    if (!shown_) return fail("Save " + spec_.title + " trace: there is no trace yet (run " + spec_.title + " first).");
+    ++ioPending_;
+    updateControls();
+    runAsync(
+        this, [this, t = shown_, p = path.toStdString()] { saveTraceFile(t.get(), p); },
+        [this, path](Outcome<std::monostate> r) {
+            --ioPending_;
+            updateControls();
+            if (!r.ok()) return fail(r.error);
+            Q_EMIT message("Saved " + spec_.title + " trace to " + path);
+            Q_EMIT traceSaved(path);
+        });
+}
+
+void ModelPanel::openTrace(const QString& path) {
+    ++ioPending_;
+    updateControls();
+    runAsync(
+        this, [this, p = path.toStdString()] { return loadTraceFile(p); },
+        [this, path](Outcome<OpenedTrace> r) {
+            --ioPending_;
+            updateControls();
+            if (!r.ok()) return fail(r.error);
+            const QString key = spec_.traceKeyPrefix + QFileInfo(path).absoluteFilePath();
+            cacheTrace(key, r.value.trace, true);
+            Q_EMIT activateRequested();
+            sourceKey_ = key;
+            // The main window shows the image and calls sourceChanged(key): a cache hit.
+            Q_EMIT showImageRequested(QFileInfo(path).fileName(), r.value.image);
+            sourceKey_ = key;
+            if (shown_ != r.value.trace) presentTrace(r.value.trace, true);
+            Q_EMIT message("Opened " + spec_.title + " trace " + path);
+        });
+}
+
+// --- drawing -------------------------------------------------------------------------
+
+void ModelPanel::setActive(bool on) {
+    if (active_ == on) return;
+    active_ = on;
+    if (on) redraw();
+}
+
+void ModelPanel::redraw() {
+    if (!active_) return;
+    if (shown_) return refresh();
+    viewport_->setScene({});
+    showComparePane(false);
+}
+
+void ModelPanel::refresh() {
+    if (!shown_ || !active_) return;
+    try {
+        drawScene();
+    } catch (const std::exception& e) {
+        return fail(QString::fromUtf8(e.what()));
+    }
+    Q_EMIT viewUpdated();
+}
+
+bool ModelPanel::showComparePane(bool on) {
+    if (!compare_) return false;
+    const bool wasOn = !compare_->isHidden();
+    compare_->setVisible(on);
+    if (!on) return false;
+    if (!wasOn) {
+        // Side by side at equal widths, then fit once the panes have their new sizes.
+        if (auto* split = qobject_cast<QSplitter*>(compare_->parentWidget())) split->setSizes({1, 1});
+        QTimer::singleShot(50, viewport_, &widgets::ImageViewport::fitToWindow);
+    }
+    const auto& a = compare_->image();
+    const auto& b = viewport_->image();
+    if (a.width != b.width || a.height != b.height || a.rgb != b.rgb) {
+        compare_->setImage(b);
+        compare_->followView(*viewport_);
+    }
+    return true;
+}
+
+void ModelPanel::updateControls() {
+    runButton_->setEnabled(!running_ && loadingModel_ == 0);
+    cancelButton_->setEnabled(running_);
+    progress_->setVisible(busy());
+    QString status;
+    if (running_ && abandoned_ > 0) status = "Queued: waiting for the cancelled pass to finish.";
+    else if (running_) status = "Running " + spec_.title + " ...";
+    else if (loadingModel_ > 0)
+        status = pendingRun_ ? "Loading the checkpoint; " + spec_.title + " runs when it is loaded."
+                             : QStringLiteral("Loading the checkpoint ...");
+    else if (abandoned_ > 0) status = "A cancelled pass is finishing in the background.";
+    runStatus_->setText(status);
+    runStatus_->setVisible(!status.isEmpty());
+    enableControls(hasTrace());
+    Q_EMIT busyChanged(busy());
+}
+
+} // namespace glimpse::app

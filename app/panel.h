@@ -1,0 +1,213 @@
+#pragma once
+// ModelPanel: what every model family's inspector panel shares (LETR, CoaT, and the families to
+// come). A family's panel derives from it and provides a few hooks (load a checkpoint, run the
+// model on an image, save/load a trace, build its view); the base does the rest the same way
+// for all of them:
+//   - the model: a checkpoint loaded on a worker thread, a "Checkpoint..." button and a label;
+//   - runs: on a worker thread, one pass per model at a time, a busy bar and a status line;
+//     cancel drops the pass's result at once (LibTorch cannot interrupt a forward pass, so a
+//     run started meanwhile is queued behind it), runWhenReady() runs once model and image are
+//     there (the demo, --run-letr, --run-coat);
+//   - the trace cache: traces per source key (an image path, "video#frame", a trace file), so
+//     going back to an image shows its trace at once;
+//   - save/open trace files on a worker thread, with errors that name the file, keeping the
+//     trace shown when opening fails;
+//   - the compare pane (a second viewport beside the main one) with synchronized pan/zoom;
+//   - activation: panels share the viewport, and only the active one draws it.
+// The main window holds a list of panels and broadcasts source changes, cancel and busy state.
+#include <QHash>
+#include <QString>
+#include <QStringList>
+#include <QWidget>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <opencv2/core.hpp>
+
+#include "widgets/viewport.h"
+
+class QFormLayout;
+class QLabel;
+class QMenu;
+class QProgressBar;
+class QPushButton;
+class QVBoxLayout;
+
+namespace glimpse::app {
+
+// Copies between the viewport's RGB8 image and an OpenCV RGB matrix.
+cv::Mat toMat(const widgets::RgbImage& image);
+widgets::RgbImage toRgbImage(const cv::Mat& rgb);
+
+class ModelPanel : public QWidget {
+    Q_OBJECT
+public:
+    struct Spec {
+        QString title;             // "LETR": used in buttons and messages
+        QString runTip;            // the Run button's tool tip
+        int cacheSize = 16;        // traces kept (per source key)
+        QString traceKeyPrefix;    // source keys of opened trace files: prefix + absolute path
+    };
+    ModelPanel(Spec spec, widgets::ImageViewport* viewport, widgets::ImageViewport* compare,
+               QWidget* parent = nullptr);
+    ~ModelPanel() override;
+
+    QString title() const { return spec_.title; }
+    // Adds the family's own File menu actions (e.g. LETR's "Export lines...").
+    virtual void addFileActions(QMenu* file) { (void)file; }
+    // --- model ---
+    bool hasModel() const { return bool(model_); }
+    bool modelLoading() const { return loadingModel_ > 0; }
+    QString checkpointPath() const { return checkpoint_; }
+    // --- runs ---
+    bool running() const { return running_; }
+    // A run started while a cancelled pass is still finishing waits for it: true while so.
+    bool queued() const { return running_ && abandoned_ > 0; }
+    // Cancelled passes still finishing on the worker thread (their results are dropped).
+    int abandonedRuns() const { return abandoned_; }
+    // True while runWhenReady() waits for a model or an image.
+    bool runPending() const { return pendingRun_; }
+    // The one-line run state shown under the busy bar ("" when idle).
+    QString runStatus() const;
+    virtual bool busy() const { return running_ || loadingModel_ > 0 || ioPending_ > 0; }
+    // --- traces ---
+    bool hasTrace() const { return bool(shown_); }
+    // Where the current image came from (a path, "path#frame" for video frames).
+    QString sourceKey() const { return sourceKey_; }
+    QString lastFailure() const { return lastFailure_; }
+    bool active() const { return active_; }
+
+public Q_SLOTS:
+    void openCheckpointDialog();
+    void loadCheckpoint(const QString& path);   // worker thread
+    // Runs the model on the viewport's image (worker thread). Without a model it asks for a
+    // checkpoint (a dialog unless `interactive` is false, then failed() is emitted).
+    void run(bool interactive = true);
+    // Abandons the running pass: the UI returns to idle at once, its result is dropped.
+    void cancel();
+    // Runs once a model is loaded and an image is shown (at once when both are; once), then calls
+    // afterAutoRun(select). Dropped when the checkpoint fails to load or another image is shown
+    // before it runs (the run belongs to the image it was asked for).
+    void runWhenReady(int select = -2);
+    // The viewport now shows a different image; `key` identifies it (see sourceKey()).
+    void sourceChanged(const QString& key);
+    void clearTrace();
+    void saveTrace(const QString& path);        // worker thread, atomic
+    void openTrace(const QString& path);        // worker thread; shows the trace's image
+    // Whether this panel draws the viewport (the main window follows the docks' visibility).
+    void setActive(bool on);
+    // Draws this panel's scene again.
+    void redraw();
+
+Q_SIGNALS:
+    void checkpointLoaded(const QString& path);
+    void traceReady();           // a trace is shown (after run, open or cache hit)
+    void traceSaved(const QString& path);
+    void failed(const QString& message);
+    void busyChanged(bool busy);
+    void viewUpdated();          // the viewport's scene was rebuilt
+    void message(const QString& text);
+    // Opening a trace wants its image shown (the main window shows it and calls sourceChanged).
+    void showImageRequested(const QString& label, const widgets::RgbImage& image);
+    // A run or an opened trace wants the panel shown (the main window raises its dock).
+    void activateRequested();
+
+protected:
+    using Erased = std::shared_ptr<const void>;
+    struct OpenedTrace {
+        Erased trace;
+        widgets::RgbImage image;   // what the viewport shows for it
+    };
+
+    // --- what a family provides (the worker-thread ones must only use their arguments) ---
+    virtual std::shared_ptr<void> loadModel(const std::string& path) const = 0;     // worker
+    virtual Erased runModel(void* model, const cv::Mat& rgb) const = 0;             // worker
+    virtual void saveTraceFile(const void* trace, const std::string& path) const = 0;  // worker
+    virtual OpenedTrace loadTraceFile(const std::string& path) const = 0;            // worker
+    // The model label's text (UI thread, a model is loaded).
+    virtual QString describeModel() const = 0;
+    // The message after a run (e.g. "LETR finished in 80 ms (1000 entities)").
+    virtual QString describeRun(const void* trace, double ms) const = 0;
+    // Builds the view of `trace` (fromFile: opened from a trace file) and draws it; may throw.
+    virtual void showTrace(const Erased& trace, bool fromFile) = 0;
+    // Forgets the view of the shown trace (its widgets and scene).
+    virtual void dropTrace() = 0;
+    // Draws the active view into the viewport (and the compare pane); may throw.
+    virtual void drawScene() = 0;
+    // After a run started by runWhenReady finished on its image.
+    virtual void afterAutoRun(int select) { (void)select; }
+    // Enables the family's controls (a trace is shown or not).
+    virtual void enableControls(bool haveTrace) { (void)haveTrace; }
+    // The model changed: traces of another model are stale (the cache is already cleared).
+    virtual void modelChanged() {}
+    // The viewport is about to show the image with source key `key` (before the cache lookup).
+    virtual void onSourceChanged(const QString& key) { (void)key; }
+
+    // --- for the families ---
+    template <class M>
+    std::shared_ptr<M> modelAs() const { return std::static_pointer_cast<M>(model_); }
+    std::shared_ptr<std::mutex> modelMutex() const { return modelMutex_; }
+    const Erased& shownTrace() const { return shown_; }
+    void setModelErased(std::shared_ptr<void> model, const QString& label);
+    // Shows `trace` (fromFile: its image is the trace's own); emits traceReady.
+    void presentTrace(Erased trace, bool fromFile);
+    // The layout the family adds its controls to (below the model/run rows).
+    QFormLayout* form() const { return form_; }
+    QVBoxLayout* column() const { return column_; }
+    void fail(const QString& message);
+    void updateControls();
+    // Draws (drawScene) when active, reporting errors; emits viewUpdated.
+    void refresh();
+    // Shows or hides the compare pane; on first show splits the window evenly and fits the view;
+    // keeps the pane's image equal to the main viewport's. Returns whether the pane is shown.
+    bool showComparePane(bool on);
+    widgets::ImageViewport* viewport() const { return viewport_; }
+    widgets::ImageViewport* comparePane() const { return compare_; }
+    int ioPending() const { return ioPending_; }
+
+private:
+    void buildHeader();
+    void startPendingRun();
+    void finishRun(int gen, const QString& key, Erased trace, double ms, const QString& error);
+    void cacheTrace(const QString& key, Erased trace, bool fromFile);
+
+    Spec spec_;
+    widgets::ImageViewport* viewport_;
+    widgets::ImageViewport* compare_;
+    std::shared_ptr<void> model_;
+    std::shared_ptr<std::mutex> modelMutex_;
+    QString checkpoint_;
+    Erased shown_;
+    struct Cached {
+        Erased trace;
+        bool fromFile = false;
+    };
+    QHash<QString, Cached> cache_;
+    QStringList cacheOrder_;
+    QString sourceKey_;
+    QString lastFailure_;
+    bool active_ = true;
+    bool running_ = false;
+    int runGeneration_ = 0;
+    int abandoned_ = 0;
+    bool pendingRun_ = false;
+    int pendingSelect_ = -2;
+    QString pendingSource_;   // the image runWhenReady() was asked for
+    bool pendingBound_ = false;
+    int autoRunGeneration_ = -1;
+    int autoSelect_ = -2;
+    int loadingModel_ = 0;
+    int ioPending_ = 0;
+    bool syncing_ = false;
+
+    QVBoxLayout* column_ = nullptr;
+    QFormLayout* form_ = nullptr;
+    QLabel* modelLabel_ = nullptr;
+    QPushButton* runButton_ = nullptr;
+    QPushButton* cancelButton_ = nullptr;
+    QProgressBar* progress_ = nullptr;
+    QLabel* runStatus_ = nullptr;
+};
+
+} // namespace glimpse::app
