@@ -17,8 +17,12 @@ shares under every user: serial_blocks{s}.{i}.cpe.* (= cpe{s}.*),
 The config (embed dims, depths, parallel depth, MLP ratios, CRPE kernels and head split,
 use_cpe/use_crpe, classes) is derived from the tensor shapes; the head count cannot be
 (default 8, --num-heads). Class names: --classes (one per line), by default Glimpse's
-ImageNet-1k list (resources/imagenet_classes.txt) for 1000-class heads. Unknown, missing or
-misshapen tensors are refused with a list of their names.
+ImageNet-1k list (resources/imagenet_classes.txt) for 1000-class heads.
+The official CoaT code (mlpc-ucsd/CoaT) creates the final norms norm1-norm4 of every scale
+whatever the variant, but the classifier reads only norm4 (CoaT-Lite) or norm2-norm4 (CoaT), so
+official files carry norm1-norm3 (CoaT-Lite) or norm1 (CoaT) that no output depends on (timm
+does not create them). Those unused final norms are checked for shape, dropped and named in
+the report. Any other unknown, missing or misshapen tensor is refused with a list of names.
 
 Glimpse HDF5 checkpoint layout (docs/formats.md): root attributes kind = "glimpse.checkpoint",
 format_version = 1; group /meta with attributes family, config (JSON string),
@@ -225,19 +229,37 @@ def derive_config(t, path, num_heads, image_size, co_scale):
     return cfg
 
 
+def unused_final_norms(cfg):
+    """name -> shape of the final norms the official code creates but the classifier never reads:
+    norm1-norm3 for CoaT-Lite (it classifies from norm4 alone), norm1 for CoaT (norm2-norm4 feed
+    the aggregation). normN normalizes scale N, so its shape is (embed_dims[N-1],)."""
+    used = (2, 3, 4) if cfg["parallel_depth"] > 0 else (4,)
+    out = {}
+    for n in (1, 2, 3, 4):
+        if n not in used:
+            for part in ("weight", "bias"):
+                out["norm%d.%s" % (n, part)] = (cfg["embed_dims"][n - 1],)
+    return out
+
+
 def check_tensors(tensors, cfg, path):
+    """Refuses missing, unknown and misshapen tensors; returns the sorted names of the unused
+    final norms present (to be dropped)."""
     exp = expected_tensors(cfg)
+    unused = unused_final_norms(cfg)
+    allowed = dict(exp, **unused)
     problems = []
     for k in sorted(set(exp) - set(tensors)):
         problems.append("missing " + k)
-    for k in sorted(set(tensors) - set(exp)):
+    for k in sorted(set(tensors) - set(allowed)):
         problems.append("unknown " + k)
-    for k in sorted(set(exp) & set(tensors)):
-        if tuple(tensors[k].shape) != tuple(exp[k]):
-            problems.append("wrong shape %s %s (expected %s)" % (k, tuple(tensors[k].shape), tuple(exp[k])))
+    for k in sorted(set(allowed) & set(tensors)):
+        if tuple(tensors[k].shape) != tuple(allowed[k]):
+            problems.append("wrong shape %s %s (expected %s)" % (k, tuple(tensors[k].shape), tuple(allowed[k])))
     if problems:
         more = "" if len(problems) <= 20 else "; ... (%d more)" % (len(problems) - 20)
         raise ConvertError("%s: not a CoaT checkpoint Glimpse can load: %s%s" % (path, "; ".join(problems[:20]), more))
+    return sorted(set(unused) & set(tensors))
 
 
 def read_classes(path, n):
@@ -266,7 +288,11 @@ def convert(in_path, out_path, num_heads, image_size, co_scale, classes):
         raise ConvertError("%s: expected a CoaT state dict, or a dict holding one under 'model'" % in_path)
     tensors, notes = normalize_names(sd, in_path)
     cfg = derive_config(tensors, in_path, num_heads, image_size, co_scale)
-    check_tensors(tensors, cfg, in_path)
+    dropped = check_tensors(tensors, cfg, in_path)
+    if dropped:
+        for k in dropped:
+            del tensors[k]
+        notes.append("unused final norms dropped (the classifier does not read them): " + ", ".join(dropped))
     if classes:
         cfg["class_names"] = read_classes(classes, cfg["num_classes"])
     elif cfg["num_classes"] == 1000:

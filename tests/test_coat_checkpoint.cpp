@@ -187,6 +187,76 @@ private Q_SLOTS:
             QVERIFY2(d <= 1e-4, qPrintable(QString::number(d)));
         }
     }
+
+    // The official CoaT code creates final norms norm1-norm4 for every variant; the classifier
+    // reads norm4 (CoaT-Lite) or norm2-norm4 (CoaT). Official files with the unused ones
+    // (norm1-3 / norm1) convert, the dropped names are reported, and the logits are unchanged;
+    // any other unknown tensor, or an unused norm of the wrong shape, is still refused.
+    void officialUnusedFinalNormsDropped() {
+        const QString fx = dir_.filePath("official");
+        Proc r;
+        RUN_PYTHON_OR_SKIP(r, (QStringList{script("coat_reference.py"), "--out-dir", fx, "--seed", "5"}));
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        // Official-style files made from the reference state dicts (random norm values: they
+        // must not matter).
+        const QString make = R"(
+import sys, torch
+d = sys.argv[1]
+lite = torch.load(d + "/lite.pth")
+coat = torch.load(d + "/coat.pth")["model"]
+g = torch.Generator().manual_seed(1)
+def with_norms(sd, scales):
+    out = dict(sd)
+    for n in scales:
+        c = sd["patch_embed%d.proj.weight" % n].shape[0]
+        out["norm%d.weight" % n] = 1 + torch.randn(c, generator=g)
+        out["norm%d.bias" % n] = torch.randn(c, generator=g)
+    return out
+torch.save({"model": with_norms(lite, (1, 2, 3)), "epoch": 300}, d + "/lite_official.pth")
+torch.save({"model": with_norms(coat, (1,))}, d + "/coat_official.pth")
+sd = with_norms(lite, (1, 2, 3))
+sd["norm5.weight"] = torch.ones(32)
+torch.save(sd, d + "/stray.pth")
+sd = with_norms(lite, (1,))
+sd["norm1.bias"] = torch.zeros(7)
+torch.save(sd, d + "/badnorm.pth")
+)";
+        r = runPython({"-c", make, fx});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        auto in = [&](const QString& name) { return fx + "/" + name; };
+        r = runPython({script("convert_coat.py"), in("lite_official.pth"), in("coat_official.pth"), in("stray.pth"),
+                       in("badnorm.pth"), "--out", in("conv"), "--image-size", "64"});
+        QCOMPARE(r.code, 1);
+        const QStringList lines = r.out.split('\n');
+        auto reportOf = [&](const QString& file) {
+            for (const auto& l : lines)
+                if (l.startsWith(in(file))) return l;
+            return QString();
+        };
+        const QString lite = reportOf("lite_official.pth"), coat = reportOf("coat_official.pth");
+        QVERIFY2(lite.contains("unused final norms dropped") &&
+                     lite.contains("norm1.bias, norm1.weight, norm2.bias, norm2.weight, norm3.bias, norm3.weight"),
+                 qPrintable(r.out));
+        QVERIFY2(coat.contains("unused final norms dropped") && coat.contains("norm1.bias, norm1.weight") &&
+                     !coat.contains("norm2.weight"),
+                 qPrintable(r.out));
+        QVERIFY2(r.err.contains("stray.pth") && r.err.contains("unknown norm5.weight") &&
+                     !r.err.contains("unknown norm1"),
+                 qPrintable(r.err));
+        QVERIFY2(r.err.contains("badnorm.pth") && r.err.contains("wrong shape norm1.bias"), qPrintable(r.err));
+        QVERIFY(!QFile::exists(in("conv/stray.h5")) && !QFile::exists(in("conv/badnorm.h5")));
+        for (const char* name : {"lite", "coat"}) {
+            const std::string h5 = in(QString("conv/") + name + "_official.h5").toStdString();
+            Checkpoint ck = loadCheckpoint(h5);
+            QVERIFY(!ck.tensors.count("norm1.weight") && !ck.tensors.count("norm1.bias"));
+            QCOMPARE(int(ck.tensors.count("norm2.weight")), std::string(name) == "coat" ? 1 : 0);
+            torch::NoGradGuard ng;
+            auto model = loadCoat(h5);
+            Trace ref = Trace::load(in(QString(name) + "_ref.h5").toStdString());
+            const double d = maxDiff(model->forward(ref.get("input", {1, 3, 64, 96})).logits, ref.get("logits", {1, 11}));
+            QVERIFY2(d <= 1e-4, qPrintable(QString(name) + ": " + QString::number(d)));
+        }
+    }
 };
 
 QTEST_APPLESS_MAIN(TestCoatCheckpoint)
