@@ -5,6 +5,8 @@
 #include <QtTest>
 
 #include <cmath>
+#include <functional>
+#include <map>
 
 #include <torch/torch.h>
 
@@ -137,6 +139,83 @@ private Q_SLOTS:
         QVERIFY(contains(errorOf([&] { CoatTrace::capture(m, img, {9}); }), {"CAM class 9"}));
     }
 
+    // Grad-CAM computed another way: the forward pass rebuilt in the test from the model's
+    // blocks, the tokens entering the last scale-4 block made a leaf, d(class score)/d(feature
+    // map) by autograd, and the textbook formula on the [C, h4, w4] feature map: w_c = spatial
+    // mean of the gradient, CAM = ReLU(sum_c w_c A_c), divided by its maximum. Equal to gradCam().
+    void gradCamAgainstHandComputation() {
+        for (bool parallel : {false, true}) {
+            CoatModel m(smallConfig(parallel), 21);
+            m.eval();
+            std::map<std::string, torch::Tensor> p;
+            for (const auto& kv : m.named_parameters()) p[kv.key()] = kv.value();
+            auto image = m.preprocess(testing::randomImage(70, 80, 6)).tensor;
+            int nonZero = 0;
+            for (int64_t cls = 0; cls < m.config().numClasses; ++cls) {
+                torch::Tensor A;   // [1, 1 + h4*w4, C4]: the feature map Grad-CAM differentiates
+                std::array<Grid, 4> grids{};
+                std::array<torch::Tensor, 4> xs;
+                auto x = image.unsqueeze(0);
+                for (int s = 0; s < 4; ++s) {
+                    auto t = m.patchEmbed(s)->forward(x, grids[size_t(s)]);
+                    t = torch::cat({m.clsToken(s).expand({1, 1, t.size(2)}), t}, 1);
+                    for (int i = 0; i < m.numSerialBlocks(s); ++i) {
+                        if (!parallel && s == 3 && i == m.numSerialBlocks(s) - 1) t = A = t.detach().requires_grad_(true);
+                        t = m.serialBlock(s, i)->forward(t, grids[size_t(s)]);
+                    }
+                    xs[size_t(s)] = t;
+                    const Grid g = grids[size_t(s)];
+                    x = t.narrow(1, 1, g[0] * g[1]).transpose(1, 2).reshape({1, t.size(2), g[0], g[1]});
+                }
+                torch::Tensor logits;
+                auto norm = [&](const torch::Tensor& t, const std::string& n) {
+                    return torch::layer_norm(t, {t.size(-1)}, p[n + ".weight"], p[n + ".bias"], 1e-6);
+                };
+                if (!parallel) {
+                    logits = torch::linear(norm(xs[3], "norm4").select(1, 0), p["head.weight"], p["head.bias"]);
+                } else {
+                    std::array<torch::Tensor, 3> t{xs[1], xs[2], xs[3]};
+                    const std::array<Grid, 3> g{grids[1], grids[2], grids[3]};
+                    for (int i = 0; i < m.numParallelBlocks(); ++i) {
+                        for (int k = 0; k < 3; ++k) t[size_t(k)] = m.cpe(k + 1)->forward(t[size_t(k)], g[size_t(k)]);
+                        if (i == m.numParallelBlocks() - 1) t[2] = A = t[2].detach().requires_grad_(true);
+                        t = m.parallelBlock(i)->forward(t, g);
+                    }
+                    auto clsTokens = torch::stack({norm(t[0], "norm2").select(1, 0), norm(t[1], "norm3").select(1, 0),
+                                                   norm(t[2], "norm4").select(1, 0)},
+                                                  1);
+                    auto agg = torch::conv1d(clsTokens, p["aggregate.weight"], p["aggregate.bias"]).squeeze(1);
+                    logits = torch::linear(agg, p["head.weight"], p["head.bias"]);
+                }
+                QVERIFY(A.defined());
+                if (cls == 0) {   // the hand-built forward is the model's
+                    torch::NoGradGuard ng;
+                    QVERIFY(maxDiff(logits.detach(), m.forward(image.unsqueeze(0)).logits) < 1e-5);
+                }
+                auto grad = torch::autograd::grad({logits[0][cls]}, {A})[0];
+                const Grid g4 = grids[3];
+                const int64_t C = A.size(2);
+                auto toMap = [&](const torch::Tensor& tokens) {   // [1, 1+h*w, C] -> [C, h, w]
+                    return tokens[0].narrow(0, 1, g4[0] * g4[1]).transpose(0, 1).reshape({C, g4[0], g4[1]});
+                };
+                auto featureMap = toMap(A.detach()), gradMap = toMap(grad);
+                auto weights = gradMap.mean({1, 2});                                     // [C]
+                auto cam = torch::relu((weights.view({C, 1, 1}) * featureMap).sum(0));   // [h4, w4]
+                const float mx = cam.max().item<float>();
+                cam = mx > 0 ? cam / mx : torch::zeros_like(cam);
+                nonZero += mx > 0;
+                auto ours = gradCam(m, image, cls);
+                QCOMPARE(ours.sizes().vec(), cam.sizes().vec());
+                const double d = maxDiff(ours, cam);
+                QVERIFY2(d < 1e-5, qPrintable(QString("%1 class %2: max difference %3")
+                                                  .arg(parallel ? "CoaT" : "CoaT-Lite")
+                                                  .arg(cls)
+                                                  .arg(d)));
+            }
+            QVERIFY(nonZero > 0);   // the comparison saw real maps, not only all-zero ones
+        }
+    }
+
     void saveLoadRoundTrip() {
         CoatModel m(smallConfig(true), 2);
         auto trace = runCoat(m, testing::randomImage(70, 64, 9));
@@ -183,6 +262,43 @@ private Q_SLOTS:
         const std::string q = dir_.filePath("other.h5").toStdString();
         other.save(q);
         QVERIFY(contains(errorOf([&] { CoatTrace::load(q); }), {"other.h5", "not a CoaT trace"}));
+    }
+
+    // A crafted trace file whose config.crpe_window is missing, of the wrong shape or type, or
+    // does not cover every head is refused by load() with the file's name and the problem (it
+    // was read unchecked before: a missing key or a short pair is undefined behaviour).
+    void craftedCrpeWindowRefused() {
+        CoatModel m(smallConfig(false), 3);
+        auto good = runCoat(m, testing::randomImage(64, 64, 2));
+        QVERIFY(good.hasCrpe());
+        int n = 0;
+        auto loadWith = [&](const std::function<void(nlohmann::json&)>& edit) {
+            Trace t = good.raw();
+            edit(t.meta()["config"]);
+            const std::string p = dir_.filePath(QString("crpe_%1.h5").arg(n++)).toStdString();
+            t.save(p);
+            return errorOf([&] { CoatTrace::load(p); });
+        };
+        auto expect = [&](const std::string& e, std::initializer_list<std::string> parts) {
+            const std::string file = "crpe_" + std::to_string(n - 1) + ".h5";
+            QVERIFY2(contains(e, {file}), e.c_str());
+            for (const auto& part : parts) QVERIFY2(contains(e, {part}), (e + " (expected '" + part + "')").c_str());
+        };
+        expect(loadWith([](auto& c) { c.erase("crpe_window"); }), {"no 'crpe_window'"});
+        expect(loadWith([](auto& c) { c["crpe_window"] = nlohmann::json::array(); }), {"crpe_window", "non-empty array"});
+        expect(loadWith([](auto& c) { c["crpe_window"] = {{3, 2}, {5}, {7, 3}}; }), {"entry 1", "pair of integers", "[5]"});
+        expect(loadWith([](auto& c) { c["crpe_window"] = {{3, 2}, {5, 3}, 7}; }), {"entry 2", "pair of integers"});
+        expect(loadWith([](auto& c) { c["crpe_window"] = {{3, 2}, {"5", 3}, {7, 3}}; }), {"entry 1", "pair of integers"});
+        expect(loadWith([](auto& c) { c["crpe_window"] = {{3, 2}, {5, 3}, {7, 3, 1}}; }), {"entry 2", "pair of integers"});
+        expect(loadWith([](auto& c) { c["crpe_window"] = {{3, 2}, {5, 3}, {7, 2.5}}; }), {"entry 2", "pair of integers"});
+        expect(loadWith([](auto& c) { c["crpe_window"] = {{3, 2}, {4, 3}, {7, 3}}; }), {"entry 1", "kernel 4", "odd"});
+        expect(loadWith([](auto& c) { c["crpe_window"] = {{3, 2}, {5, -3}, {7, 9}}; }), {"entry 1", "head count -3"});
+        // Head groups that do not cover the 8 heads (a view of head 7 would find no group).
+        expect(loadWith([](auto& c) { c["crpe_window"] = {{3, 2}, {5, 3}}; }), {"5 heads", "num_heads is 8"});
+        // The same groups as the model, in the same order, still load.
+        Trace same = good.raw();
+        same.meta()["config"]["crpe_window"] = {{3, 2}, {5, 3}, {7, 3}};
+        QCOMPARE(CoatTrace(same).crpeWindow(0, 7, 1, 1).kernel, int64_t(7));
     }
 };
 

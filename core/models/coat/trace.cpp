@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 
@@ -13,6 +14,39 @@ Grid pairOf(const nlohmann::json& j, const char* what) {
     if (!j.is_array() || j.size() != 2 || !j[0].is_number_integer() || !j[1].is_number_integer())
         throw Error(std::string("CoaT trace: meta '") + what + "' must be [int, int]");
     return {j[0].get<int64_t>(), j[1].get<int64_t>()};
+}
+
+// Bounds of a plausible trace: a crafted file beyond them is refused, and no product of two of
+// them can overflow.
+constexpr int64_t kMaxHeads = 4096, kMaxHeadDim = int64_t(1) << 20, kMaxGridCells = int64_t(1) << 24,
+                  kMaxCrpeKernel = 255;
+
+// config.crpe_window as (kernel, heads) per head group, checked: a non-empty array of integer
+// pairs, odd kernels, head counts summing to num_heads (so every head has a group).
+std::vector<std::pair<int64_t, int64_t>> crpeGroups(const nlohmann::json& c, int64_t numHeads) {
+    if (!c.contains("crpe_window"))
+        throw Error("CoaT trace: meta config has use_crpe = true but no 'crpe_window'");
+    const auto& win = c["crpe_window"];
+    if (!win.is_array() || win.empty())
+        throw Error("CoaT trace: meta config 'crpe_window' must be a non-empty array of [kernel, heads] pairs");
+    std::vector<std::pair<int64_t, int64_t>> out;
+    int64_t heads = 0;
+    for (size_t g = 0; g < win.size(); ++g) {
+        const auto& e = win[g];
+        const std::string what = "CoaT trace: meta config 'crpe_window' entry " + std::to_string(g);
+        if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || !e[1].is_number_integer())
+            throw Error(what + " must be a pair of integers [kernel, heads], got " + e.dump());
+        const int64_t k = e[0].get<int64_t>(), n = e[1].get<int64_t>();
+        if (k < 1 || k % 2 == 0 || k > kMaxCrpeKernel)
+            throw Error(what + ": kernel " + std::to_string(k) + " must be odd, 1.." + std::to_string(kMaxCrpeKernel));
+        if (n < 1 || n > kMaxHeads) throw Error(what + ": head count " + std::to_string(n) + " must be positive");
+        heads += n;
+        out.emplace_back(k, n);
+    }
+    if (heads != numHeads)
+        throw Error("CoaT trace: meta config 'crpe_window' assigns " + std::to_string(heads) + " heads, num_heads is " +
+                    std::to_string(numHeads));
+    return out;
 }
 
 struct TrainingFlagGuard {
@@ -59,15 +93,19 @@ void CoatTrace::validate() const {
     if (!m["blocks"].is_array() || m["blocks"].empty()) throw Error("CoaT trace: meta 'blocks' must be a non-empty array");
     if (!m["top5"].is_array()) throw Error("CoaT trace: meta 'top5' must be an array");
     for (int b = 0; b < numBlocks(); ++b) block(b);
-    if (!m["num_heads"].is_number_integer() || m["num_heads"].get<int64_t>() < 1)
-        throw Error("CoaT trace: meta 'num_heads' must be a positive integer");
+    if (!m["num_heads"].is_number_integer() || m["num_heads"].get<int64_t>() < 1 ||
+        m["num_heads"].get<int64_t>() > kMaxHeads)
+        throw Error("CoaT trace: meta 'num_heads' must be an integer in 1.." + std::to_string(kMaxHeads));
     if (!m["head_dims"].is_array() || m["head_dims"].size() != 4) throw Error("CoaT trace: meta 'head_dims' must list 4 sizes");
     const int64_t H = numHeads();
     for (int s = 0; s < 4; ++s) {
         const Grid g = grid(s);
-        if (g[0] < 1 || g[1] < 1 || g[0] * g[1] > (int64_t(1) << 24)) throw Error("CoaT trace: absurd grid size");
-        if (!m["head_dims"][size_t(s)].is_number_integer() || headDim(s) < 1)
-            throw Error("CoaT trace: meta 'head_dims' must hold positive integers");
+        // Each side is bounded before the product, which could otherwise overflow.
+        if (g[0] < 1 || g[1] < 1 || g[0] > kMaxGridCells || g[1] > kMaxGridCells || g[0] * g[1] > kMaxGridCells)
+            throw Error("CoaT trace: absurd grid size");
+        const auto& c = m["head_dims"][size_t(s)];
+        if (!c.is_number_integer() || c.get<int64_t>() < 1 || c.get<int64_t>() > kMaxHeadDim)
+            throw Error("CoaT trace: meta 'head_dims' must hold integers in 1.." + std::to_string(kMaxHeadDim));
     }
     for (int b = 0; b < numBlocks(); ++b) {
         const auto info = block(b);
@@ -80,18 +118,28 @@ void CoatTrace::validate() const {
     const Grid g4 = grid(3);
     trace_.get("cam/maps", {-1, g4[0], g4[1]});
     trace_.get("cam/classes", {trace_.get("cam/maps").size(0)});
+    const auto& top = m["top5"];
+    const int64_t classes = trace_.get("output/probs").size(0);
+    for (size_t i = 0; i < top.size(); ++i) {
+        const auto& j = top[i];
+        if (!j.is_object() || !j.contains("class") || !j["class"].is_number_integer() ||
+            j["class"].get<int64_t>() < 0 || j["class"].get<int64_t>() >= classes ||
+            (j.contains("name") && !j["name"].is_string()) || (j.contains("prob") && !j["prob"].is_number()))
+            throw Error("CoaT trace: meta top5 entry " + std::to_string(i) +
+                        " must be {\"class\": 0.." + std::to_string(classes - 1) + ", \"name\": text, \"prob\": number}");
+    }
     if (hasCrpe()) {
-        const auto& win = m["config"]["crpe_window"];
-        if (!win.is_array()) throw Error("CoaT trace: config has no crpe_window");
+        const auto window = crpeGroups(m["config"], numHeads());
         for (int s = 0; s < 4; ++s)
-            for (size_t g = 0; g < win.size(); ++g) {
+            for (size_t g = 0; g < window.size(); ++g) {
                 const std::string p = "crpe/scale_" + std::to_string(s + 1) + "/";
-                const int64_t k = win[g][0].get<int64_t>(), n = win[g][1].get<int64_t>();
+                const int64_t k = window[g].first, n = window[g].second;
                 trace_.get(p + "weight_" + std::to_string(g), {n * headDim(s), 1, k, k});
                 trace_.get(p + "bias_" + std::to_string(g), {n * headDim(s)});
             }
     }
 }
+
 
 int CoatTrace::numBlocks() const { return int(trace_.meta()["blocks"].size()); }
 
@@ -176,11 +224,11 @@ CrpeWindow CoatTrace::crpeWindow(int b, int head, int64_t y, int64_t x) const {
     if (y < 0 || x < 0 || y >= g[0] || x >= g[1])
         throw Error("CoaT trace: query pixel (" + std::to_string(y) + ", " + std::to_string(x) + ") is outside the grid");
     const int64_t C = headDim(info.scale);
-    const auto& win = trace_.meta()["config"]["crpe_window"];
+    const auto window = crpeGroups(trace_.meta()["config"], numHeads());   // validated: the head counts sum to num_heads > head
     int64_t first = 0;
     size_t group = 0;
-    for (; group < win.size(); ++group) {
-        const int64_t n = win[group][1].get<int64_t>();
+    for (; group < window.size(); ++group) {
+        const int64_t n = window[group].second;
         if (head < first + n) break;
         first += n;
     }
