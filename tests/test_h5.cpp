@@ -1,9 +1,11 @@
 // core/h5: the RAII HDF5 layer, the Glimpse file header, atomic writes and `glimpse info`.
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <thread>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include "core/error.h"
 #include "core/h5/h5.h"
 #include "core/info.h"
+#include "core/trace.h"
 #include "tests/support.h"
 
 using namespace glimpse;
@@ -314,6 +317,67 @@ private Q_SLOTS:
         const auto t = h5::File::open(path).readTensor("flags");
         QCOMPARE(t.scalar_type(), torch::kBool);
         QVERIFY(torch::equal(t, torch::tensor({true, false, false, true})));
+    }
+
+    // A file may declare any extent: a chunked dataset with no chunks written takes no disk.
+    // read() refuses shapes beyond h5::kMaxReadBytes, or whose size overflows, with the file and
+    // dataset named, before allocating (it used to hand them to torch::empty). Also through
+    // Trace::load, which reads every dataset of a trace.
+    void absurdDeclaredShapesRefused() {
+        const std::string path = file("absurd.h5");
+        auto chunked = [](hid_t loc, const char* name, hid_t type, std::vector<hsize_t> dims) {
+            std::vector<hsize_t> chunk(dims.size(), 1);
+            chunk.back() = std::min<hsize_t>(dims.back(), 1024);
+            hid_t space = H5Screate_simple(int(dims.size()), dims.data(), nullptr);
+            hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+            H5Pset_chunk(dcpl, int(chunk.size()), chunk.data());
+            hid_t d = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+            const bool ok = d >= 0;
+            if (ok) H5Dclose(d);
+            H5Pclose(dcpl);
+            H5Sclose(space);
+            return ok;
+        };
+        {
+            hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+            QVERIFY(chunked(f, "huge", H5T_IEEE_F32LE, {hsize_t(1) << 40, hsize_t(1) << 20}));   // 2^60 floats
+            QVERIFY(chunked(f, "big", H5T_IEEE_F32LE, {hsize_t(1) << 33}));                        // 32 GiB
+            QVERIFY(chunked(f, "wide", H5T_STD_U8LE, {(hsize_t(8) << 30) + 1}));                  // 8 GiB + 1 byte
+            QVERIFY(chunked(f, "overflow", H5T_STD_I64LE, {hsize_t(1) << 32, hsize_t(1) << 32, hsize_t(1) << 32}));
+            QVERIFY(chunked(f, "empty", H5T_IEEE_F32LE, {3, 4}));   // nothing written: reads the fill value
+            H5Fclose(f);
+        }
+        QVERIFY(QFileInfo(QString::fromStdString(path)).size() < 64 * 1024);
+        h5::File f = h5::File::open(path);
+        std::string msg = errorOf([&] { f.readTensor("huge"); });
+        QVERIFY2(contains(msg, {path, "dataset '/huge'", "declares shape [1099511627776,1048576] of float32", "8 GiB"}),
+                 msg.c_str());
+        msg = errorOf([&] { f.readTensor("big"); });
+        QVERIFY2(contains(msg, {path, "dataset '/big'", "[8589934592]", "8 GiB"}), msg.c_str());
+        msg = errorOf([&] { f.readTensor("wide"); });
+        QVERIFY2(contains(msg, {path, "dataset '/wide'", "of uint8", "8 GiB"}), msg.c_str());
+        // The typed read checks dtype and shape first, then the size.
+        msg = errorOf([&] { f.readTensor("big", torch::kFloat32, {-1}); });
+        QVERIFY2(contains(msg, {path, "dataset '/big'", "8 GiB"}), msg.c_str());
+        msg = errorOf([&] { f.readTensor("overflow"); });
+        QVERIFY2(contains(msg, {path, "dataset '/overflow'", "more than 2^63 elements"}), msg.c_str());
+        msg = errorOf([&] { f.dataset("overflow").numElements(); });
+        QVERIFY2(contains(msg, {path, "dataset '/overflow'", "more than 2^63 elements"}), msg.c_str());
+        QCOMPARE(f.dataset("huge").numElements(), int64_t(1) << 60);
+        QVERIFY(torch::equal(f.readTensor("empty"), torch::zeros({3, 4})));
+
+        // The same inside a Glimpse trace.
+        const std::string tracePath = file("absurd_trace.h5");
+        h5::writeAtomically(tracePath, "glimpse.trace", 1, [&](h5::File& out) {
+            h5::Group meta = out.createGroup("meta");
+            meta.setAttr("family", "letr");
+            meta.setAttr("meta", "{}");
+            h5::Group tensors = out.createGroup("tensors");
+            tensors.writeTensor("ok", torch::ones({2}));
+            tensors.createDataset("layers/0/huge", H5T_IEEE_F32LE, {int64_t(1) << 40, int64_t(1) << 20}, {}, {1, 1024});
+        });
+        msg = errorOf([&] { Trace::load(tracePath); });
+        QVERIFY2(contains(msg, {tracePath, "dataset '/tensors/layers/0/huge'", "8 GiB"}), msg.c_str());
     }
 
     void atomicWriteKeepsOldFileOnError() {

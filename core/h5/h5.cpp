@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include <torch/torch.h>
 
@@ -385,13 +386,22 @@ std::vector<int64_t> Dataset::shape() const {
     check(space.get(), "cannot read the shape");
     int rank = int(check(H5Sget_simple_extent_ndims(space.get()), "cannot read the shape"));
     std::vector<hsize_t> dims(static_cast<size_t>(rank));
-    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-    return std::vector<int64_t>(dims.begin(), dims.end());
+    check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), "cannot read the shape");
+    std::vector<int64_t> out;
+    for (hsize_t d : dims) {
+        if (d > hsize_t(std::numeric_limits<int64_t>::max()))
+            fail("declares a dimension of " + std::to_string(d) + " elements, more than a tensor can have (corrupt file?)");
+        out.push_back(int64_t(d));
+    }
+    return out;
 }
 
 int64_t Dataset::numElements() const {
+    const auto sh = shape();
     int64_t n = 1;
-    for (auto d : shape()) n *= d;
+    for (auto d : sh)
+        if (__builtin_mul_overflow(n, d, &n))
+            fail("declares shape " + shapeString(sh) + ", more than 2^63 elements (corrupt file?)");
     return n;
 }
 
@@ -446,6 +456,12 @@ torch::Tensor Dataset::read() const {
     const auto dt = dtype();
     const auto sh = shape();
     const bool isBool = dt == torch::kBool;
+    // A file can declare any shape (a chunked dataset with nothing written takes no disk):
+    // refuse what cannot be a real tensor before allocating it.
+    const int64_t elementSize = int64_t(c10::elementSize(isBool ? torch::kUInt8 : dt));
+    if (numElements() > kMaxReadBytes / elementSize)
+        fail("declares shape " + shapeString(sh) + " of " + dtypeName(dt) + ", more than the " +
+             std::to_string(kMaxReadBytes >> 30) + " GiB Glimpse reads into one tensor (corrupt file?)");
     torch::Tensor t = torch::empty(sh, torch::TensorOptions().dtype(isBool ? torch::kUInt8 : dt));
     if (t.numel() > 0) {
         Id type(H5Dget_type(id()), H5Tclose);

@@ -57,6 +57,10 @@ std::string typeDescription(hid_t type);                         // any HDF5 typ
 // "." ("a", "layers/3/attn"): what tensor names with sub-groups may look like.
 bool isValidRelativePath(const std::string& path);
 
+// The largest dataset Dataset::read() loads into one tensor: 8 GiB. A larger declared shape is
+// a corrupt or crafted file, not data (chunked datasets declare their extent for free).
+constexpr int64_t kMaxReadBytes = int64_t(8) << 30;
+
 enum class Compression {
     None,
     Gzip,   // chunked, shuffle + deflate
@@ -121,6 +125,8 @@ public:
     int64_t elementBytes() const;
     int64_t storageBytes() const;          // bytes on disk (after compression)
 
+    // Refuses (Error naming file and dataset) a declared size over kMaxReadBytes before
+    // allocating anything; shape() and numElements() refuse sizes no tensor can have.
     torch::Tensor read() const;
     // Checks dtype and shape first ("expected float32, file has int64", "expected [3,4],
     // file has [4,3]"); -1 in `shape` matches any size.
