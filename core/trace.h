@@ -1,6 +1,7 @@
 #pragma once
 // Trace: what one model run on one frame produced, as named tensors plus metadata, so that
-// views can be answered later without the model (ARCHITECTURE.md, "capture, then inspect").
+// views can be answered later without the model ("capture, then inspect": docs/formats.md,
+// "Trace").
 // Model families wrap a Trace with typed accessors (e.g. core/models/letr/trace.h).
 //
 // HDF5 layout (docs/formats.md):

@@ -1,6 +1,6 @@
 #pragma once
-// CoatTrace: one CoaT run on one image, answering views without the model (ARCHITECTURE.md
-// "capture, then inspect"). A typed wrapper over glimpse::Trace.
+// CoatTrace: one CoaT run on one image, answering views without the model ("capture, then
+// inspect", docs/formats.md "Trace"). A typed wrapper over glimpse::Trace.
 //
 // Stored (family "coat"; b = conv-attentional module in execution order, 0-based; heads x N x C
 // with N = 1 + h*w tokens of the block's scale, token 0 = CLS, token 1 + y*w + x = pixel (y, x)):

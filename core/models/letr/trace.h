@@ -1,6 +1,6 @@
 #pragma once
 // LetrTrace: one LETR run on one image, answering views without the model
-// (ARCHITECTURE.md "capture, then inspect"). A typed wrapper over glimpse::Trace.
+// ("capture, then inspect", docs/formats.md "Trace"). A typed wrapper over glimpse::Trace.
 //
 // Stored (family "letr"; S = coarse | fine; l = decoder layer, 0-based; N entities, d width,
 // h x w the stage's un-padded feature map, H x W the network input):
