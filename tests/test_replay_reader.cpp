@@ -274,6 +274,20 @@ private Q_SLOTS:
         syntheticFrame(5, 16, 16, b.data());
         syntheticFrame(6, 16, 16, c.data());
         QVERIFY(a == b && a != c);
+        // An existing episode is measured as it is, and kept.
+        BenchReplayOptions existing;
+        existing.file = path("ep.h5");
+        existing.scrubs = 50;
+        existing.sequential = 20;
+        const BenchReplayResult e = benchReplay(existing);
+        QVERIFY(!e.written);
+        QCOMPARE(e.steps, kT);
+        QCOMPARE(e.height, kH);
+        QVERIFY(std::filesystem::exists(path("ep.h5")));
+        QVERIFY(contains(formatBenchReplay(e), {"existing file", "300 steps of 10x12"}));
+        existing.file = path("none.h5");
+        const std::string err = errorOf([&] { benchReplay(existing); });
+        QVERIFY2(contains(err, {"none.h5", "does not exist"}), err.c_str());
     }
 };
 

@@ -39,6 +39,8 @@ void fillRect(uint8_t* out, int64_t H, int64_t W, int64_t y0, int64_t x0, int64_
         }
 }
 
+void measure(BenchReplayResult& r, const BenchReplayOptions& o, bool synthetic);
+
 } // namespace
 
 void syntheticFrame(int64_t t, int64_t H, int64_t W, uint8_t* out) {
@@ -75,6 +77,14 @@ BenchReplayResult benchReplay(const BenchReplayOptions& o) {
         if (o.log) o.log(s);
     };
     BenchReplayResult r;
+    r.rssStartKiB = currentRssKiB();
+    if (!o.file.empty()) {
+        r.path = o.file;
+        r.fileBytes = fs::exists(o.file) ? (long long)fs::file_size(o.file) : 0;
+        measure(r, o, false);
+        return r;
+    }
+    r.written = true;
     r.steps = o.steps;
     r.height = o.height;
     r.width = o.width;
@@ -140,14 +150,28 @@ BenchReplayResult benchReplay(const BenchReplayOptions& o) {
     r.fileBytes = (long long)fs::file_size(r.path);
     e = rl::Episode();   // free the per-step tensors before measuring memory
     src = rl::FrameSource();
+    measure(r, o, true);
+    return r;
+}
 
+namespace {
+
+void measure(BenchReplayResult& r, const BenchReplayOptions& o, bool synthetic) {
+    const auto log = [&](const std::string& s) {
+        if (o.log) o.log(s);
+    };
     // ---- open -----------------------------------------------------------------------------
     r.rssBeforeOpenKiB = currentRssKiB();
-    t0 = std::chrono::steady_clock::now();
+    auto t0 = std::chrono::steady_clock::now();
     ReaderOptions ro;
     ro.cacheBytes = o.cacheBytes;
     EpisodeReader reader(r.path, ro);
     r.openMs = msSince(t0);
+    const int64_t T = reader.length();
+    r.steps = T;
+    r.height = reader.frameHeight();
+    r.width = reader.frameWidth();
+    if (T < 1) throw Error(r.path + ": the episode has no steps to scrub");
     r.rssAfterOpenKiB = currentRssKiB();
     log("opened in " + std::to_string(r.openMs) + " ms");
 
@@ -189,31 +213,37 @@ BenchReplayResult benchReplay(const BenchReplayOptions& o) {
     r.rssAfterScrubKiB = currentRssKiB();
     r.peakRssKiB = peakRssKiB();
     r.cache = reader.cacheStats();
-    // Spot-check the pixels of a random frame against the generator.
-    const int64_t check = picked.empty() ? 0 : picked.front();
-    std::vector<uint8_t> want(size_t(H * W * 3));
-    syntheticFrame(check, H, W, want.data());
-    if (reader.frame(check)->pixels != want) throw Error("bench replay: frame " + std::to_string(check) + " differs from what was written");
-    return r;
+    if (synthetic) {   // spot-check the pixels of a random frame against the generator
+        const int64_t check = picked.empty() ? 0 : picked.front();
+        std::vector<uint8_t> want(size_t(r.height * r.width * 3));
+        syntheticFrame(check, r.height, r.width, want.data());
+        if (reader.frame(check)->pixels != want)
+            throw Error("bench replay: frame " + std::to_string(check) + " differs from what was written");
+    }
 }
+
+} // namespace
 
 std::string formatBenchReplay(const BenchReplayResult& r) {
     char buf[2048];
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f", r.writeSeconds);
+    const std::string file = humanBytes(r.fileBytes) + (r.written ? ", written in " + std::string(seconds) + " s" : ", existing file");
     std::snprintf(buf, sizeof buf,
-                  "replay bench: %lld steps of %lldx%lld RGB frames\n"
-                  "  file:         %s (%s, written in %.1f s)\n"
+                  "replay bench: %lld steps of %lldx%lld frames\n"
+                  "  file:         %s (%s)\n"
                   "  open:         %.1f ms\n"
-                  "  memory (RSS): %.1f MiB before open, %.1f MiB after open, %.1f MiB after scrubbing (peak %.1f MiB)\n"
+                  "  memory (RSS): %.1f MiB at start, %.1f MiB before open, %.1f MiB after open, %.1f MiB after scrubbing (peak %.1f MiB)\n"
                   "  random scrub: p50 %.3f ms, p95 %.3f ms, max %.3f ms per frame\n"
                   "  playback:     p50 %.3f ms, p95 %.3f ms per frame (in order)\n"
                   "  cached:       p50 %.4f ms, p95 %.4f ms per frame\n"
                   "  frame cache:  %zu frames, %s of %s; %lld hits, %lld misses, %lld evictions\n",
-                  (long long)r.steps, (long long)r.width, (long long)r.height, r.path.c_str(), humanBytes(r.fileBytes).c_str(),
-                  r.writeSeconds, r.openMs, r.rssBeforeOpenKiB / 1024.0, r.rssAfterOpenKiB / 1024.0,
-                  r.rssAfterScrubKiB / 1024.0, r.peakRssKiB / 1024.0, r.scrubP50Ms, r.scrubP95Ms, r.scrubMaxMs,
-                  r.sequentialP50Ms, r.sequentialP95Ms, r.cachedP50Ms, r.cachedP95Ms, r.cache.frames,
-                  humanBytes((long long)r.cache.bytes).c_str(), humanBytes((long long)r.cache.capacity).c_str(),
-                  (long long)r.cache.hits, (long long)r.cache.misses, (long long)r.cache.evictions);
+                  (long long)r.steps, (long long)r.width, (long long)r.height, r.path.c_str(), file.c_str(), r.openMs,
+                  r.rssStartKiB / 1024.0, r.rssBeforeOpenKiB / 1024.0, r.rssAfterOpenKiB / 1024.0, r.rssAfterScrubKiB / 1024.0,
+                  r.peakRssKiB / 1024.0, r.scrubP50Ms, r.scrubP95Ms, r.scrubMaxMs, r.sequentialP50Ms, r.sequentialP95Ms,
+                  r.cachedP50Ms, r.cachedP95Ms, r.cache.frames, humanBytes((long long)r.cache.bytes).c_str(),
+                  humanBytes((long long)r.cache.capacity).c_str(), (long long)r.cache.hits, (long long)r.cache.misses,
+                  (long long)r.cache.evictions);
     return buf;
 }
 

@@ -16,6 +16,8 @@ struct BenchReplayOptions {
     int64_t scrubs = 2000;               // random frame reads timed
     int64_t sequential = 1000;           // in-order frame reads timed (playback)
     size_t cacheBytes = size_t(64) << 20;
+    std::string file;                    // an existing episode to measure instead of writing one
+                                         // (its frames need not be synthetic); the file is kept
     std::string dir;                     // where the episode is written; "" = a temp folder
     bool keep = false;                   // keep the episode file (else it is removed)
     uint64_t seed = 1;                   // of the random scrub positions
@@ -28,7 +30,8 @@ struct BenchReplayResult {
     long long fileBytes = 0;
     double writeSeconds = 0;
     double openMs = 0;
-    long long rssBeforeOpenKiB = 0, rssAfterOpenKiB = 0, rssAfterScrubKiB = 0, peakRssKiB = 0;
+    bool written = false;                // false: an existing file was measured
+    long long rssStartKiB = 0, rssBeforeOpenKiB = 0, rssAfterOpenKiB = 0, rssAfterScrubKiB = 0, peakRssKiB = 0;
     double scrubP50Ms = 0, scrubP95Ms = 0, scrubMaxMs = 0;        // random frames (cache misses mostly)
     double sequentialP50Ms = 0, sequentialP95Ms = 0;               // frames t, t+1, ...
     double cachedP50Ms = 0, cachedP95Ms = 0;                       // frames already in the cache
