@@ -3,9 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <set>
 
 #include <opencv2/imgproc.hpp>
 #include <torch/torch.h>
@@ -14,9 +12,12 @@
 #include "core/error.h"
 #include "core/models/coat/model.h"
 #include "core/runlog.h"
+#include "core/train/json_config.h"
 #include "core/train/loop.h"
 #include "core/train/optim.h"
+#include "core/train/run.h"
 #include "core/train/state.h"
+#include "core/util/json_file.h"
 
 namespace glimpse::coat {
 
@@ -29,9 +30,8 @@ nlohmann::json CoatTrainConfig::defaultModelJson() {
 }
 
 CoatConfig CoatTrainConfig::modelConfig(const std::vector<std::string>& classNames) const {
-    nlohmann::json m = defaultModelJson();
     if (!model.is_object()) throw Error("CoaT training config: \"model\" must be an object");
-    for (auto it = model.begin(); it != model.end(); ++it) m[it.key()] = it.value();
+    nlohmann::json m = train::overlay(defaultModelJson(), model);
     const int64_t k = int64_t(classNames.size());
     if (m.contains("num_classes") && m["num_classes"] != k)
         throw Error("CoaT training config: model.num_classes is " + m["num_classes"].dump() + " but the data has " +
@@ -50,8 +50,7 @@ void CoatTrainConfig::validate() const {
     {
         // The model JSON alone; its class count is checked against the data in trainCoat.
         if (!model.is_object()) bad("\"model\" must be an object");
-        nlohmann::json m = defaultModelJson();
-        for (auto it = model.begin(); it != model.end(); ++it) m[it.key()] = it.value();
+        nlohmann::json m = train::overlay(defaultModelJson(), model);
         if (!m.contains("class_names")) m["num_classes"] = m.value("num_classes", nlohmann::json(2));
         const CoatConfig c = CoatConfig::fromJson(m, "CoaT training config (model)");
         if (c.inChans != 3) bad("model.in_chans must be 3 (grayscale images are replicated to RGB)");
@@ -104,32 +103,9 @@ nlohmann::json CoatTrainConfig::toJson() const {
     return j;
 }
 
-namespace {
-
-template <typename T>
-void readKey(const nlohmann::json& j, const char* key, T& out, const std::string& where) {
-    auto it = j.find(key);
-    if (it == j.end()) return;
-    bool ok;
-    if constexpr (std::is_integral_v<T>) ok = it->is_number_integer() && !(it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX));
-    else ok = it->is_number();
-    if (!ok) throw Error(where + ": \"" + key + "\" has the wrong type (" + std::string(it->type_name()) + ")");
-    if constexpr (std::is_unsigned_v<T>) {
-        if (it->get<int64_t>() < 0) throw Error(where + ": \"" + key + "\" must be >= 0");
-    }
-    out = it->get<T>();
-}
-
-void checkKeys(const nlohmann::json& j, std::initializer_list<const char*> known, const std::string& where) {
-    if (!j.is_object()) throw Error(where + ": expected a JSON object");
-    std::set<std::string> k(known.begin(), known.end());
-    for (auto it = j.begin(); it != j.end(); ++it)
-        if (!k.count(it.key())) throw Error(where + ": unknown key \"" + it.key() + "\"");
-}
-
-} // namespace
-
 CoatTrainConfig CoatTrainConfig::fromJson(const nlohmann::json& j, const std::string& source) {
+    using train::checkKeys;
+    using train::readKey;
     checkKeys(j, {"model", "seed", "batch_size", "steps", "warmup_steps", "lr", "min_lr", "weight_decay",
                   "label_smoothing", "mixup", "cutmix", "mix_prob", "switch_prob", "clip_max_norm", "augment",
                   "train_subset", "val_subset", "eval_every", "checkpoint_every", "eval_batch", "holdout_every",
@@ -138,8 +114,7 @@ CoatTrainConfig CoatTrainConfig::fromJson(const nlohmann::json& j, const std::st
     CoatTrainConfig c;
     if (j.contains("model")) {
         if (!j["model"].is_object()) throw Error(source + ": \"model\" must be an object");
-        c.model = defaultModelJson();
-        for (auto it = j["model"].begin(); it != j["model"].end(); ++it) c.model[it.key()] = it.value();
+        c.model = train::overlay(defaultModelJson(), j["model"]);
     }
     readKey(j, "seed", c.seed, source);
     readKey(j, "batch_size", c.batchSize, source);
@@ -176,15 +151,7 @@ CoatTrainConfig CoatTrainConfig::fromJson(const nlohmann::json& j, const std::st
 }
 
 CoatTrainConfig CoatTrainConfig::fromFile(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open the training config");
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(path + ": malformed JSON (" + e.what() + ")");
-    }
-    return fromJson(j, path);
+    return fromJson(readJsonFile(path, "training config"), path);
 }
 
 std::vector<std::string> coatSeriesNames() {
@@ -256,10 +223,9 @@ ClassEval evaluateClassifier(CoatModel& model, const data::ClassificationDataset
 
 namespace {
 
-nlohmann::json comparable(nlohmann::json j) {
-    for (const char* k : {"checkpoint_every", "eval_every", "val_subset", "eval_batch", "threads"}) j.erase(k);
-    return j;
-}
+// Keys of the training config a resumed run may change (they do not affect the weights).
+const std::vector<std::string> kResumeMayChange = {"checkpoint_every", "eval_every", "val_subset", "eval_batch",
+                                                   "threads"};
 
 double sampleBeta(double alpha, std::mt19937_64& rng) {
     std::gamma_distribution<double> g(alpha, 1.0);
@@ -288,199 +254,219 @@ torch::Tensor trainInput(const CoatModel& model, const data::ClassSample& s, con
     return inputTensor(model, rgb);
 }
 
+// Mixup / cutmix (timm's batch mode: pair each image with the flipped batch), with the random
+// numbers of `step`; mixes the images x and the soft targets alike.
+void mixBatch(const CoatTrainConfig& cfg, int64_t step, torch::Tensor& x, torch::Tensor& target) {
+    std::mt19937_64 mixRng(train::mixSeed(cfg.seed, uint64_t(step), 2));
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    const bool anyMix = cfg.mixup > 0 || cfg.cutmix > 0;
+    if (!anyMix || !(u(mixRng) < cfg.mixProb)) return;
+    const bool useCutmix = cfg.cutmix > 0 && (cfg.mixup <= 0 || u(mixRng) < cfg.switchProb);
+    double lam = sampleBeta(useCutmix ? cfg.cutmix : cfg.mixup, mixRng);
+    auto xf = x.flip(0);
+    if (useCutmix) {
+        const int64_t H = x.size(2), W = x.size(3);
+        const double r = std::sqrt(1.0 - lam);
+        const int64_t ch = int64_t(H * r), cw = int64_t(W * r);
+        std::uniform_int_distribution<int64_t> dy(0, H - 1), dx(0, W - 1);
+        const int64_t cy = dy(mixRng), cx = dx(mixRng);
+        const int64_t y0 = std::clamp<int64_t>(cy - ch / 2, 0, H), y1 = std::clamp<int64_t>(cy + ch / 2, 0, H);
+        const int64_t x0 = std::clamp<int64_t>(cx - cw / 2, 0, W), x1 = std::clamp<int64_t>(cx + cw / 2, 0, W);
+        using torch::indexing::Slice;
+        x = x.clone();
+        x.index_put_({Slice(), Slice(), Slice(y0, y1), Slice(x0, x1)}, xf.index({Slice(), Slice(), Slice(y0, y1), Slice(x0, x1)}));
+        lam = 1.0 - double((y1 - y0) * (x1 - x0)) / double(H * W);
+    } else {
+        x = x * lam + xf * (1.0 - lam);
+    }
+    target = target * lam + target.flip(0) * (1.0 - lam);
+}
+
+// One CoaT training run: its data, model, optimizer, files and position.
+struct CoatRun {
+    const CoatTrainConfig& cfg;
+    const std::string& dataSpec;
+    data::ClassificationSplits splits;
+    CoatConfig mcfg;
+    int64_t trainSize = 0;
+    train::RunFiles files;
+    std::shared_ptr<CoatModel> model;
+    nlohmann::json cfgJson;
+    int64_t step = 0;
+    double stepTime = 0;   // seconds spent in training steps by this process
+    int64_t stepImages = 0;
+
+    const data::ClassificationDataset& trainSet() const { return *splits.train; }
+    const data::ClassificationDataset& valSet() const { return *splits.val; }
+    // Training items: a fixed random subset (from the seed) or everything.
+    int64_t trainItem(int64_t k) const {
+        return cfg.trainSubset > 0 ? train::shuffledIndex(train::mixSeed(cfg.seed, 7, 7), trainSet().size(), k) : k;
+    }
+    double imagesPerSecond() const { return stepTime > 0 ? double(stepImages) / stepTime : 0; }
+};
+
+// AdamW over every parameter; no weight decay on biases, norms and the class tokens.
+std::vector<train::AdamW::Param> coatParams(CoatModel& model) {
+    std::vector<train::AdamW::Param> params;
+    for (auto& p : model.named_parameters()) {
+        const bool noDecay = p.value().dim() <= 1 || p.key().find("cls_token") != std::string::npos;
+        params.push_back({p.key(), p.value(), 1.0, noDecay ? 0.0 : 1.0});
+    }
+    return params;
+}
+
+RunLogWriter openCoatRunLog(const CoatRun& run, bool resume) {
+    nlohmann::json logConfig = run.cfgJson;
+    logConfig["trainer"] = "coat";
+    logConfig["data"] = run.dataSpec;
+    logConfig["data_description"] = run.trainSet().describe() + "; validation: " + run.valSet().describe();
+    logConfig["train_size"] = run.trainSize;
+    logConfig["model_config"] = run.mcfg.toJson();
+    logConfig["parameters"] = run.model->numParameters();
+    logConfig["series"] = coatSeriesNames();
+    logConfig["total_steps"] = run.cfg.steps;
+    return train::openRunLog(run.files.runLog, logConfig, coatSeriesNames(), resume ? run.step : -1);
+}
+
+// The images of the batch of `step` and their label-smoothed, mixed targets.
+std::pair<torch::Tensor, torch::Tensor> loadBatch(const CoatRun& run, int64_t step) {
+    const CoatTrainConfig& cfg = run.cfg;
+    const int64_t B = cfg.batchSize, K = run.mcfg.numClasses;
+    std::vector<torch::Tensor> xs;
+    std::vector<int64_t> ys;
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t k = train::shuffledIndex(cfg.seed, run.trainSize, step * B + b);
+        auto s = run.trainSet().get(run.trainItem(k));
+        std::mt19937_64 rng(train::mixSeed(cfg.seed, uint64_t(step), uint64_t(100 + b)));
+        xs.push_back(trainInput(*run.model, s, cfg, rng));
+        ys.push_back(s.label);
+    }
+    auto x = torch::stack(xs);
+    auto y = torch::tensor(ys, torch::kLong);
+    const double off = cfg.labelSmoothing / double(K);
+    auto target = torch::full({B, K}, off, torch::kFloat);
+    target.scatter_(1, y.view({B, 1}), 1.0 - cfg.labelSmoothing + off);
+    mixBatch(cfg, step, x, target);
+    return {x, target};
+}
+
+// One optimizer step; returns its metrics (and the validation ones when due).
+std::map<std::string, double> trainStep(CoatRun& run, train::AdamW& opt, const std::vector<train::AdamW::Param>& params,
+                                        train::StepReporter& rep) {
+    const CoatTrainConfig& cfg = run.cfg;
+    const auto t0 = std::chrono::steady_clock::now();
+    const double lr = train::warmupCosine(cfg.lr, cfg.minLr, cfg.warmupSteps, cfg.steps, run.step);
+    opt.setLr(lr);
+    torch::manual_seed(train::mixSeed(cfg.seed, uint64_t(run.step), 1));
+    auto [x, target] = loadBatch(run, run.step);
+    auto out = run.model->forward(x.to(run.model->device()));
+    auto logp = torch::log_softmax(out.logits, 1);
+    auto loss = -(target.to(logp.device()) * logp).sum(1).mean();
+    const double lossV = loss.item<double>();
+    train::checkLossFinite(lossV, run.step, "CoaT training");
+    opt.zeroGrad();
+    loss.backward();
+    const double gn = train::clipGradNorm(params, cfg.clipMaxNorm);
+    opt.step();
+    const double acc = out.logits.argmax(1).cpu().eq(target.argmax(1)).to(torch::kDouble).mean().item<double>();
+    ++run.step;
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    run.stepTime += dt;
+    run.stepImages += cfg.batchSize;
+
+    std::map<std::string, double> m;
+    m["loss/train"] = lossV;
+    m["train/acc"] = acc;
+    m["lr"] = lr;
+    m["grad_norm"] = gn;
+    m["throughput"] = double(cfg.batchSize) / std::max(dt, 1e-9);
+    m["epoch"] = double(run.step * cfg.batchSize) / double(run.trainSize);
+    if (cfg.evalEvery > 0 && run.step % cfg.evalEvery == 0 && run.step < cfg.steps) {
+        rep.notify("validating");
+        auto ev = evaluateClassifier(*run.model, run.valSet(), cfg.valSubset, cfg.evalBatch, false);
+        m["val/acc"] = ev.acc;
+        m["val/loss"] = ev.loss;
+    }
+    return m;
+}
+
+// The end of a finished run: validation on the whole held-out set (with the confusion matrix)
+// into the log's eval results, model.h5, and the result.
+CoatTrainResult finishRun(CoatRun& run, RunLogWriter& log, train::StepReporter& rep) {
+    rep.notify("validating");
+    auto ev = evaluateClassifier(*run.model, run.valSet(), 0, run.cfg.evalBatch, true);
+    log.append("val/acc", run.step, ev.acc);
+    log.append("val/loss", run.step, ev.loss);
+    rep.report(run.step, "done", {});
+    log.setEval("final/val_acc", torch::tensor(ev.acc, torch::kDouble));
+    log.setEval("final/val_loss", torch::tensor(ev.loss, torch::kDouble));
+    log.setEval("final/val_size", torch::tensor(ev.count, torch::kLong));
+    log.setEval("final/confusion", ev.confusion);
+    log.setEval("final/train_images_per_second", torch::tensor(run.imagesPerSecond(), torch::kDouble));
+    run.model->train(false);
+    saveCoat(*run.model, run.files.model);
+    log.finish();
+    CoatTrainResult result;
+    result.parameters = run.model->numParameters();
+    result.finished = true;
+    result.steps = run.step;
+    result.valAcc = ev.acc;
+    result.valLoss = ev.loss;
+    result.valSize = ev.count;
+    result.imagesPerSecond = run.imagesPerSecond();
+    return result;
+}
+
 } // namespace
 
 CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpec, const std::string& outDir,
                           bool resume, train::Control& control, const train::ProgressFn& progress) {
     cfg.validate();
-    auto splits = data::openClassificationDataset(dataSpec, int(cfg.holdoutEvery));
-    const auto& trainSet = *splits.train;
-    const auto& valSet = *splits.val;
-    const CoatConfig mcfg = cfg.modelConfig(trainSet.classNames());
-    const int64_t K = mcfg.numClasses;
-    const int64_t trainSize = cfg.trainSubset > 0 ? std::min(cfg.trainSubset, trainSet.size()) : trainSet.size();
-    // Training items: a fixed random subset (from the seed) or everything.
-    auto trainItem = [&](int64_t k) {
-        return cfg.trainSubset > 0 ? train::shuffledIndex(train::mixSeed(cfg.seed, 7, 7), trainSet.size(), k) : k;
-    };
-
-    std::error_code ec;
-    fs::create_directories(outDir, ec);
-    if (ec) throw Error(outDir + ": cannot create the run folder (" + ec.message() + ")");
-    const std::string ckptPath = (fs::path(outDir) / "checkpoint.h5").string();
-    const std::string runPath = (fs::path(outDir) / "run.h5").string();
-    const std::string modelPath = (fs::path(outDir) / "model.h5").string();
+    CoatRun run{cfg, dataSpec, data::openClassificationDataset(dataSpec, int(cfg.holdoutEvery))};
+    run.mcfg = cfg.modelConfig(run.trainSet().classNames());
+    run.trainSize = cfg.trainSubset > 0 ? std::min(cfg.trainSubset, run.trainSet().size()) : run.trainSet().size();
+    run.files = train::runFiles(outDir);
     if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
-
-    auto model = std::make_shared<CoatModel>(mcfg, cfg.seed);
-    model->train(true);
-    const nlohmann::json cfgJson = cfg.toJson();
-    int64_t step = 0;
+    run.model = std::make_shared<CoatModel>(run.mcfg, cfg.seed);
+    run.model->train(true);
+    run.cfgJson = cfg.toJson();
     train::TrainState resumed;
     if (resume) {
-        resumed = train::loadTrainState(ckptPath, "coat-train");
-        if (!resumed.meta.contains("config") || comparable(resumed.meta["config"]) != comparable(cfgJson))
-            throw Error(ckptPath + ": was written with a different training config; resume needs the same one");
-        if (!resumed.meta.contains("data") || resumed.meta["data"] != dataSpec)
-            throw Error(ckptPath + ": was trained on '" + resumed.meta.value("data", std::string("?")) + "', not '" +
-                        dataSpec + "'");
-        train::loadModuleTensors(*model, resumed.model, ckptPath);
-        step = resumed.meta.value("step", int64_t(0));
-        if (step < 0 || step > cfg.steps) throw Error(ckptPath + ": bad step " + std::to_string(step));
+        resumed = train::loadResumeState(run.files.checkpoint, "coat-train", run.cfgJson, kResumeMayChange, dataSpec);
+        train::loadModuleTensors(*run.model, resumed.model, run.files.checkpoint);
+        run.step = resumed.meta.value("step", int64_t(0));
+        if (run.step < 0 || run.step > cfg.steps) throw Error(run.files.checkpoint + ": bad step " + std::to_string(run.step));
     }
-
-    std::vector<train::AdamW::Param> params;
-    for (auto& p : model->named_parameters()) {
-        const bool noDecay = p.value().dim() <= 1 || p.key().find("cls_token") != std::string::npos;
-        params.push_back({p.key(), p.value(), 1.0, noDecay ? 0.0 : 1.0});
-    }
+    const auto params = coatParams(*run.model);
     train::AdamW::Options o;
     o.lr = cfg.lr;
     o.weightDecay = cfg.weightDecay;
     train::AdamW opt(params, o);
-    if (resume && step > 0) opt.loadState(resumed.optimizer, ckptPath);
-
-    nlohmann::json logConfig = cfgJson;
-    logConfig["trainer"] = "coat";
-    logConfig["data"] = dataSpec;
-    logConfig["data_description"] = trainSet.describe() + "; validation: " + valSet.describe();
-    logConfig["train_size"] = trainSize;
-    logConfig["model_config"] = mcfg.toJson();
-    logConfig["parameters"] = model->numParameters();
-    logConfig["series"] = coatSeriesNames();
-    logConfig["total_steps"] = cfg.steps;
-    RunLogWriter log = train::openRunLog(runPath, logConfig, coatSeriesNames(), resume ? step : -1);
-    train::StepReporter rep(log, progress, cfg.steps, step);
-
-    CoatTrainResult result;
-    result.parameters = model->numParameters();
-    double stepTime = 0;
-    int64_t stepImages = 0;
+    if (resume && run.step > 0) opt.loadState(resumed.optimizer, run.files.checkpoint);
+    RunLogWriter log = openCoatRunLog(run, resume);
+    train::StepReporter rep(log, progress, cfg.steps, run.step);
     auto save = [&] {
-        train::TrainState st;
-        st.meta["config"] = cfgJson;
-        st.meta["data"] = dataSpec;
-        st.meta["step"] = step;
-        st.model = train::moduleTensors(*model);
-        st.optimizer = opt.state();
-        train::saveTrainState(ckptPath, "coat-train", st);
+        train::saveTrainState(run.files.checkpoint, "coat-train", train::stepState(run.cfgJson, dataSpec, run.step, *run.model, opt));
     };
-
     try {
-        while (step < cfg.steps) {
+        while (run.step < cfg.steps) {
             if (!control.checkpoint()) {
                 save();
-                rep.notify("stopped");
-                log.stop("stopped at step " + std::to_string(step) + "; --resume continues from " + ckptPath);
-                result.steps = step;
-                result.imagesPerSecond = stepTime > 0 ? double(stepImages) / stepTime : 0;
+                train::endStoppedRun(log, rep, run.step, run.files.checkpoint);
+                CoatTrainResult result;
+                result.parameters = run.model->numParameters();
+                result.steps = run.step;
+                result.imagesPerSecond = run.imagesPerSecond();
                 return result;
             }
-            const auto t0 = std::chrono::steady_clock::now();
-            const double lr = train::warmupCosine(cfg.lr, cfg.minLr, cfg.warmupSteps, cfg.steps, step);
-            opt.setLr(lr);
-            torch::manual_seed(train::mixSeed(cfg.seed, uint64_t(step), 1));
-
-            const int64_t B = cfg.batchSize;
-            std::vector<torch::Tensor> xs;
-            std::vector<int64_t> ys;
-            for (int64_t b = 0; b < B; ++b) {
-                const int64_t k = train::shuffledIndex(cfg.seed, trainSize, step * B + b);
-                auto s = trainSet.get(trainItem(k));
-                std::mt19937_64 rng(train::mixSeed(cfg.seed, uint64_t(step), uint64_t(100 + b)));
-                xs.push_back(trainInput(*model, s, cfg, rng));
-                ys.push_back(s.label);
-            }
-            auto x = torch::stack(xs);
-            auto y = torch::tensor(ys, torch::kLong);
-            const double off = cfg.labelSmoothing / double(K);
-            auto target = torch::full({B, K}, off, torch::kFloat);
-            target.scatter_(1, y.view({B, 1}), 1.0 - cfg.labelSmoothing + off);
-
-            // Mixup / cutmix (timm's batch mode: pair each image with the flipped batch).
-            std::mt19937_64 mixRng(train::mixSeed(cfg.seed, uint64_t(step), 2));
-            std::uniform_real_distribution<double> u(0.0, 1.0);
-            const bool anyMix = cfg.mixup > 0 || cfg.cutmix > 0;
-            if (anyMix && u(mixRng) < cfg.mixProb) {
-                const bool useCutmix = cfg.cutmix > 0 && (cfg.mixup <= 0 || u(mixRng) < cfg.switchProb);
-                double lam = sampleBeta(useCutmix ? cfg.cutmix : cfg.mixup, mixRng);
-                auto xf = x.flip(0);
-                if (useCutmix) {
-                    const int64_t H = x.size(2), W = x.size(3);
-                    const double r = std::sqrt(1.0 - lam);
-                    const int64_t ch = int64_t(H * r), cw = int64_t(W * r);
-                    std::uniform_int_distribution<int64_t> dy(0, H - 1), dx(0, W - 1);
-                    const int64_t cy = dy(mixRng), cx = dx(mixRng);
-                    const int64_t y0 = std::clamp<int64_t>(cy - ch / 2, 0, H), y1 = std::clamp<int64_t>(cy + ch / 2, 0, H);
-                    const int64_t x0 = std::clamp<int64_t>(cx - cw / 2, 0, W), x1 = std::clamp<int64_t>(cx + cw / 2, 0, W);
-                    using torch::indexing::Slice;
-                    x = x.clone();
-                    x.index_put_({Slice(), Slice(), Slice(y0, y1), Slice(x0, x1)},
-                                 xf.index({Slice(), Slice(), Slice(y0, y1), Slice(x0, x1)}));
-                    lam = 1.0 - double((y1 - y0) * (x1 - x0)) / double(H * W);
-                } else {
-                    x = x * lam + xf * (1.0 - lam);
-                }
-                target = target * lam + target.flip(0) * (1.0 - lam);
-            }
-
-            auto out = model->forward(x.to(model->device()));
-            auto logp = torch::log_softmax(out.logits, 1);
-            auto loss = -(target.to(logp.device()) * logp).sum(1).mean();
-            const double lossV = loss.item<double>();
-            if (!std::isfinite(lossV))
-                throw Error("CoaT training: the loss became " + std::to_string(lossV) + " at step " +
-                            std::to_string(step) + " (lower the learning rate?)");
-            opt.zeroGrad();
-            loss.backward();
-            const double gn = train::clipGradNorm(params, cfg.clipMaxNorm);
-            opt.step();
-            const double acc = out.logits.argmax(1).cpu().eq(target.argmax(1)).to(torch::kDouble).mean().item<double>();
-            ++step;
-            const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            stepTime += dt;
-            stepImages += B;
-
-            std::map<std::string, double> m;
-            m["loss/train"] = lossV;
-            m["train/acc"] = acc;
-            m["lr"] = lr;
-            m["grad_norm"] = gn;
-            m["throughput"] = double(B) / std::max(dt, 1e-9);
-            m["epoch"] = double(step * B) / double(trainSize);
-            if (cfg.evalEvery > 0 && step % cfg.evalEvery == 0 && step < cfg.steps) {
-                rep.notify("validating");
-                auto ev = evaluateClassifier(*model, valSet, cfg.valSubset, cfg.evalBatch, false);
-                m["val/acc"] = ev.acc;
-                m["val/loss"] = ev.loss;
-            }
-            rep.report(step, "train", m);
-            if (step % cfg.checkpointEvery == 0 || step == cfg.steps) {
+            const auto metrics = trainStep(run, opt, params, rep);
+            rep.report(run.step, "train", metrics);
+            if (run.step % cfg.checkpointEvery == 0 || run.step == cfg.steps) {
                 save();
                 log.flush();
             }
         }
-        rep.notify("validating");
-        auto ev = evaluateClassifier(*model, valSet, 0, cfg.evalBatch, true);
-        log.append("val/acc", step, ev.acc);
-        log.append("val/loss", step, ev.loss);
-        rep.report(step, "done", {});
-        log.setEval("final/val_acc", torch::tensor(ev.acc, torch::kDouble));
-        log.setEval("final/val_loss", torch::tensor(ev.loss, torch::kDouble));
-        log.setEval("final/val_size", torch::tensor(ev.count, torch::kLong));
-        log.setEval("final/confusion", ev.confusion);
-        log.setEval("final/train_images_per_second",
-                    torch::tensor(stepTime > 0 ? double(stepImages) / stepTime : 0.0, torch::kDouble));
-        model->train(false);
-        saveCoat(*model, modelPath);
-        log.finish();
-        result.finished = true;
-        result.steps = step;
-        result.valAcc = ev.acc;
-        result.valLoss = ev.loss;
-        result.valSize = ev.count;
-        result.imagesPerSecond = stepTime > 0 ? double(stepImages) / stepTime : 0;
-        return result;
+        return finishRun(run, log, rep);
     } catch (const std::exception& e) {
         if (!log.closed()) log.fail(e.what());
         throw;

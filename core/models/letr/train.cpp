@@ -2,8 +2,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -15,9 +13,12 @@
 #include "core/error.h"
 #include "core/models/letr/model.h"
 #include "core/runlog.h"
+#include "core/train/json_config.h"
 #include "core/train/loop.h"
 #include "core/train/optim.h"
+#include "core/train/run.h"
 #include "core/train/state.h"
+#include "core/util/json_file.h"
 
 namespace glimpse::letr {
 
@@ -107,38 +108,9 @@ nlohmann::json LetrTrainConfig::toJson() const {
     return j;
 }
 
-namespace {
-
-template <typename T>
-void readKey(const nlohmann::json& j, const char* key, T& out, const std::string& where) {
-    auto it = j.find(key);
-    if (it == j.end()) return;
-    try {
-        if constexpr (std::is_same_v<T, std::string>) {
-            if (!it->is_string()) throw Error("");
-        } else if constexpr (std::is_same_v<T, bool>) {
-            if (!it->is_boolean()) throw Error("");
-        } else if constexpr (std::is_integral_v<T>) {
-            if (!it->is_number_integer()) throw Error("");
-        } else {
-            if (!it->is_number()) throw Error("");
-        }
-        out = it->get<T>();
-    } catch (const std::exception&) {
-        throw Error(where + ": \"" + key + "\" has the wrong type (" + std::string(it->type_name()) + ")");
-    }
-}
-
-void checkKeys(const nlohmann::json& j, std::initializer_list<const char*> known, const std::string& where) {
-    if (!j.is_object()) throw Error(where + ": expected a JSON object");
-    std::set<std::string> k(known.begin(), known.end());
-    for (auto it = j.begin(); it != j.end(); ++it)
-        if (!k.count(it.key())) throw Error(where + ": unknown key \"" + it.key() + "\"");
-}
-
-} // namespace
-
 LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::string& source) {
+    using train::checkKeys;
+    using train::readKey;
     checkKeys(j, {"model", "seed", "batch_size", "coarse_steps", "fine_steps", "focal_steps", "lr", "lr_backbone",
                   "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "clip_max_norm", "checkpoint_every",
                   "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment"},
@@ -146,10 +118,8 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     LetrTrainConfig c;
     if (j.contains("model")) {
         // Keys not given keep the small CPU model's values.
-        nlohmann::json m = smallModel().toJson();
         if (!j["model"].is_object()) throw Error(source + ": \"model\" must be an object");
-        for (auto it = j["model"].begin(); it != j["model"].end(); ++it) m[it.key()] = it.value();
-        c.model = LetrConfig::fromJson(m, source + " (model)");
+        c.model = LetrConfig::fromJson(train::overlay(smallModel().toJson(), j["model"]), source + " (model)");
     }
     readKey(j, "seed", c.seed, source);
     readKey(j, "batch_size", c.batchSize, source);
@@ -207,15 +177,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
 }
 
 LetrTrainConfig LetrTrainConfig::fromFile(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open the training config");
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(path + ": malformed JSON (" + e.what() + ")");
-    }
-    return fromJson(j, path);
+    return fromJson(readJsonFile(path, "training config"), path);
 }
 
 std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg) {
@@ -301,14 +263,6 @@ std::vector<train::AdamW::Param> trainable(LetrModel& model, bool fineStage, dou
     return out;
 }
 
-nlohmann::json comparable(nlohmann::json j) {
-    // Validation settings do not affect the weights (and old checkpoints lack them).
-    for (const char* k : {"checkpoint_every", "threads", "coarse_steps", "fine_steps", "focal_steps", "lr_drop_coarse",
-                          "lr_drop_fine", "val_every", "val_data", "val_images"})
-        j.erase(k);
-    return j;
-}
-
 // (phase index, phase begin, lr) of step t under a config.
 std::tuple<int, int64_t, double> scheduleAt(const LetrTrainConfig& c, int64_t t) {
     if (t < c.coarseSteps || !c.model.fineStage) return {0, 0, train::stepDecay(c.lr, c.lrGamma, c.lrDropCoarse, t)};
@@ -334,188 +288,215 @@ bool sameHistory(const LetrTrainConfig& a, const LetrTrainConfig& b, int64_t ste
     return true;
 }
 
-} // namespace
+// Keys of the training config a resumed run may change: they do not affect the weights (the
+// schedule is checked by sameHistory; old checkpoints lack the validation keys).
+const std::vector<std::string> kResumeMayChange = {"checkpoint_every", "threads",        "coarse_steps",
+                                                   "fine_steps",       "focal_steps",    "lr_drop_coarse",
+                                                   "lr_drop_fine",     "val_every",      "val_data",
+                                                   "val_images"};
 
-void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const std::string& outDir, bool resume,
-               train::Control& control, const train::ProgressFn& progress) {
-    cfg.validate();
-    auto ds = data::openLineDataset(dataSpec);
-    if (ds->size() < 1) throw Error("dataset '" + dataSpec + "' is empty");
-    std::error_code ec;
-    fs::create_directories(outDir, ec);
-    if (ec) throw Error(outDir + ": cannot create the run folder (" + ec.message() + ")");
-    const std::string ckptPath = (fs::path(outDir) / "checkpoint.h5").string();
-    const std::string runPath = (fs::path(outDir) / "run.h5").string();
-    const std::string modelPath = (fs::path(outDir) / "model.h5").string();
-    if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
-
-    std::unique_ptr<data::LineDataset> valDs;
-    std::string valSpec;
-    if (cfg.valEvery > 0) {
-        valSpec = letrValidationSpec(cfg, ds->describe());
-        try {
-            valDs = data::openLineDataset(valSpec);
-        } catch (const Error& e) {
-            throw Error(std::string("LETR training: validation data: ") + e.what());
-        }
-        if (valDs->size() < 1) throw Error("LETR training: validation dataset '" + valSpec + "' is empty");
-    }
-
-    auto model = std::make_shared<LetrModel>(cfg.model, cfg.seed);
-    model->train(true);
-    model->setTrainBackboneBn(cfg.trainBackboneBn);
-    const nlohmann::json cfgJson = cfg.toJson();
-    int64_t step = 0;
-    train::TrainState resumed;
-    int optimPhase = -1;
-    if (resume) {
-        resumed = train::loadTrainState(ckptPath, "letr-train");
-        if (!resumed.meta.contains("config") || comparable(resumed.meta["config"]) != comparable(cfgJson))
-            throw Error(ckptPath + ": was written with a different training config; resume needs the same one");
-        const LetrTrainConfig old = LetrTrainConfig::fromJson(resumed.meta["config"], ckptPath);
-        if (!resumed.meta.contains("data") || resumed.meta["data"] != dataSpec)
-            throw Error(ckptPath + ": was trained on '" + resumed.meta.value("data", std::string("?")) +
-                        "', not '" + dataSpec + "'");
-        train::loadModuleTensors(*model, resumed.model, ckptPath);
-        step = resumed.meta.value("step", int64_t(0));
-        optimPhase = resumed.meta.value("optim_phase", -1);
-        if (step < 0 || step > old.totalSteps()) throw Error(ckptPath + ": bad step " + std::to_string(step));
-        if (step > cfg.totalSteps() || !sameHistory(old, cfg, step))
-            throw Error(ckptPath + ": the new schedule (step counts, lr drops) differs from the old one within the " +
-                        std::to_string(step) + " steps already done; resume cannot change the past");
-    }
-
+std::vector<Phase> phasesOf(const LetrTrainConfig& cfg) {
     std::vector<Phase> phases;
     phases.push_back({"coarse", 0, cfg.coarseSteps, false, false});
     if (cfg.model.fineStage) {
         phases.push_back({"fine", cfg.coarseSteps, cfg.fineSteps, true, false});
         phases.push_back({"focal", cfg.coarseSteps + cfg.fineSteps, cfg.focalSteps, true, true});
     }
+    return phases;
+}
 
-    nlohmann::json logConfig = cfgJson;
-    logConfig["data"] = dataSpec;
-    logConfig["data_description"] = ds->describe();
-    logConfig["series"] = letrSeriesNames(cfg);
-    logConfig["total_steps"] = cfg.totalSteps();
-    if (valDs) logConfig["val_data_description"] = valDs->describe();
-    RunLogWriter log = train::openRunLog(runPath, logConfig, letrSeriesNames(cfg), resume ? step : -1);
-    train::StepReporter rep(log, progress, cfg.totalSteps(), step);
+std::unique_ptr<data::LineDataset> openValidation(const LetrTrainConfig& cfg, const data::LineDataset& trainData) {
+    if (cfg.valEvery <= 0) return nullptr;
+    const std::string valSpec = letrValidationSpec(cfg, trainData.describe());
+    std::unique_ptr<data::LineDataset> valDs;
+    try {
+        valDs = data::openLineDataset(valSpec);
+    } catch (const Error& e) {
+        throw Error(std::string("LETR training: validation data: ") + e.what());
+    }
+    if (valDs->size() < 1) throw Error("LETR training: validation dataset '" + valSpec + "' is empty");
+    return valDs;
+}
 
+// One LETR training run: its data, model, files and position.
+struct LetrRun {
+    const LetrTrainConfig& cfg;
+    const std::string& dataSpec;
+    train::Control& control;
+    train::RunFiles files;
+    std::unique_ptr<data::LineDataset> ds, valDs;
+    std::shared_ptr<LetrModel> model;
+    nlohmann::json cfgJson;
+    bool resume = false;
+    int64_t step = 0;
+    train::TrainState resumed;
+    int optimPhase = -1;   // the phase whose optimizer state `resumed` holds
+};
+
+// Restores model, step and optimizer phase from the run's checkpoint. The schedule may change
+// only where the steps already done are unaffected.
+void resumeRun(LetrRun& run) {
+    const std::string& path = run.files.checkpoint;
+    run.resumed = train::loadResumeState(path, "letr-train", run.cfgJson, kResumeMayChange, run.dataSpec);
+    const LetrTrainConfig old = LetrTrainConfig::fromJson(run.resumed.meta["config"], path);
+    train::loadModuleTensors(*run.model, run.resumed.model, path);
+    run.step = run.resumed.meta.value("step", int64_t(0));
+    run.optimPhase = run.resumed.meta.value("optim_phase", -1);
+    if (run.step < 0 || run.step > old.totalSteps()) throw Error(path + ": bad step " + std::to_string(run.step));
+    if (run.step > run.cfg.totalSteps() || !sameHistory(old, run.cfg, run.step))
+        throw Error(path + ": the new schedule (step counts, lr drops) differs from the old one within the " +
+                    std::to_string(run.step) + " steps already done; resume cannot change the past");
+}
+
+RunLogWriter openLetrRunLog(const LetrRun& run) {
+    nlohmann::json logConfig = run.cfgJson;
+    logConfig["data"] = run.dataSpec;
+    logConfig["data_description"] = run.ds->describe();
+    logConfig["series"] = letrSeriesNames(run.cfg);
+    logConfig["total_steps"] = run.cfg.totalSteps();
+    if (run.valDs) logConfig["val_data_description"] = run.valDs->describe();
+    return train::openRunLog(run.files.runLog, logConfig, letrSeriesNames(run.cfg), run.resume ? run.step : -1);
+}
+
+// The images and normalized target lines of the batch of `step` (augmented or just resized).
+void loadBatch(const LetrRun& run, int64_t step, std::vector<torch::Tensor>& images, std::vector<torch::Tensor>& targets) {
+    const LetrTrainConfig& cfg = run.cfg;
+    for (int64_t b = 0; b < cfg.batchSize; ++b) {
+        const int64_t idx = train::shuffledIndex(cfg.seed, run.ds->size(), step * cfg.batchSize + b);
+        data::LineSample s = run.ds->get(idx);
+        if (cfg.augmentEnabled) {
+            std::mt19937_64 rng(train::mixSeed(cfg.seed, uint64_t(step), uint64_t(100 + b)));
+            s = data::augment(s, cfg.augment, rng);
+        } else {
+            auto hw = cfg.model.resizedSize(s.image.rows, s.image.cols);
+            if (hw[0] != s.image.rows || hw[1] != s.image.cols) s = data::resizeSample(s, int(hw[1]), int(hw[0]));
+        }
+        auto t = letrInputTensor(s.image, cfg.model);
+        const float W = float(s.image.cols), H = float(s.image.rows);
+        auto l = s.lines.defined() && s.lines.numel() ? s.lines.to(torch::kFloat).reshape({-1, 4}) : torch::zeros({0, 4});
+        targets.push_back(l / torch::tensor({W, H, W, H}));
+        images.push_back(t);
+    }
+}
+
+std::map<std::string, double> stepMetrics(const LetrLoss& loss, double lr, double gradNorm, double imagesPerSecond,
+                                          size_t phase) {
+    std::map<std::string, double> m;
+    m["loss/total"] = loss.total.item<double>();
+    m["loss/cls"] = loss.clsPerLayer.back();
+    m["loss/l1"] = loss.l1PerLayer.back();
+    for (size_t k = 0; k < loss.clsPerLayer.size(); ++k) {
+        m["loss/cls_layer_" + std::to_string(k)] = loss.clsPerLayer[k];
+        m["loss/l1_layer_" + std::to_string(k)] = loss.l1PerLayer[k];
+    }
+    m["lr"] = lr;
+    m["grad_norm"] = gradNorm;
+    m["throughput"] = imagesPerSecond;
+    m["phase"] = double(phase);
+    return m;
+}
+
+// Validation sAP / APH (percent, as the paper's tables and `glimpse eval letr` print them) of
+// the last decoder layer of the stage being trained. Eval mode, no grad, no training random
+// numbers (the next step reseeds anyway); evaluateLetr restores the training flag.
+void validate(const LetrRun& run, const Phase& ph, RunLogWriter& log) {
+    eval::LetrEvalOptions eo;
+    eo.allLayers = false;
+    eo.lsd = false;
+    eo.thresholds = {10, 15};
+    eo.maxImages = run.cfg.valImages;
+    eo.coarseOnly = !ph.fineStage;
+    const auto r = eval::evaluateLetr(*run.model, *run.valDs, eo);
+    const std::string key = ph.fineStage ? "fine_" + std::to_string(run.cfg.model.fineDecLayers)
+                                         : "coarse_" + std::to_string(run.cfg.model.coarseDecLayers);
+    const eval::LineMetrics& vm = r.row(key).metrics;
+    log.append("val/sAP10", run.step, 100 * vm.sAPAt(10));
+    log.append("val/sAP15", run.step, 100 * vm.sAPAt(15));
+    log.append("val/APH", run.step, 100 * vm.APH);
+    log.flush();
+}
+
+// Trains phase `pi` from run.step to its end; false when the run was stopped (its checkpoint
+// written and the log closed).
+bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, train::StepReporter& rep) {
+    const LetrTrainConfig& cfg = run.cfg;
+    if (ph.name == "fine" && run.step == ph.begin) initFineFromCoarse(*run.model);
+    auto params = trainable(*run.model, ph.fineStage, cfg.lrBackbone / cfg.lr, cfg.trainBackboneBn);
+    train::AdamW::Options o;
+    o.lr = cfg.lr;
+    o.weightDecay = cfg.weightDecay;
+    train::AdamW opt(params, o);
+    if (run.resume && run.optimPhase == int(pi) && run.step > ph.begin) opt.loadState(run.resumed.optimizer, run.files.checkpoint);
+    LetrLossConfig lossCfg = cfg.loss;
+    lossCfg.focal = ph.focal;
+    const int64_t drop = ph.fineStage ? cfg.lrDropFine : cfg.lrDropCoarse;
+    auto save = [&] {
+        train::TrainState st = train::stepState(run.cfgJson, run.dataSpec, run.step, *run.model, opt);
+        st.meta["phase"] = ph.name;
+        st.meta["optim_phase"] = int(pi);
+        train::saveTrainState(run.files.checkpoint, "letr-train", st);
+    };
+    while (run.step < ph.begin + ph.steps) {
+        if (!run.control.checkpoint()) {
+            save();
+            train::endStoppedRun(log, rep, run.step, run.files.checkpoint);
+            return false;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        const double lr = train::stepDecay(cfg.lr, cfg.lrGamma, drop, run.step - ph.begin);
+        opt.setLr(lr);
+        torch::manual_seed(train::mixSeed(cfg.seed, uint64_t(run.step), 1));
+        std::vector<torch::Tensor> images, targets;
+        loadBatch(run, run.step, images, targets);
+        LetrForwardOptions fo;
+        fo.coarseOnly = !ph.fineStage;
+        auto out = run.model->forward(images, fo);
+        const auto& so = out.stages[ph.fineStage ? 1 : 0];
+        auto loss = letrLoss(so.logits, so.lines, targets, lossCfg);
+        train::checkLossFinite(loss.total.item<double>(), run.step, "LETR training");
+        opt.zeroGrad();
+        loss.total.backward();
+        const double gn = train::clipGradNorm(params, cfg.clipMaxNorm);
+        opt.step();
+        ++run.step;
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        rep.report(run.step, ph.name, stepMetrics(loss, lr, gn, double(cfg.batchSize) / std::max(dt, 1e-9), pi));
+        const bool phaseEnd = run.step == ph.begin + ph.steps;
+        if (run.valDs && (run.step % cfg.valEvery == 0 || phaseEnd)) validate(run, ph, log);
+        if (run.step % cfg.checkpointEvery == 0 || phaseEnd) {
+            save();
+            log.flush();
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const std::string& outDir, bool resume,
+               train::Control& control, const train::ProgressFn& progress) {
+    cfg.validate();
+    LetrRun run{cfg, dataSpec, control, {}, data::openLineDataset(dataSpec), nullptr, nullptr, cfg.toJson(), resume};
+    if (run.ds->size() < 1) throw Error("dataset '" + dataSpec + "' is empty");
+    run.files = train::runFiles(outDir);
+    if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
+    run.valDs = openValidation(cfg, *run.ds);
+    run.model = std::make_shared<LetrModel>(cfg.model, cfg.seed);
+    run.model->train(true);
+    run.model->setTrainBackboneBn(cfg.trainBackboneBn);
+    if (resume) resumeRun(run);
+    const std::vector<Phase> phases = phasesOf(cfg);
+    RunLogWriter log = openLetrRunLog(run);
+    train::StepReporter rep(log, progress, cfg.totalSteps(), run.step);
     try {
         for (size_t pi = 0; pi < phases.size(); ++pi) {
             const Phase& ph = phases[pi];
-            if (ph.steps == 0 || step >= ph.begin + ph.steps) continue;
-            if (ph.name == "fine" && step == ph.begin) initFineFromCoarse(*model);
-            auto params = trainable(*model, ph.fineStage, cfg.lrBackbone / cfg.lr, cfg.trainBackboneBn);
-            train::AdamW::Options o;
-            o.lr = cfg.lr;
-            o.weightDecay = cfg.weightDecay;
-            train::AdamW opt(params, o);
-            if (resume && optimPhase == int(pi) && step > ph.begin) opt.loadState(resumed.optimizer, ckptPath);
-            LetrLossConfig lossCfg = cfg.loss;
-            lossCfg.focal = ph.focal;
-            const int64_t drop = ph.fineStage ? cfg.lrDropFine : cfg.lrDropCoarse;
-
-            auto save = [&] {
-                train::TrainState st;
-                st.meta["config"] = cfgJson;
-                st.meta["data"] = dataSpec;
-                st.meta["step"] = step;
-                st.meta["phase"] = ph.name;
-                st.meta["optim_phase"] = int(pi);
-                st.model = train::moduleTensors(*model);
-                st.optimizer = opt.state();
-                train::saveTrainState(ckptPath, "letr-train", st);
-            };
-
-            while (step < ph.begin + ph.steps) {
-                if (!control.checkpoint()) {
-                    save();
-                    rep.notify("stopped");
-                    log.stop("stopped at step " + std::to_string(step) + "; --resume continues from " + ckptPath);
-                    return;
-                }
-                const auto t0 = std::chrono::steady_clock::now();
-                const int64_t phaseStep = step - ph.begin;
-                const double lr = train::stepDecay(cfg.lr, cfg.lrGamma, drop, phaseStep);
-                opt.setLr(lr);
-                torch::manual_seed(train::mixSeed(cfg.seed, uint64_t(step), 1));
-
-                std::vector<torch::Tensor> images, targets;
-                for (int64_t b = 0; b < cfg.batchSize; ++b) {
-                    const int64_t idx = train::shuffledIndex(cfg.seed, ds->size(), step * cfg.batchSize + b);
-                    data::LineSample s = ds->get(idx);
-                    if (cfg.augmentEnabled) {
-                        std::mt19937_64 rng(train::mixSeed(cfg.seed, uint64_t(step), uint64_t(100 + b)));
-                        s = data::augment(s, cfg.augment, rng);
-                    } else {
-                        auto hw = cfg.model.resizedSize(s.image.rows, s.image.cols);
-                        if (hw[0] != s.image.rows || hw[1] != s.image.cols)
-                            s = data::resizeSample(s, int(hw[1]), int(hw[0]));
-                    }
-                    auto t = letrInputTensor(s.image, cfg.model);
-                    const float W = float(s.image.cols), H = float(s.image.rows);
-                    auto l = s.lines.defined() && s.lines.numel() ? s.lines.to(torch::kFloat).reshape({-1, 4})
-                                                                  : torch::zeros({0, 4});
-                    targets.push_back(l / torch::tensor({W, H, W, H}));
-                    images.push_back(t);
-                }
-                LetrForwardOptions fo;
-                fo.coarseOnly = !ph.fineStage;
-                auto out = model->forward(images, fo);
-                const auto& so = out.stages[ph.fineStage ? 1 : 0];
-                auto loss = letrLoss(so.logits, so.lines, targets, lossCfg);
-                if (!std::isfinite(loss.total.item<double>()))
-                    throw Error("LETR training: the loss became " + std::to_string(loss.total.item<double>()) +
-                                " at step " + std::to_string(step) + " (lower the learning rate?)");
-                opt.zeroGrad();
-                loss.total.backward();
-                const double gn = train::clipGradNorm(params, cfg.clipMaxNorm);
-                opt.step();
-                ++step;
-                const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-                std::map<std::string, double> m;
-                m["loss/total"] = loss.total.item<double>();
-                m["loss/cls"] = loss.clsPerLayer.back();
-                m["loss/l1"] = loss.l1PerLayer.back();
-                for (size_t k = 0; k < loss.clsPerLayer.size(); ++k) {
-                    m["loss/cls_layer_" + std::to_string(k)] = loss.clsPerLayer[k];
-                    m["loss/l1_layer_" + std::to_string(k)] = loss.l1PerLayer[k];
-                }
-                m["lr"] = lr;
-                m["grad_norm"] = gn;
-                m["throughput"] = double(cfg.batchSize) / std::max(dt, 1e-9);
-                m["phase"] = double(pi);
-                rep.report(step, ph.name, m);
-                if (valDs && (step % cfg.valEvery == 0 || step == ph.begin + ph.steps)) {
-                    // Eval mode, no grad, no training random numbers (the next step reseeds
-                    // anyway); the model's training flag is restored by evaluateLetr.
-                    eval::LetrEvalOptions eo;
-                    eo.allLayers = false;
-                    eo.lsd = false;
-                    eo.thresholds = {10, 15};
-                    eo.maxImages = cfg.valImages;
-                    eo.coarseOnly = !ph.fineStage;
-                    const auto r = eval::evaluateLetr(*model, *valDs, eo);
-                    const std::string key = ph.fineStage ? "fine_" + std::to_string(cfg.model.fineDecLayers)
-                                                         : "coarse_" + std::to_string(cfg.model.coarseDecLayers);
-                    const eval::LineMetrics& vm = r.row(key).metrics;
-                    // Percent, as the paper's tables and `glimpse eval letr` print them.
-                    log.append("val/sAP10", step, 100 * vm.sAPAt(10));
-                    log.append("val/sAP15", step, 100 * vm.sAPAt(15));
-                    log.append("val/APH", step, 100 * vm.APH);
-                    log.flush();
-                }
-                if (step % cfg.checkpointEvery == 0 || step == ph.begin + ph.steps) {
-                    save();
-                    log.flush();
-                }
-            }
+            if (ph.steps == 0 || run.step >= ph.begin + ph.steps) continue;
+            if (!trainPhase(run, pi, ph, log, rep)) return;
         }
-        model->train(false);
-        for (auto& p : model->parameters()) p.set_requires_grad(true);
-        saveLetr(*model, modelPath);
+        run.model->train(false);
+        for (auto& p : run.model->parameters()) p.set_requires_grad(true);
+        saveLetr(*run.model, run.files.model);
         log.finish();
     } catch (const std::exception& e) {
         if (!log.closed()) log.fail(e.what());

@@ -1,0 +1,59 @@
+#include "core/train/run.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace glimpse::train {
+
+namespace fs = std::filesystem;
+
+RunFiles runFiles(const std::string& outDir) {
+    std::error_code ec;
+    fs::create_directories(outDir, ec);
+    if (ec) throw Error(outDir + ": cannot create the run folder (" + ec.message() + ")");
+    RunFiles f;
+    f.checkpoint = (fs::path(outDir) / "checkpoint.h5").string();
+    f.runLog = (fs::path(outDir) / "run.h5").string();
+    f.model = (fs::path(outDir) / "model.h5").string();
+    return f;
+}
+
+TrainState loadResumeState(const std::string& path, const std::string& family, const nlohmann::json& config,
+                           const std::vector<std::string>& mayChange, const std::string& data) {
+    TrainState s = loadTrainState(path, family);
+    auto comparable = [&](nlohmann::json j) {
+        for (const auto& k : mayChange) j.erase(k);
+        return j;
+    };
+    if (!s.meta.contains("config") || comparable(s.meta["config"]) != comparable(config))
+        throw Error(path + ": was written with a different training config; resume needs the same one");
+    if (!s.meta.contains("data") || s.meta["data"] != data)
+        throw Error(path + ": was trained on '" + s.meta.value("data", std::string("?")) + "', not '" + data + "'");
+    return s;
+}
+
+TrainState stepState(const nlohmann::json& config, const std::string& data, int64_t step, const torch::nn::Module& model,
+                     const AdamW& optimizer) {
+    TrainState st;
+    st.meta["config"] = config;
+    st.meta["data"] = data;
+    st.meta["step"] = step;
+    st.model = moduleTensors(model);
+    st.optimizer = optimizer.state();
+    return st;
+}
+
+void checkLossFinite(double loss, int64_t step, const std::string& trainer) {
+    if (!std::isfinite(loss))
+        throw Error(trainer + ": the loss became " + std::to_string(loss) + " at step " + std::to_string(step) +
+                    " (lower the learning rate?)");
+}
+
+void endStoppedRun(RunLogWriter& log, StepReporter& reporter, int64_t step, const std::string& checkpoint) {
+    reporter.notify("stopped");
+    log.stop("stopped at step " + std::to_string(step) + "; --resume continues from " + checkpoint);
+}
+
+} // namespace glimpse::train
