@@ -1,6 +1,7 @@
 // The registry of model families: one line per family.
 #include "app/family.h"
 
+#include "app/resources.h"
 #include "core/error.h"
 
 namespace glimpse::app {
@@ -18,6 +19,11 @@ const ModelFamily* findFamily(const std::string& name) {
     for (const auto& f : modelFamilies())
         if (f.name == name) return &f;
     return nullptr;
+}
+
+QString defaultCheckpoint(const std::string& family) {
+    const ModelFamily* f = findFamily(family);
+    return f && !f->defaultCheckpoint.isEmpty() ? resourceFile(f->defaultCheckpoint) : QString();
 }
 
 TrainingJob::Runner modelRunner() {

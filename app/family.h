@@ -68,10 +68,20 @@ struct ModelFamily {
     std::vector<Command> commands;
 };
 
+// The panel factory of a family whose panel class is `Panel`.
+template <class Panel>
+std::function<ModelPanel*(widgets::ImageViewport*, widgets::ImageViewport*, QWidget*)> panelFactory() {
+    return [](widgets::ImageViewport* v, widgets::ImageViewport* c, QWidget* parent) -> ModelPanel* {
+        return new Panel(v, c, parent);
+    };
+}
+
 // Every family, in menu order.
 const std::vector<ModelFamily>& modelFamilies();
 // The family named `name`, or null.
 const ModelFamily* findFamily(const std::string& name);
+// The installed default checkpoint of a family (its defaultCheckpoint resource), or empty.
+QString defaultCheckpoint(const std::string& family);
 // The runner the main window's TrainingJob uses: the trainer of the family named by
 // TrainingSpec::model (an Error for a family without one).
 TrainingJob::Runner modelRunner();

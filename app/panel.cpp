@@ -2,19 +2,25 @@
 
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QComboBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSignalBlocker>
+#include <QSlider>
 #include <QSplitter>
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "app/async.h"
+#include "renderer/colormap.h"
 
 namespace glimpse::app {
 
@@ -105,7 +111,7 @@ void ModelPanel::loadCheckpoint(const QString& path) {
     updateControls();
     Q_EMIT message("Loading " + spec_.title + " checkpoint " + path + " ...");
     runAsync(
-        this, [this, p = path.toStdString()] { return loadModel(p); },
+        this, [load = spec_.loadModel, p = path.toStdString()] { return load(p); },
         [this, path](Outcome<std::shared_ptr<void>> r) {
             --loadingModel_;
             if (!r.ok()) {
@@ -168,7 +174,7 @@ void ModelPanel::run(bool interactive) {
     };
     runAsync(
         this,
-        [this, model = model_, mutex = modelMutex_, image = toMat(viewport_->image())] {
+        [runModel = spec_.runModel, model = model_, mutex = modelMutex_, image = toMat(viewport_->image())] {
             std::lock_guard<std::mutex> lock(*mutex);   // one pass at a time per model
             const auto t0 = std::chrono::steady_clock::now();
             Ran r;
@@ -289,7 +295,7 @@ void ModelPanel::saveTrace(const QString& path) {
     ++ioPending_;
     updateControls();
     runAsync(
-        this, [this, t = shown_, p = path.toStdString()] { saveTraceFile(t.get(), p); },
+        this, [save = spec_.saveTrace, t = shown_, p = path.toStdString()] { save(t.get(), p); },
         [this, path](Outcome<std::monostate> r) {
             --ioPending_;
             updateControls();
@@ -303,7 +309,7 @@ void ModelPanel::openTrace(const QString& path) {
     ++ioPending_;
     updateControls();
     runAsync(
-        this, [this, p = path.toStdString()] { return loadTraceFile(p); },
+        this, [load = spec_.loadTrace, p = path.toStdString()] { return load(p); },
         [this, path](Outcome<OpenedTrace> r) {
             --ioPending_;
             updateControls();
@@ -364,6 +370,67 @@ bool ModelPanel::showComparePane(bool on) {
     return true;
 }
 
+// --- the heatmap style ------------------------------------------------------------------
+
+void ModelPanel::addHeatmapControls(QFormLayout* form) {
+    headBox_ = new QComboBox(this);
+    form->addRow("Head", headBox_);
+    connect(headBox_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (i >= 0 && i - 1 != head_) setHead(i - 1);
+    });
+    colormapBox_ = new QComboBox(this);
+    for (int c = 0; c < render::kColormapCount; ++c) colormapBox_->addItem(render::colormapName(render::Colormap(c)));
+    form->addRow("Colour map", colormapBox_);
+    connect(colormapBox_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (i >= 0 && i != int(colormap_)) setColormap(render::Colormap(i));
+    });
+    opacitySlider_ = new QSlider(Qt::Horizontal, this);
+    opacitySlider_->setRange(0, 100);
+    opacitySlider_->setValue(int(std::lround(opacity_ * 100)));
+    form->addRow("Opacity", opacitySlider_);
+    connect(opacitySlider_, &QSlider::valueChanged, this, [this](int v) { setOpacity(v / 100.0); });
+}
+
+void ModelPanel::setHeadCount(int heads) {
+    headCount_ = heads;
+    if (head_ >= heads) head_ = -1;
+    if (!headBox_) return;
+    const QSignalBlocker b(headBox_);
+    headBox_->clear();
+    headBox_->addItem("mean");
+    for (int h = 0; h < heads; ++h) headBox_->addItem(QStringLiteral("head %1").arg(h + 1));
+    headBox_->setCurrentIndex(head_ + 1);
+}
+
+void ModelPanel::setHead(int head) {
+    if (head < -1 || (shown_ && head >= headCount_)) return;
+    head_ = head;
+    if (headBox_ && headBox_->currentIndex() != head + 1) {
+        const QSignalBlocker b(headBox_);
+        headBox_->setCurrentIndex(head + 1);
+    }
+    heatmapStyleChanged();
+}
+
+void ModelPanel::setColormap(render::Colormap c) {
+    colormap_ = c;
+    if (colormapBox_ && colormapBox_->currentIndex() != int(c)) {
+        const QSignalBlocker b(colormapBox_);
+        colormapBox_->setCurrentIndex(int(c));
+    }
+    heatmapStyleChanged();
+}
+
+void ModelPanel::setOpacity(double opacity) {
+    opacity_ = float(std::clamp(opacity, 0.0, 1.0));
+    const int v = int(std::lround(opacity_ * 100));
+    if (opacitySlider_ && opacitySlider_->value() != v) {
+        const QSignalBlocker b(opacitySlider_);
+        opacitySlider_->setValue(v);
+    }
+    heatmapStyleChanged();
+}
+
 void ModelPanel::updateControls() {
     runButton_->setEnabled(!running_ && loadingModel_ == 0);
     cancelButton_->setEnabled(running_);
@@ -377,6 +444,9 @@ void ModelPanel::updateControls() {
     else if (abandoned_ > 0) status = "A cancelled pass is finishing in the background.";
     runStatus_->setText(status);
     runStatus_->setVisible(!status.isEmpty());
+    for (QWidget* w : {static_cast<QWidget*>(headBox_), static_cast<QWidget*>(colormapBox_),
+                       static_cast<QWidget*>(opacitySlider_)})
+        if (w) w->setEnabled(hasTrace());
     enableControls(hasTrace());
     Q_EMIT busyChanged(busy());
 }

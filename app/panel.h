@@ -19,19 +19,23 @@
 #include <QString>
 #include <QStringList>
 #include <QWidget>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include <opencv2/core.hpp>
 
+#include "renderer/renderer.h"
 #include "widgets/viewport.h"
 
+class QComboBox;
 class QFormLayout;
 class QLabel;
 class QMenu;
 class QProgressBar;
 class QPushButton;
+class QSlider;
 class QVBoxLayout;
 
 namespace glimpse::app {
@@ -43,11 +47,22 @@ widgets::RgbImage toRgbImage(const cv::Mat& rgb);
 class ModelPanel : public QWidget {
     Q_OBJECT
 public:
+    using Erased = std::shared_ptr<const void>;   // a family's trace (or model), type-erased
+    struct OpenedTrace {
+        Erased trace;
+        widgets::RgbImage image;   // what the viewport shows for it
+    };
+    // What a family gives the base: names and its model and trace I/O. The functions run on
+    // worker threads and must only use their arguments; they throw glimpse::Error on bad input.
     struct Spec {
         QString title;             // "LETR": used in buttons and messages
         QString runTip;            // the Run button's tool tip
         int cacheSize = 16;        // traces kept (per source key)
         QString traceKeyPrefix;    // source keys of opened trace files: prefix + absolute path
+        std::function<std::shared_ptr<void>(const std::string& path)> loadModel;
+        std::function<Erased(void* model, const cv::Mat& rgb)> runModel;
+        std::function<void(const void* trace, const std::string& path)> saveTrace;   // atomic
+        std::function<OpenedTrace(const std::string& path)> loadTrace;
     };
     ModelPanel(Spec spec, widgets::ImageViewport* viewport, widgets::ImageViewport* compare,
                QWidget* parent = nullptr);
@@ -77,6 +92,11 @@ public:
     QString sourceKey() const { return sourceKey_; }
     QString lastFailure() const { return lastFailure_; }
     bool active() const { return active_; }
+    // The heatmap style every family's views share (head -1 = the mean over heads).
+    int head() const { return head_; }
+    render::Colormap colormap() const { return colormap_; }
+    float opacity() const { return opacity_; }
+    QComboBox* headBox() const { return headBox_; }
 
 public Q_SLOTS:
     void openCheckpointDialog();
@@ -99,6 +119,9 @@ public Q_SLOTS:
     void setActive(bool on);
     // Draws this panel's scene again.
     void redraw();
+    void setHead(int head);                  // -1 = mean; ignored outside the trace's heads
+    void setColormap(render::Colormap c);
+    void setOpacity(double opacity);         // clamped to 0..1
 
 Q_SIGNALS:
     void checkpointLoaded(const QString& path);
@@ -114,17 +137,7 @@ Q_SIGNALS:
     void activateRequested();
 
 protected:
-    using Erased = std::shared_ptr<const void>;
-    struct OpenedTrace {
-        Erased trace;
-        widgets::RgbImage image;   // what the viewport shows for it
-    };
-
-    // --- what a family provides (the worker-thread ones must only use their arguments) ---
-    virtual std::shared_ptr<void> loadModel(const std::string& path) const = 0;     // worker
-    virtual Erased runModel(void* model, const cv::Mat& rgb) const = 0;             // worker
-    virtual void saveTraceFile(const void* trace, const std::string& path) const = 0;  // worker
-    virtual OpenedTrace loadTraceFile(const std::string& path) const = 0;            // worker
+    // --- what a family provides besides its Spec ---
     // The model label's text (UI thread, a model is loaded).
     virtual QString describeModel() const = 0;
     // The message after a run (e.g. "LETR finished in 80 ms (1000 entities)").
@@ -139,6 +152,8 @@ protected:
     virtual void afterAutoRun(int select) { (void)select; }
     // Enables the family's controls (a trace is shown or not).
     virtual void enableControls(bool haveTrace) { (void)haveTrace; }
+    // The head, colour map or opacity changed (the default redraws).
+    virtual void heatmapStyleChanged() { refresh(); }
     // The model changed: traces of another model are stale (the cache is already cleared).
     virtual void modelChanged() {}
     // The viewport is about to show the image with source key `key` (before the cache lookup).
@@ -152,6 +167,10 @@ protected:
     void setModelErased(std::shared_ptr<void> model, const QString& label);
     // Shows `trace` (fromFile: its image is the trace's own); emits traceReady.
     void presentTrace(Erased trace, bool fromFile);
+    // Adds the Head, Colour map and Opacity rows to `form` (the family places them).
+    void addHeatmapControls(QFormLayout* form);
+    // The number of heads of the shown trace (0: none); keeps the head when it still exists.
+    void setHeadCount(int heads);
     // The layout the family adds its controls to (below the model/run rows).
     QFormLayout* form() const { return form_; }
     QVBoxLayout* column() const { return column_; }
@@ -200,6 +219,10 @@ private:
     int loadingModel_ = 0;
     int ioPending_ = 0;
     bool syncing_ = false;
+    int head_ = -1;
+    int headCount_ = 0;
+    render::Colormap colormap_ = render::Colormap::Viridis;
+    float opacity_ = 0.6f;
 
     QVBoxLayout* column_ = nullptr;
     QFormLayout* form_ = nullptr;
@@ -208,6 +231,9 @@ private:
     QPushButton* cancelButton_ = nullptr;
     QProgressBar* progress_ = nullptr;
     QLabel* runStatus_ = nullptr;
+    QComboBox* headBox_ = nullptr;
+    QComboBox* colormapBox_ = nullptr;
+    QSlider* opacitySlider_ = nullptr;
 };
 
 } // namespace glimpse::app

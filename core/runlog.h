@@ -1,5 +1,5 @@
 #pragma once
-// RunLog: the training log (ARCHITECTURE.md, "Training"): metric series, config, eval results
+// RunLog: the training log (docs/architecture.md; layout in docs/formats.md "Run log"): metric series, config, eval results
 // and a status, in one HDF5 file that the GUI can follow while a trainer (possibly another
 // process on another machine) is still writing it. Layout in docs/formats.md.
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """A CoaT written independently with torch.nn from the dissertation's equations and the facts in
-design/MODELS.md, laid out like timm's state dicts (shared modules repeated under each user),
+docs/models.md "CoaT", laid out like timm's state dicts (shared modules repeated under each user),
 for checking Glimpse's converter and C++ model end to end.
 
   coat_reference.py --out-dir DIR [--seed S] [--size 64x96]

@@ -33,7 +33,7 @@ from torch import nn  # noqa: E402
 
 
 def sine_pos(mask, num_feats, temperature=10000.0):
-    """mask [B, h, w] bool (True = padding) -> [B, 2F, h, w]; see MODELS.md."""
+    """mask [B, h, w] bool (True = padding) -> [B, 2F, h, w]; see docs/models.md "LETR"."""
     valid = (~mask).float()
     y = valid.cumsum(1)
     x = valid.cumsum(2)

@@ -12,9 +12,7 @@ ModelFamily coatFamily() {
     ModelFamily f;
     f.name = "coat";
     f.title = "CoaT";
-    f.makePanel = [](widgets::ImageViewport* v, widgets::ImageViewport* c, QWidget* parent) -> ModelPanel* {
-        return new CoatInspector(v, c, parent);
-    };
+    f.makePanel = panelFactory<CoatInspector>();
     f.runShortcut = QKeySequence("Ctrl+Shift+R");
     f.defaultCheckpoint = "coat_fmnist.h5";   // the Fashion-MNIST model, loaded at start
     f.loadDefaultAtStart = true;

@@ -1,5 +1,6 @@
 #include "app/coat/inspector.h"
 #include "app/async.h"
+#include "app/family.h"
 #include "app/resources.h"
 
 #include <QComboBox>
@@ -35,13 +36,39 @@ constexpr int kThumbPx = 56;
 
 const coat::CoatTrace& asTrace(const void* t) { return *static_cast<const coat::CoatTrace*>(t); }
 
+// The family's model and trace I/O (ModelPanel::Spec): on worker threads.
+std::shared_ptr<void> loadModel(const std::string& path) {
+    auto model = coat::loadCoat(path);
+    model->eval();
+    return model;
+}
+
+ModelPanel::Erased runModel(void* model, const cv::Mat& rgb) {
+    return std::make_shared<const coat::CoatTrace>(coat::runCoat(*static_cast<coat::CoatModel*>(model), rgb));
+}
+
+void saveTraceFile(const void* trace, const std::string& path) {
+    asTrace(trace).save(path);   // glimpse::Trace::save writes atomically
+}
+
+ModelPanel::OpenedTrace loadTraceFile(const std::string& path) {
+    auto t = std::make_shared<const coat::CoatTrace>(coat::CoatTrace::load(path));
+    const torch::Tensor img = t->image().contiguous();   // the network's input crop
+    ModelPanel::OpenedTrace r;
+    r.image.width = int(img.size(1));
+    r.image.height = int(img.size(0));
+    r.image.rgb.assign(img.data_ptr<uint8_t>(), img.data_ptr<uint8_t>() + img.numel());
+    r.trace = std::move(t);
+    return r;
+}
+
 } // namespace
 
-QString defaultCoatCheckpoint() { return resourceFile("coat_fmnist.h5"); }
+QString defaultCoatCheckpoint() { return defaultCheckpoint("coat"); }
 
 CoatInspector::CoatInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare, QWidget* parent)
     : ModelPanel({"CoaT", "Classify the shown image with CoaT and capture its trace (Ctrl+Shift+R)", kTraceCacheSize,
-                  "coat-trace:"},
+                  "coat-trace:", loadModel, runModel, saveTraceFile, loadTraceFile},
                  viewport, compare, parent) {
     buildUi();
     // A click on the image (not a drag) sets the query pixel; in the compare pane too (same
@@ -85,12 +112,6 @@ void CoatInspector::buildViewControls(QFormLayout* form) {
     connect(block_, &QComboBox::currentIndexChanged, this, [this](int i) {
         if (!updating_ && i >= 0) setBlock(i);
     });
-    head_ = new QComboBox(this);
-    form->addRow("Head", head_);
-    connect(head_, &QComboBox::currentIndexChanged, this, [this](int i) {
-        if (!updating_ && i >= 0) setHead(i - 1);
-    });
-
     class_ = new QSpinBox(this);
     class_->setRange(-1, 0);
     class_->setSpecialValueText("top-1");
@@ -107,17 +128,7 @@ void CoatInspector::buildViewControls(QFormLayout* form) {
         if (!updating_) setChannel(v - 1);
     });
 
-    colormap_ = new QComboBox(this);
-    for (int c = 0; c < render::kColormapCount; ++c) colormap_->addItem(render::colormapName(render::Colormap(c)));
-    form->addRow("Colour map", colormap_);
-    connect(colormap_, &QComboBox::currentIndexChanged, this, [this](int i) {
-        if (!updating_ && i >= 0) setColormap(render::Colormap(i));
-    });
-    opacity_ = new QSlider(Qt::Horizontal, this);
-    opacity_->setRange(0, 100);
-    opacity_->setValue(int(settings_.opacity * 100));
-    form->addRow("Opacity", opacity_);
-    connect(opacity_, &QSlider::valueChanged, this, [this](int v) { setOpacity(v / 100.0); });
+    addHeatmapControls(form);
 
     compareBox_ = new QComboBox(this);
     compareBox_->addItem("off");
@@ -181,31 +192,6 @@ std::shared_ptr<const coat::CoatTrace> CoatInspector::trace() const {
 
 // --- the family's hooks -----------------------------------------------------------------
 
-std::shared_ptr<void> CoatInspector::loadModel(const std::string& path) const {
-    auto model = coat::loadCoat(path);
-    model->eval();
-    return model;
-}
-
-ModelPanel::Erased CoatInspector::runModel(void* model, const cv::Mat& rgb) const {
-    return std::make_shared<const coat::CoatTrace>(coat::runCoat(*static_cast<coat::CoatModel*>(model), rgb));
-}
-
-void CoatInspector::saveTraceFile(const void* trace, const std::string& path) const {
-    asTrace(trace).save(path);   // glimpse::Trace::save writes atomically
-}
-
-ModelPanel::OpenedTrace CoatInspector::loadTraceFile(const std::string& path) const {
-    auto t = std::make_shared<const coat::CoatTrace>(coat::CoatTrace::load(path));
-    const torch::Tensor img = t->image().contiguous();   // the network's input crop
-    OpenedTrace r;
-    r.image.width = int(img.size(1));
-    r.image.height = int(img.size(0));
-    r.image.rgb.assign(img.data_ptr<uint8_t>(), img.data_ptr<uint8_t>() + img.numel());
-    r.trace = std::move(t);
-    return r;
-}
-
 QString CoatInspector::describeModel() const {
     const auto& c = modelAs<coat::CoatModel>()->config();
     return QStringLiteral("%1\n%2, dims %3/%4/%5/%6, %7 heads, %8 classes, %9 px")
@@ -235,7 +221,6 @@ void CoatInspector::dropTrace() {
     gallery_->clear();
     galleryKey_.clear();
     block_->clear();
-    head_->clear();
     updating_ = false;
 }
 
@@ -248,7 +233,6 @@ void CoatInspector::showTrace(const Erased& erased, bool shownIsCrop) {
     view_ = std::make_unique<CoatView>(std::static_pointer_cast<const coat::CoatTrace>(erased),
                                        std::max(1, img.width), std::max(1, img.height), shownIsCrop);
     const auto& t = view_->trace();
-    if (settings_.head >= t.numHeads()) settings_.head = -1;
     if (settings_.camClass >= t.probs().size(0)) settings_.camClass = -1;
     // A new image: the query starts at the crop's centre.
     settings_.queryX = settings_.queryY = -1;
@@ -293,17 +277,6 @@ void CoatInspector::setBlock(int block) {
             block_->setCurrentIndex(idx);
             updating_ = false;
         }
-    }
-    refresh();
-}
-
-void CoatInspector::setHead(int head) {
-    if (view_ && (head < -1 || head >= view_->trace().numHeads())) return;
-    settings_.head = head;
-    if (head_->currentIndex() != head + 1) {
-        updating_ = true;
-        head_->setCurrentIndex(head + 1);
-        updating_ = false;
     }
     refresh();
 }
@@ -353,24 +326,11 @@ void CoatInspector::setChannel(int channel) {
     refresh();
 }
 
-void CoatInspector::setColormap(render::Colormap c) {
-    settings_.colormap = c;
-    if (colormap_->currentIndex() != int(c)) {
-        updating_ = true;
-        colormap_->setCurrentIndex(int(c));
-        updating_ = false;
-    }
-    galleryKey_.clear();   // thumbnails use the colour map too
-    refresh();
-}
-
-void CoatInspector::setOpacity(double opacity) {
-    settings_.opacity = float(std::clamp(opacity, 0.0, 1.0));
-    const int v = int(std::lround(settings_.opacity * 100));
-    if (opacity_->value() != v) {
-        const QSignalBlocker b(opacity_);
-        opacity_->setValue(v);
-    }
+void CoatInspector::heatmapStyleChanged() {
+    if (settings_.colormap != colormap()) galleryKey_.clear();   // thumbnails use the colour map too
+    settings_.head = head();
+    settings_.colormap = colormap();
+    settings_.opacity = opacity();
     refresh();
 }
 
@@ -439,10 +399,8 @@ void CoatInspector::refillSelectors() {
     const int n = block_->count();
     if (settings_.block >= n) settings_.block = -1;
     block_->setCurrentIndex(settings_.block < 0 ? n - 1 : settings_.block);
-    head_->clear();
-    head_->addItem("mean");
-    for (int h = 0; h < t.numHeads(); ++h) head_->addItem(QStringLiteral("head %1").arg(h + 1));
-    head_->setCurrentIndex(settings_.head + 1);
+    setHeadCount(int(t.numHeads()));
+    settings_.head = head();
     class_->setRange(-1, int(t.probs().size(0)) - 1);
     class_->setValue(int(settings_.camClass));
     const int C = int(t.headDim(settings_.scale));
@@ -519,7 +477,6 @@ void CoatInspector::refreshCompare() {
 
 void CoatInspector::enableControls(bool have) {
     for (QWidget* w : {static_cast<QWidget*>(mode_), static_cast<QWidget*>(scale_), static_cast<QWidget*>(block_),
-                       static_cast<QWidget*>(head_), static_cast<QWidget*>(colormap_), static_cast<QWidget*>(opacity_),
                        static_cast<QWidget*>(compareBox_), static_cast<QWidget*>(class_),
                        static_cast<QWidget*>(channel_)})
         w->setEnabled(have);

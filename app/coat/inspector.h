@@ -57,7 +57,6 @@ public:
     // Widgets (tests drive them).
     QComboBox* scaleBox() const { return scale_; }
     QComboBox* blockBox() const { return block_; }
-    QComboBox* headBox() const { return head_; }
     QComboBox* modeBox() const { return mode_; }
     QComboBox* compareBox() const { return compareBox_; }
     QSpinBox* classBox() const { return class_; }
@@ -72,29 +71,23 @@ public Q_SLOTS:
     void setMode(CoatMode mode);
     void setScale(int scale);          // 0..3
     void setBlock(int block);          // index within the scale, -1 = last
-    void setHead(int head);            // -1 = mean
     // Query point in shown-image pixels (a viewport click); outside the crop it is ignored.
     void setQuery(double x, double y);
     void setCamClass(int64_t cls);     // -1 = top-1; computes the CAM on a worker when needed
     void setChannel(int channel);
-    void setColormap(render::Colormap c);
-    void setOpacity(double opacity);
     void setCompareScale(int scale);   // -1 off, else 0..3
 
 Q_SIGNALS:
     void camReady(qlonglong cls);
 
 protected:
-    std::shared_ptr<void> loadModel(const std::string& path) const override;
-    Erased runModel(void* model, const cv::Mat& rgb) const override;
-    void saveTraceFile(const void* trace, const std::string& path) const override;
-    OpenedTrace loadTraceFile(const std::string& path) const override;
     QString describeModel() const override;
     QString describeRun(const void* trace, double ms) const override;
     void showTrace(const Erased& trace, bool fromFile) override;
     void dropTrace() override;
     void drawScene() override;
     void enableControls(bool haveTrace) override;
+    void heatmapStyleChanged() override;
 
 private:
     void buildUi();
@@ -116,11 +109,8 @@ private:
     QComboBox* mode_ = nullptr;
     QComboBox* scale_ = nullptr;
     QComboBox* block_ = nullptr;
-    QComboBox* head_ = nullptr;
     QSpinBox* class_ = nullptr;
     QSpinBox* channel_ = nullptr;
-    QComboBox* colormap_ = nullptr;
-    QSlider* opacity_ = nullptr;
     QComboBox* compareBox_ = nullptr;
     QTableWidget* table_ = nullptr;
     QListWidget* gallery_ = nullptr;

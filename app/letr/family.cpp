@@ -12,9 +12,7 @@ ModelFamily letrFamily() {
     ModelFamily f;
     f.name = "letr";
     f.title = "LETR";
-    f.makePanel = [](widgets::ImageViewport* v, widgets::ImageViewport* c, QWidget* parent) -> ModelPanel* {
-        return new LetrInspector(v, c, parent);
-    };
+    f.makePanel = panelFactory<LetrInspector>();
     f.runShortcut = QKeySequence("Ctrl+R");
     f.defaultCheckpoint = "letr_demo.h5";   // loaded by main() (the demo runs LETR on its scene)
     f.trainer = letrRunner();

@@ -1,5 +1,6 @@
 #include "app/letr/inspector.h"
 #include "app/async.h"
+#include "app/family.h"
 #include "app/resources.h"
 
 #include <QComboBox>
@@ -48,14 +49,35 @@ private:
 
 const letr::LetrTrace& asTrace(const void* t) { return *static_cast<const letr::LetrTrace*>(t); }
 
+// The family's model and trace I/O (ModelPanel::Spec): on worker threads.
+std::shared_ptr<void> loadModel(const std::string& path) { return letr::loadLetr(path); }
+
+ModelPanel::Erased runModel(void* model, const cv::Mat& rgb) {
+    return std::make_shared<const letr::LetrTrace>(letr::runLetr(*static_cast<letr::LetrModel*>(model), rgb));
+}
+
+void saveTraceFile(const void* trace, const std::string& path) { asTrace(trace).save(path); }
+
+ModelPanel::OpenedTrace loadTraceFile(const std::string& path) {
+    auto t = std::make_shared<const letr::LetrTrace>(letr::LetrTrace::load(path));
+    // Show the image at its original size: the trace keeps the resized input.
+    const torch::Tensor img = t->image().contiguous();
+    cv::Mat in(int(img.size(0)), int(img.size(1)), CV_8UC3, img.data_ptr<uint8_t>());
+    const auto orig = t->originalSize();
+    cv::Mat shown;
+    cv::resize(in, shown, cv::Size(int(orig[1]), int(orig[0])), 0, 0, cv::INTER_LINEAR);
+    return {std::move(t), toRgbImage(shown)};
+}
+
 } // namespace
 
-QString defaultLetrCheckpoint() { return resourceFile("letr_demo.h5"); }
+QString defaultLetrCheckpoint() { return defaultCheckpoint("letr"); }
 
 LetrInspector::LetrInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare,
                              QWidget* parent)
-    : ModelPanel({"LETR", "Run LETR on the shown image (Ctrl+R)", kTraceCacheSize, "trace:"}, viewport, compare,
-                 parent) {
+    : ModelPanel({"LETR", "Run LETR on the shown image (Ctrl+R)", kTraceCacheSize, "trace:", loadModel, runModel,
+                  saveTraceFile, loadTraceFile},
+                 viewport, compare, parent) {
     buildUi();
     connect(viewport, &widgets::ImageViewport::lineClicked, this, [this](int id) {
         if (active()) setEntity(id);
@@ -86,25 +108,7 @@ void LetrInspector::buildUi() {
     form->addRow("Threshold", thRow);
     connect(threshold_, &QSlider::valueChanged, this, [this](int v) { setThreshold(v / 100.0); });
 
-    head_ = new QComboBox(this);
-    form->addRow("Head", head_);
-    connect(head_, &QComboBox::currentIndexChanged, this, [this](int i) {
-        if (!updating_ && i >= 0) setHead(i - 1);
-    });
-
-    colormap_ = new QComboBox(this);
-    for (int c = 0; c < render::kColormapCount; ++c)
-        colormap_->addItem(render::colormapName(render::Colormap(c)));
-    form->addRow("Colour map", colormap_);
-    connect(colormap_, &QComboBox::currentIndexChanged, this, [this](int i) {
-        if (!updating_ && i >= 0) setColormap(render::Colormap(i));
-    });
-
-    opacity_ = new QSlider(Qt::Horizontal, this);
-    opacity_->setRange(0, 100);
-    opacity_->setValue(int(settings_.opacity * 100));
-    form->addRow("Opacity", opacity_);
-    connect(opacity_, &QSlider::valueChanged, this, [this](int v) { setOpacity(v / 100.0); });
+    addHeatmapControls(form);
 
     entity_ = new QSpinBox(this);
     entity_->setRange(-1, 0);
@@ -153,25 +157,6 @@ std::vector<int> LetrInspector::tableEntities() const {
 }
 
 // --- the family's hooks -----------------------------------------------------------------
-
-std::shared_ptr<void> LetrInspector::loadModel(const std::string& path) const { return letr::loadLetr(path); }
-
-ModelPanel::Erased LetrInspector::runModel(void* model, const cv::Mat& rgb) const {
-    return std::make_shared<const letr::LetrTrace>(letr::runLetr(*static_cast<letr::LetrModel*>(model), rgb));
-}
-
-void LetrInspector::saveTraceFile(const void* trace, const std::string& path) const { asTrace(trace).save(path); }
-
-ModelPanel::OpenedTrace LetrInspector::loadTraceFile(const std::string& path) const {
-    auto t = std::make_shared<const letr::LetrTrace>(letr::LetrTrace::load(path));
-    // Show the image at its original size: the trace keeps the resized input.
-    const torch::Tensor img = t->image().contiguous();
-    cv::Mat in(int(img.size(0)), int(img.size(1)), CV_8UC3, img.data_ptr<uint8_t>());
-    const auto orig = t->originalSize();
-    cv::Mat shown;
-    cv::resize(in, shown, cv::Size(int(orig[1]), int(orig[0])), 0, 0, cv::INTER_LINEAR);
-    return {std::move(t), toRgbImage(shown)};
-}
 
 QString LetrInspector::describeModel() const {
     const auto& c = modelAs<letr::LetrModel>()->config();
@@ -236,13 +221,10 @@ void LetrInspector::showTrace(const Erased& erased, bool) {
     if (settings_.position >= int(labels.size()) || oldCount != labels.size())
         settings_.position = int(labels.size()) - 1;   // start at the last layer: the prediction
     if (settings_.entity >= t.numQueries()) settings_.entity = -1;
-    if (settings_.head >= t.numHeads()) settings_.head = -1;
     stepper_->setPositions(labels);
     stepper_->setPosition(settings_.position);
-    head_->clear();
-    head_->addItem("mean");
-    for (int h = 0; h < t.numHeads(); ++h) head_->addItem(QStringLiteral("head %1").arg(h + 1));
-    head_->setCurrentIndex(settings_.head + 1);
+    setHeadCount(int(t.numHeads()));
+    settings_.head = head();
     entity_->setRange(-1, int(t.numQueries()) - 1);
     entity_->setValue(settings_.entity);
     compareBox_->clear();
@@ -294,17 +276,6 @@ void LetrInspector::setPosition(int index) {
     refresh();
 }
 
-void LetrInspector::setHead(int head) {
-    if (view_ && (head < -1 || head >= view_->trace().numHeads())) return;
-    settings_.head = head;
-    if (head_->currentIndex() != head + 1) {
-        updating_ = true;
-        head_->setCurrentIndex(head + 1);
-        updating_ = false;
-    }
-    refresh();
-}
-
 void LetrInspector::setEntity(int entity) {
     if (view_ && (entity < -1 || entity >= view_->trace().numQueries())) return;
     settings_.entity = entity;
@@ -336,23 +307,10 @@ void LetrInspector::setThreshold(double t) {
     refresh();
 }
 
-void LetrInspector::setColormap(render::Colormap c) {
-    settings_.colormap = c;
-    if (colormap_->currentIndex() != int(c)) {
-        updating_ = true;
-        colormap_->setCurrentIndex(int(c));
-        updating_ = false;
-    }
-    refresh();
-}
-
-void LetrInspector::setOpacity(double opacity) {
-    settings_.opacity = float(std::clamp(opacity, 0.0, 1.0));
-    const int v = int(std::lround(settings_.opacity * 100));
-    if (opacity_->value() != v) {
-        const QSignalBlocker b(opacity_);
-        opacity_->setValue(v);
-    }
+void LetrInspector::heatmapStyleChanged() {
+    settings_.head = head();
+    settings_.colormap = colormap();
+    settings_.opacity = opacity();
     refresh();
 }
 
@@ -433,9 +391,8 @@ void LetrInspector::refreshCompare() {
 }
 
 void LetrInspector::enableControls(bool have) {
-    for (QWidget* w : {static_cast<QWidget*>(threshold_), static_cast<QWidget*>(head_),
-                       static_cast<QWidget*>(colormap_), static_cast<QWidget*>(opacity_),
-                       static_cast<QWidget*>(entity_), static_cast<QWidget*>(compareBox_)})
+    for (QWidget* w : {static_cast<QWidget*>(threshold_), static_cast<QWidget*>(entity_),
+                       static_cast<QWidget*>(compareBox_)})
         w->setEnabled(have);
     thresholdLabel_->setText(QString::number(double(settings_.threshold), 'f', 2));
 }

@@ -62,11 +62,8 @@ public Q_SLOTS:
     void exportLines(const QString& path);          // current layer's visible lines, .json/.csv
 
     void setPosition(int index);
-    void setHead(int head);                          // -1 = mean
     void setEntity(int entity);                      // -1 = none
     void setThreshold(double t);
-    void setColormap(render::Colormap c);
-    void setOpacity(double opacity);
     // Compare pane: -2 off, -1 LSD, >= 0 a layer position.
     void setCompare(int mode);
 
@@ -74,10 +71,6 @@ Q_SIGNALS:
     void linesExported(const QString& path);
 
 protected:
-    std::shared_ptr<void> loadModel(const std::string& path) const override;
-    Erased runModel(void* model, const cv::Mat& rgb) const override;
-    void saveTraceFile(const void* trace, const std::string& path) const override;
-    OpenedTrace loadTraceFile(const std::string& path) const override;
     QString describeModel() const override;
     QString describeRun(const void* trace, double ms) const override;
     void showTrace(const Erased& trace, bool fromFile) override;
@@ -87,6 +80,7 @@ protected:
     void afterAutoRun(int select) override;
     void enableControls(bool haveTrace) override;
     void onSourceChanged(const QString& key) override;
+    void heatmapStyleChanged() override;
 
 private:
     void buildUi();
@@ -102,9 +96,6 @@ private:
     widgets::LayerStepper* stepper_ = nullptr;
     QSlider* threshold_ = nullptr;
     QLabel* thresholdLabel_ = nullptr;
-    QComboBox* head_ = nullptr;
-    QComboBox* colormap_ = nullptr;
-    QSlider* opacity_ = nullptr;
     QSpinBox* entity_ = nullptr;
     QComboBox* compareBox_ = nullptr;
     QTableWidget* table_ = nullptr;

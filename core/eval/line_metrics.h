@@ -1,5 +1,5 @@
 #pragma once
-// Line-segment detection metrics (dissertation chapter 2; design/MODELS.md, "sAP").
+// Line-segment detection metrics (dissertation chapter 2; docs/models.md, "sAP and the other line metrics").
 //
 // Structural AP (L-CNN's definition, used by LETR): predictions and ground truth are scaled to
 // a 128 x 128 frame (x * 128 / W, y * 128 / H); the distance between a prediction and a ground

@@ -118,6 +118,17 @@ public:
     double meanQ(const std::vector<Node>& tree, const Node& node, bool isRoot, double parentQ) const;
 
 private:
+    // Errors for no roots, legal-action lists that do not match them; sets numActions_.
+    void checkSearchInput(const std::vector<Prediction>& roots, const std::vector<std::vector<int>>& legalActions);
+    // Tree b with its expanded root (and root noise when asked).
+    void startTree(int b, const Prediction& root, const std::vector<int>& legal, bool addNoise);
+    // Walks from the root down to an unexpanded child; `path` gets the node indices (root first)
+    // and the action into the leaf is returned.
+    int selectLeaf(const std::vector<Node>& tree, const MinMaxStats& stats, const std::vector<int>& rootLegal,
+                   std::vector<int>& path);
+    // Appends tree b's root statistics and policy targets to `result`.
+    void addRootResult(int b, const Prediction& root, const std::vector<int>& legal, const MinMaxStats& stats,
+                       SearchResult& result) const;
     int selectChild(const std::vector<Node>& tree, const Node& node, const MinMaxStats& stats, double meanQ,
                     const std::vector<int>& legal);
     void expand(std::vector<Node>& tree, int node, const Prediction& p, const std::vector<int>& legal);

@@ -1,5 +1,5 @@
 #pragma once
-// CoaT configuration (dissertation chapter 3, Table 3.1; facts from design/MODELS.md).
+// CoaT configuration (dissertation chapter 3, Table 3.1; facts in docs/models.md "CoaT").
 //
 // JSON form (every key optional; defaults are CoaT-Lite Tiny; "variant" first loads a preset
 // and the other keys then override it):

@@ -1,5 +1,5 @@
 #pragma once
-// CoaT: co-scale conv-attentional image transformers (dissertation chapter 3; design/MODELS.md).
+// CoaT: co-scale conv-attentional image transformers (dissertation chapter 3; docs/models.md "CoaT").
 //
 // Four serial blocks (patch embedding with stride 4, 2, 2, 2 + CLS token, then conv-attentional
 // modules), optionally followed by parallel groups that run scales 2-4 side by side with
@@ -13,7 +13,7 @@
 // CPE: depthwise 3x3 with bias on the image tokens, residual, before norm1 of every block; one
 // CPE and one CRPE per scale, shared by that scale's serial and parallel blocks.
 //
-// Parameter names equal timm's coat.py (MODELS.md): patch_embed{1-4}.{proj,norm}, cls_token{1-4},
+// Parameter names equal timm's coat.py (docs/models.md "CoaT"): patch_embed{1-4}.{proj,norm}, cls_token{1-4},
 // cpe{1-4}.proj, crpe{1-4}.conv_list.{0,1,2}, serial_blocks{1-4}.{i}.{norm1, factoratt_crpe.qkv,
 // factoratt_crpe.proj, norm2, mlp.fc1, mlp.fc2}, parallel_blocks.{i}.{norm12-14,
 // factoratt_crpe2-4, norm22-24, mlp2}, norm2-4, aggregate, head. Shared modules (cpe, crpe, the

@@ -1,5 +1,5 @@
 #pragma once
-// EfficientZero network sizes (docs/rl.md, MODELS.md "EfficientZero"), read from and written
+// EfficientZero network sizes (docs/rl.md, docs/models.md "EfficientZero"), read from and written
 // to JSON. Two presets: atari() is the paper's network (4 stacked 96x96 RGB frames, 64x6x6
 // latent state); grid() is the CPU-sized network for the arcade suite (no downsampling).
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// EfficientZero networks (Ye et al. 2021; dissertation 5.2 and appendix 5.7.10; MODELS.md):
+// EfficientZero networks (Ye et al. 2021; dissertation 5.2 and appendix 5.7.10; docs/models.md "EfficientZero"):
 // representation h, dynamics g with the value-prefix LSTM, prediction f, and the projection
 // and projection head of the self-supervised consistency loss. Value and value prefix are
 // categorical over [-S, S] after the invertible transform h(x); the last layer of every

@@ -1,5 +1,5 @@
 #pragma once
-// LETR configuration (dissertation chapter 2; facts from design/MODELS.md).
+// LETR configuration (dissertation chapter 2; facts in docs/models.md "LETR").
 //
 // JSON form (every key optional; defaults are the published LETR ResNet-50 model):
 //   {

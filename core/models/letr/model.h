@@ -1,5 +1,5 @@
 #pragma once
-// LETR: line segment detection with transformers (dissertation chapter 2; design/MODELS.md).
+// LETR: line segment detection with transformers (dissertation chapter 2; docs/models.md "LETR").
 //
 // ResNet backbone with frozen batch norm -> coarse stage (C5 -> 1x1 input_proj -> DETR
 // encoder/decoder over N line entities) -> fine stage (C4 -> its own input_proj and
@@ -7,7 +7,7 @@
 // (class_embed Linear(d, 2), lines_embed MLP(d, d, 4, 3 layers) + sigmoid) are shared by all
 // decoder layers of a stage.
 //
-// Parameter and buffer names equal the official stage-2 checkpoint's (MODELS.md):
+// Parameter and buffer names equal the official stage-2 checkpoint's (docs/models.md "LETR"):
 //   backbone.0.body.{conv1, bn1, layer1..4}.*         (torchvision ResNet, FrozenBatchNorm2d)
 //   letr.{input_proj, query_embed, transformer, class_embed, lines_embed}.*   coarse stage
 //   {input_proj, transformer, class_embed, lines_embed}.*                    fine stage
