@@ -176,29 +176,34 @@ void drawBox(Canvas& c, double x0, double x1, double yTop, double yBottom, doubl
     c.polygon({{x0, yTop, z0}, {x1, yTop, z0}, {x1, yBottom, z0}, {x0, yBottom, z0}}, color);
 }
 
-} // namespace
+// The room: x in [xL, xR], ceiling yC < 0 < yF floor (camera 1.5 m above it), back wall at D;
+// its surfaces start at depth zn, and the side walls leave the image at zVisL / zVisR.
+struct Room {
+    double xL, xR, yF, yC, D, zn, zVisL, zVisR;
+};
 
-DemoScene makeDemoScene(int width, int height, uint64_t seed) {
-    if (width < 16 || height < 16 || width > kMaxImageSide || height > kMaxImageSide)
-        throw Error("demo image size " + std::to_string(width) + " x " + std::to_string(height) +
-                    " is out of range (16 to " + std::to_string(kMaxImageSide) + " pixels on a side)");
-    Rng rng(seed);
-    const double w = width, h = height;
-    const double f = 0.75 * w;
-    const cv::Point2d vp(w * rng.uniform(0.44, 0.56), h * rng.uniform(0.40, 0.50));
-    Canvas c(width, height, f, vp);
-
-    // Room: x in [xL, xR], ceiling yC < 0 < yF floor (camera 1.5 m above it), back wall at D.
-    const double xL = -rng.uniform(2.0, 2.5), xR = rng.uniform(2.0, 2.5);
-    const double yF = rng.uniform(1.4, 1.6), yC = yF - rng.uniform(2.6, 2.9);
-    const double D = rng.uniform(5.5, 6.5);
+Room randomRoom(Rng& rng, double w, double h, double f, cv::Point2d vp) {
+    Room r;
+    r.xL = -rng.uniform(2.0, 2.5);
+    r.xR = rng.uniform(2.0, 2.5);
+    r.yF = rng.uniform(1.4, 1.6);
+    r.yC = r.yF - rng.uniform(2.6, 2.9);
+    r.D = rng.uniform(5.5, 6.5);
     // Near end of the room's surfaces: close enough that their near edges are off-image, no
     // closer (huge off-image polygons only cost drawing time).
-    const double zn = std::min({1.0, 0.5 * f * yF / (h - vp.y), 0.5 * f * -yC / vp.y,
-                                0.5 * f * -xL / vp.x, 0.5 * f * xR / (w - vp.x)});
+    r.zn = std::min({1.0, 0.5 * f * r.yF / (h - vp.y), 0.5 * f * -r.yC / vp.y, 0.5 * f * -r.xL / vp.x,
+                     0.5 * f * r.xR / (w - vp.x)});
+    // Where the side walls leave the image: doors and pictures go deeper than that.
+    r.zVisL = std::max(r.zn, f * -r.xL / std::max(1.0, vp.x));
+    r.zVisR = std::max(r.zn, f * r.xR / std::max(1.0, w - 1 - vp.x));
+    return r;
+}
+
+// Surfaces first (filled only), then the floor boards, then the room's edges as lines on top.
+void drawRoomShell(Canvas& c, Rng& rng, const Room& r) {
+    const double xL = r.xL, xR = r.xR, yF = r.yF, yC = r.yC, D = r.D, zn = r.zn;
     const cv::Scalar wallBack(222, 212, 190), wallSide(200, 190, 168), ceiling(238, 236, 228),
         floorCol(150, 105, 70);
-    // Surfaces first (filled only), then the boards, then the room's edges as lines on top.
     const std::vector<bool> none(4, false);
     c.polygon({{xL, yC, D}, {xR, yC, D}, {xR, yC, zn}, {xL, yC, zn}}, ceiling, none);
     c.polygon({{xL, yC, D}, {xL, yF, D}, {xL, yF, zn}, {xL, yC, zn}}, shade(wallSide, 0.95), none);
@@ -219,107 +224,131 @@ DemoScene makeDemoScene(int width, int height, uint64_t seed) {
         c.line(corners[i], corners[(i + 1) % 4], edge, c.thickness());
         c.line(corners[i], {corners[i].x, corners[i].y, zn}, edge, c.thickness());
     }
+}
 
-    // Where the side walls leave the image: doors and pictures go deeper than that.
-    const double zVisL = std::max(zn, f * -xL / std::max(1.0, vp.x));
-    const double zVisR = std::max(zn, f * xR / std::max(1.0, w - 1 - vp.x));
-    const bool windowLeft = rng.coin();
+// Window on the back wall: frame, glass, a cross of mullions.
+void drawWindow(Canvas& c, Rng& rng, const Room& r, bool windowLeft) {
+    const double D = r.D;
+    const double ww = rng.uniform(1.1, 1.5), wx0 = windowLeft ? r.xL + 0.4 : r.xR - 0.4 - ww;
+    const double wy0 = r.yC + rng.uniform(0.6, 0.8), wy1 = r.yF - rng.uniform(1.0, 1.2), fr = 0.07;
+    c.polygon({{wx0, wy0, D}, {wx0 + ww, wy0, D}, {wx0 + ww, wy1, D}, {wx0, wy1, D}}, cv::Scalar(245, 245, 240));
+    const double gx0 = wx0 + fr, gx1 = wx0 + ww - fr, gy0 = wy0 + fr, gy1 = wy1 - fr;
+    c.polygon({{gx0, gy0, D}, {gx1, gy0, D}, {gx1, gy1, D}, {gx0, gy1, D}}, cv::Scalar(150, 190, 225));
+    const cv::Scalar mullion(250, 250, 245);
+    c.line({(gx0 + gx1) / 2, gy0, D}, {(gx0 + gx1) / 2, gy1, D}, mullion, c.thickness() + 2);
+    c.line({gx0, (gy0 + gy1) / 2, D}, {gx1, (gy0 + gy1) / 2, D}, mullion, c.thickness() + 2);
+}
 
-    // Window on the back wall: frame, glass, a cross of mullions.
-    {
-        const double ww = rng.uniform(1.1, 1.5), wx0 = windowLeft ? xL + 0.4 : xR - 0.4 - ww;
-        const double wy0 = yC + rng.uniform(0.6, 0.8), wy1 = yF - rng.uniform(1.0, 1.2), fr = 0.07;
-        c.polygon({{wx0, wy0, D}, {wx0 + ww, wy0, D}, {wx0 + ww, wy1, D}, {wx0, wy1, D}}, cv::Scalar(245, 245, 240));
-        const double gx0 = wx0 + fr, gx1 = wx0 + ww - fr, gy0 = wy0 + fr, gy1 = wy1 - fr;
-        c.polygon({{gx0, gy0, D}, {gx1, gy0, D}, {gx1, gy1, D}, {gx0, gy1, D}}, cv::Scalar(150, 190, 225));
-        const cv::Scalar mullion(250, 250, 245);
-        c.line({(gx0 + gx1) / 2, gy0, D}, {(gx0 + gx1) / 2, gy1, D}, mullion, c.thickness() + 2);
-        c.line({gx0, (gy0 + gy1) / 2, D}, {gx1, (gy0 + gy1) / 2, D}, mullion, c.thickness() + 2);
+// Bookcase against the back wall, on the window's other side, with shelves.
+void drawBookcase(Canvas& c, Rng& rng, const Room& r, bool windowLeft) {
+    const double yF = r.yF;
+    const double bw = rng.uniform(0.9, 1.3), bx0 = windowLeft ? r.xR - 0.3 - bw : r.xL + 0.3;
+    const double top = yF - rng.uniform(1.7, 2.0), z0 = r.D - 0.4;
+    const cv::Scalar wood(120, 80, 50);
+    drawBox(c, bx0, bx0 + bw, top, yF, z0, r.D, wood);
+    for (int i = 1; i <= 3; ++i) {
+        const double y = top + (yF - top) * i / 4.0;
+        c.line({bx0 + 0.05, y, z0}, {bx0 + bw - 0.05, y, z0}, shade(wood, 0.5), c.thickness());
     }
+}
 
-    // Bookcase against the back wall, on the other side, with shelves.
-    {
-        const double bw = rng.uniform(0.9, 1.3), bx0 = windowLeft ? xR - 0.3 - bw : xL + 0.3;
-        const double top = yF - rng.uniform(1.7, 2.0), z0 = D - 0.4;
-        const cv::Scalar wood(120, 80, 50);
-        drawBox(c, bx0, bx0 + bw, top, yF, z0, D, wood);
-        for (int i = 1; i <= 3; ++i) {
-            const double y = top + (yF - top) * i / 4.0;
-            c.line({bx0 + 0.05, y, z0}, {bx0 + bw - 0.05, y, z0}, shade(wood, 0.5), c.thickness());
-        }
+// Door on the right wall with an inset panel; picture on the left wall.
+void drawDoorAndPicture(Canvas& c, Rng& rng, const Room& r) {
+    const double xL = r.xL, xR = r.xR, yF = r.yF, yC = r.yC, D = r.D;
+    const double span = D - r.zVisR, dz0 = r.zVisR + 0.2 * span, dz1 = r.zVisR + 0.6 * span;
+    const double top = yF - 2.05;
+    const cv::Scalar door(160, 110, 70);
+    c.polygon({{xR, yF, dz0}, {xR, top, dz0}, {xR, top, dz1}, {xR, yF, dz1}}, door, {true, true, true, false});
+    const double pz0 = dz0 + 0.15 * (dz1 - dz0), pz1 = dz1 - 0.15 * (dz1 - dz0);
+    c.polygon({{xR, top + 0.2, pz0}, {xR, top + 0.2, pz1}, {xR, top + 0.9, pz1}, {xR, top + 0.9, pz0}},
+              shade(door, 0.9));
+    const cv::Point2d knob = c.project({xR, top + 1.05, dz0 + 0.08 * (dz1 - dz0)});
+    cv::circle(c.img, knob, std::max(1, c.thickness() * 2), cv::Scalar(210, 180, 60), cv::FILLED, cv::LINE_AA);
+
+    const double lspan = D - r.zVisL, pz2 = r.zVisL + 0.3 * lspan, pz3 = r.zVisL + 0.75 * lspan;
+    const double py0 = yC + rng.uniform(0.7, 0.9), py1 = py0 + rng.uniform(0.6, 0.8);
+    c.polygon({{xL, py0, pz2}, {xL, py0, pz3}, {xL, py1, pz3}, {xL, py1, pz2}}, cv::Scalar(90, 70, 60));
+    const double i0 = (pz3 - pz2) * 0.12;
+    c.polygon({{xL, py0 + 0.08, pz2 + i0}, {xL, py0 + 0.08, pz3 - i0}, {xL, py1 - 0.08, pz3 - i0},
+               {xL, py1 - 0.08, pz2 + i0}},
+              cv::Scalar(rng.uniform(60, 200), rng.uniform(90, 180), rng.uniform(100, 200)));
+}
+
+// Ceiling light and a rug.
+void drawLightAndRug(Canvas& c, Rng& rng, const Room& r) {
+    const double yF = r.yF, yC = r.yC;
+    const double lz0 = r.D * 0.45, lz1 = lz0 + 0.8;
+    c.polygon({{-0.5, yC, lz0}, {0.5, yC, lz0}, {0.5, yC, lz1}, {-0.5, yC, lz1}}, cv::Scalar(255, 252, 235));
+    const double rz0 = rng.uniform(1.8, 2.4), rz1 = rz0 + rng.uniform(1.5, 2.0);
+    const double rx0 = rng.uniform(r.xL + 0.5, -0.6), rx1 = rng.uniform(0.6, r.xR - 0.5);
+    c.polygon({{rx0, yF, rz0}, {rx1, yF, rz0}, {rx1, yF, rz1}, {rx0, yF, rz1}}, cv::Scalar(140, 40, 45));
+    const double in = 0.12;
+    c.polygon({{rx0 + in, yF, rz0 + in}, {rx1 - in, yF, rz0 + in}, {rx1 - in, yF, rz1 - in}, {rx0 + in, yF, rz1 - in}},
+              cv::Scalar(170, 70, 60), {}, false);
+}
+
+// Cardboard boxes on the floor, far to near, footprints apart.
+void drawFloorBoxes(Canvas& c, Rng& rng, const Room& r) {
+    struct Box {
+        double x0, x1, top, z0, z1;
+    };
+    std::vector<Box> boxes;
+    for (int tries = 0; tries < 60 && boxes.size() < 4; ++tries) {
+        const double bw = rng.uniform(0.4, 0.9), bd = rng.uniform(0.35, 0.7), bh = rng.uniform(0.3, 0.8);
+        const double x0 = rng.uniform(r.xL + 0.2, r.xR - 0.2 - bw), z0 = rng.uniform(2.2, r.D - 1.0 - bd);
+        Box b{x0, x0 + bw, r.yF - bh, z0, z0 + bd};
+        const bool clear = std::none_of(boxes.begin(), boxes.end(), [&](const Box& o) {
+            return b.x0 < o.x1 + 0.2 && o.x0 < b.x1 + 0.2 && b.z0 < o.z1 + 0.2 && o.z0 < b.z1 + 0.2;
+        });
+        if (clear) boxes.push_back(b);
     }
+    std::sort(boxes.begin(), boxes.end(), [](const Box& a, const Box& b) { return a.z0 > b.z0; });
+    for (const auto& b : boxes)
+        drawBox(c, b.x0, b.x1, b.top, r.yF, b.z0, b.z1,
+                cv::Scalar(rng.uniform(170, 200), rng.uniform(130, 150), rng.uniform(85, 105)));
+}
 
-    // Door on the right wall with an inset panel; picture on the left wall.
-    {
-        const double span = D - zVisR, dz0 = zVisR + 0.2 * span, dz1 = zVisR + 0.6 * span;
-        const double top = yF - 2.05;
-        const cv::Scalar door(160, 110, 70);
-        c.polygon({{xR, yF, dz0}, {xR, top, dz0}, {xR, top, dz1}, {xR, yF, dz1}}, door, {true, true, true, false});
-        const double pz0 = dz0 + 0.15 * (dz1 - dz0), pz1 = dz1 - 0.15 * (dz1 - dz0);
-        c.polygon({{xR, top + 0.2, pz0}, {xR, top + 0.2, pz1}, {xR, top + 0.9, pz1}, {xR, top + 0.9, pz0}},
-                  shade(door, 0.9));
-        const cv::Point2d knob = c.project({xR, top + 1.05, dz0 + 0.08 * (dz1 - dz0)});
-        cv::circle(c.img, knob, std::max(1, c.thickness() * 2), cv::Scalar(210, 180, 60), cv::FILLED, cv::LINE_AA);
-
-        const double lspan = D - zVisL, pz2 = zVisL + 0.3 * lspan, pz3 = zVisL + 0.75 * lspan;
-        const double py0 = yC + rng.uniform(0.7, 0.9), py1 = py0 + rng.uniform(0.6, 0.8);
-        c.polygon({{xL, py0, pz2}, {xL, py0, pz3}, {xL, py1, pz3}, {xL, py1, pz2}}, cv::Scalar(90, 70, 60));
-        const double i0 = (pz3 - pz2) * 0.12;
-        c.polygon({{xL, py0 + 0.08, pz2 + i0}, {xL, py0 + 0.08, pz3 - i0}, {xL, py1 - 0.08, pz3 - i0},
-                   {xL, py1 - 0.08, pz2 + i0}},
-                  cv::Scalar(rng.uniform(60, 200), rng.uniform(90, 180), rng.uniform(100, 200)));
-    }
-
-    // Ceiling light and a rug.
-    {
-        const double lz0 = D * 0.45, lz1 = lz0 + 0.8;
-        c.polygon({{-0.5, yC, lz0}, {0.5, yC, lz0}, {0.5, yC, lz1}, {-0.5, yC, lz1}}, cv::Scalar(255, 252, 235));
-        const double rz0 = rng.uniform(1.8, 2.4), rz1 = rz0 + rng.uniform(1.5, 2.0);
-        const double rx0 = rng.uniform(xL + 0.5, -0.6), rx1 = rng.uniform(0.6, xR - 0.5);
-        c.polygon({{rx0, yF, rz0}, {rx1, yF, rz0}, {rx1, yF, rz1}, {rx0, yF, rz1}}, cv::Scalar(140, 40, 45));
-        const double in = 0.12;
-        c.polygon({{rx0 + in, yF, rz0 + in}, {rx1 - in, yF, rz0 + in}, {rx1 - in, yF, rz1 - in}, {rx0 + in, yF, rz1 - in}},
-                  cv::Scalar(170, 70, 60), {}, false);
-    }
-
-    // Cardboard boxes on the floor, far to near, footprints apart.
-    {
-        struct Box {
-            double x0, x1, top, z0, z1;
-        };
-        std::vector<Box> boxes;
-        for (int tries = 0; tries < 60 && boxes.size() < 4; ++tries) {
-            const double bw = rng.uniform(0.4, 0.9), bd = rng.uniform(0.35, 0.7), bh = rng.uniform(0.3, 0.8);
-            const double x0 = rng.uniform(xL + 0.2, xR - 0.2 - bw), z0 = rng.uniform(2.2, D - 1.0 - bd);
-            Box b{x0, x0 + bw, yF - bh, z0, z0 + bd};
-            const bool clear = std::none_of(boxes.begin(), boxes.end(), [&](const Box& o) {
-                return b.x0 < o.x1 + 0.2 && o.x0 < b.x1 + 0.2 && b.z0 < o.z1 + 0.2 && o.z0 < b.z1 + 0.2;
-            });
-            if (clear) boxes.push_back(b);
-        }
-        std::sort(boxes.begin(), boxes.end(), [](const Box& a, const Box& b) { return a.z0 > b.z0; });
-        for (const auto& b : boxes)
-            drawBox(c, b.x0, b.x1, b.top, yF, b.z0, b.z1,
-                    cv::Scalar(rng.uniform(170, 200), rng.uniform(130, 150), rng.uniform(85, 105)));
-    }
-
-    // Texture: low-frequency shading plus fine grain (one luminance noise field added to all
-    // three channels), then a slight blur.
+// Texture: low-frequency shading plus fine grain (one luminance noise field added to all three
+// channels), then a slight blur; in place.
+void addTexture(cv::Mat& image, uint64_t seed) {
+    const int width = image.cols, height = image.rows;
     cv::RNG noise(seed * 0x9E3779B97F4A7C15ull + 1);
     cv::Mat low(std::max(2, height / 64), std::max(2, width / 64), CV_32FC1), field, grain(height, width, CV_32FC1);
     noise.fill(low, cv::RNG::NORMAL, 0.0, 3.5);
-    cv::resize(low, field, c.img.size(), 0, 0, cv::INTER_CUBIC);
+    cv::resize(low, field, image.size(), 0, 0, cv::INTER_CUBIC);
     noise.fill(grain, cv::RNG::NORMAL, 0.0, 3.0);
     field += grain;
-    DemoScene scene;
-    scene.image = c.img;
     for (int y = 0; y < height; ++y) {
         const float* n = field.ptr<float>(y);
-        cv::Vec3b* px = scene.image.ptr<cv::Vec3b>(y);
+        cv::Vec3b* px = image.ptr<cv::Vec3b>(y);
         for (int x = 0; x < width; ++x)
             for (int k = 0; k < 3; ++k) px[x][k] = cv::saturate_cast<uchar>(px[x][k] + n[x]);
     }
-    cv::GaussianBlur(scene.image, scene.image, cv::Size(0, 0), 0.7);
+    cv::GaussianBlur(image, image, cv::Size(0, 0), 0.7);
+}
+
+} // namespace
+
+DemoScene makeDemoScene(int width, int height, uint64_t seed) {
+    if (width < 16 || height < 16 || width > kMaxImageSide || height > kMaxImageSide)
+        throw Error("demo image size " + std::to_string(width) + " x " + std::to_string(height) +
+                    " is out of range (16 to " + std::to_string(kMaxImageSide) + " pixels on a side)");
+    Rng rng(seed);
+    const double w = width, h = height;
+    const double f = 0.75 * w;
+    const cv::Point2d vp(w * rng.uniform(0.44, 0.56), h * rng.uniform(0.40, 0.50));
+    Canvas c(width, height, f, vp);
+    const Room room = randomRoom(rng, w, h, f, vp);
+    drawRoomShell(c, rng, room);
+    const bool windowLeft = rng.coin();
+    drawWindow(c, rng, room, windowLeft);
+    drawBookcase(c, rng, room, windowLeft);
+    drawDoorAndPicture(c, rng, room);
+    drawLightAndRug(c, rng, room);
+    drawFloorBoxes(c, rng, room);
+    DemoScene scene;
+    scene.image = c.img;
+    addTexture(scene.image, seed);
     scene.lines = c.visibleLines(std::max(6.0, 0.012 * std::min(w, h)));
     return scene;
 }

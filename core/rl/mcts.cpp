@@ -92,72 +92,174 @@ void Mcts::expand(std::vector<Node>& tree, int index, const Prediction& p, const
     }
 }
 
-SearchResult Mcts::search(SearchModel& model, const std::vector<Prediction>& roots, bool addNoise,
-                          const std::vector<std::vector<int>>& legalActions) {
+namespace {
+
+// Every action when `legal` is empty, else `legal`.
+std::vector<int> actionsOrAll(const std::vector<int>& legal, int numActions) {
+    std::vector<int> actions = legal;
+    if (actions.empty())
+        for (int a = 0; a < numActions; ++a) actions.push_back(a);
+    return actions;
+}
+
+// Back up the leaf value along `path`: each node gets the discounted return from itself on; the
+// tree's min-max statistics see each node's Q from its parent's view (the root's with reward 0).
+void backUp(std::vector<Node>& tree, const std::vector<int>& path, double value, double discount, MinMaxStats& stats) {
+    double bootstrap = value;
+    for (size_t i = path.size(); i-- > 0;) {
+        Node& node = tree[size_t(path[i])];
+        node.valueSum += bootstrap;
+        ++node.visits;
+        double reward = 0;
+        if (i > 0) {
+            Node& parent = tree[size_t(path[i - 1])];
+            ++parent.childVisits;
+            reward = parent.resetHidden ? node.valuePrefix : node.valuePrefix - parent.valuePrefix;
+        }
+        stats.update(reward + discount * node.value());
+        bootstrap = reward + discount * bootstrap;
+    }
+}
+
+// The completed-Q policy target (SearchResult::improvedPolicies) over the legal actions, from the
+// root's logits and value and its children's visit counts and Q.
+std::vector<float> completedQPolicy(const MctsConfig& config, const Prediction& root, const std::vector<int>& legal,
+                                    const std::vector<int>& counts, const std::vector<float>& q, int total,
+                                    const MinMaxStats& stats) {
+    const auto& logits = root.policyLogits;
+    double top = -1e300;
+    for (int a : legal) top = std::max(top, double(logits[size_t(a)]));
+    std::vector<double> prior(counts.size(), 0.0);
+    double z = 0;
+    for (int a : legal) z += prior[size_t(a)] = std::exp(double(logits[size_t(a)]) - top);
+    for (int a : legal) prior[size_t(a)] /= z;
+    double visitedPrior = 0, visitedQ = 0;
+    int maxVisits = 0;
+    for (int a : legal)
+        if (counts[size_t(a)] > 0) {
+            visitedPrior += prior[size_t(a)];
+            visitedQ += prior[size_t(a)] * double(q[size_t(a)]);
+            maxVisits = std::max(maxVisits, counts[size_t(a)]);
+        }
+    const double vMix = total > 0 && visitedPrior > 0
+                            ? (double(root.value) + double(total) * visitedQ / visitedPrior) / (1.0 + total)
+                            : double(root.value);
+    const double sigma = (config.completedQVisits + maxVisits) * config.completedQScale;
+    std::vector<double> improved(counts.size(), 0.0);
+    double best = -1e300;
+    for (int a : legal) {
+        const double qa = counts[size_t(a)] > 0 ? double(q[size_t(a)]) : vMix;
+        improved[size_t(a)] = double(logits[size_t(a)]) + sigma * std::clamp(stats.normalize(qa), 0.0, 1.0);
+        best = std::max(best, improved[size_t(a)]);
+    }
+    double zi = 0;
+    for (int a : legal) zi += improved[size_t(a)] = std::exp(improved[size_t(a)] - best);
+    std::vector<float> improvedF(counts.size(), 0.f);
+    for (int a : legal) improvedF[size_t(a)] = float(improved[size_t(a)] / zi);
+    return improvedF;
+}
+
+} // namespace
+
+void Mcts::checkSearchInput(const std::vector<Prediction>& roots, const std::vector<std::vector<int>>& legalActions) {
     if (roots.empty()) throw Error("mcts: search needs at least one root");
     if (!legalActions.empty() && legalActions.size() != roots.size())
         throw Error("mcts: got legal actions for " + std::to_string(legalActions.size()) + " trees, but " +
                     std::to_string(roots.size()) + " roots");
-    const int batch = int(roots.size());
     numActions_ = int(roots.front().policyLogits.size());
     if (numActions_ < 1) throw Error("mcts: the root prediction has no policy logits");
+    for (size_t b = 0; b < legalActions.size(); ++b)
+        for (int a : legalActions[b])
+            if (a < 0 || a >= numActions_)
+                throw Error("mcts: legal action " + std::to_string(a) + " of tree " + std::to_string(b) +
+                            " is outside [0, " + std::to_string(numActions_) + ")");
+}
+
+void Mcts::startTree(int b, const Prediction& root, const std::vector<int>& legal, bool addNoise) {
+    auto& tree = trees_[size_t(b)];
+    tree.reserve(size_t(config_.numSimulations + 1) * size_t(numActions_) + 1);
+    tree.emplace_back();
+    tree[0].state = {0, b};
+    expand(tree, 0, root, legal);
+    tree[0].valuePrefix = 0.f;  // the root starts the prefix
+    if (!addNoise) return;
+    const std::vector<int> actions = actionsOrAll(legal, numActions_);
+    std::gamma_distribution<double> gamma(config_.dirichletAlpha, 1.0);
+    std::vector<double> noise;
+    double total = 0;
+    for (size_t i = 0; i < actions.size(); ++i) total += noise.emplace_back(gamma(rng_));
+    for (size_t i = 0; i < actions.size(); ++i) {
+        Node& child = tree[size_t(tree[0].firstChild + actions[i])];
+        const double eta = total > 0 ? noise[i] / total : 1.0 / double(actions.size());
+        child.prior = float(child.prior * (1 - config_.explorationFraction) + eta * config_.explorationFraction);
+    }
+}
+
+int Mcts::selectLeaf(const std::vector<Node>& tree, const MinMaxStats& stats, const std::vector<int>& rootLegal,
+                     std::vector<int>& path) {
+    static const std::vector<int> none;  // below the root every action is legal
+    path.assign(1, 0);
+    double parentQ = 0;
+    int action = 0;
+    for (bool isRoot = true; tree[size_t(path.back())].expanded(); isRoot = false) {
+        const Node& node = tree[size_t(path.back())];
+        const double mq = meanQ(tree, node, isRoot, parentQ);
+        parentQ = mq;
+        action = selectChild(tree, node, stats, mq, isRoot ? rootLegal : none);
+        path.push_back(node.firstChild + action);
+    }
+    return action;
+}
+
+void Mcts::addRootResult(int b, const Prediction& root, const std::vector<int>& legal, const MinMaxStats& stats,
+                         SearchResult& result) const {
+    const auto& tree = trees_[size_t(b)];
+    std::vector<int> counts(static_cast<size_t>(numActions_));
+    std::vector<float> priors(counts.size()), policy(counts.size()),
+        q(counts.size(), -std::numeric_limits<float>::infinity());
+    int total = 0;
+    for (int a = 0; a < numActions_; ++a) {
+        const Node& child = tree[size_t(tree[0].firstChild + a)];
+        counts[size_t(a)] = child.visits;
+        if (child.visits > 0) q[size_t(a)] = float(childQ(tree[0], child));
+        priors[size_t(a)] = tree[size_t(tree[0].firstChild + a)].prior;
+        total += counts[size_t(a)];
+    }
+    for (int a = 0; a < numActions_; ++a) policy[size_t(a)] = total > 0 ? float(counts[size_t(a)]) / float(total) : 0.f;
+    result.improvedPolicies.push_back(
+        completedQPolicy(config_, root, actionsOrAll(legal, numActions_), counts, q, total, stats));
+    result.visitCounts.push_back(std::move(counts));
+    result.rootPriors.push_back(std::move(priors));
+    result.rootQ.push_back(std::move(q));
+    result.policies.push_back(std::move(policy));
+    result.rootValues.push_back(float(tree[0].value()));
+}
+
+SearchResult Mcts::search(SearchModel& model, const std::vector<Prediction>& roots, bool addNoise,
+                          const std::vector<std::vector<int>>& legalActions) {
+    checkSearchInput(roots, legalActions);
+    const int batch = int(roots.size());
     const std::vector<int> none;  // empty legal list: every action
     auto legalOf = [&](int b) -> const std::vector<int>& {
         return legalActions.empty() ? none : legalActions[size_t(b)];
     };
-    for (int b = 0; b < batch; ++b)
-        for (int a : legalOf(b))
-            if (a < 0 || a >= numActions_)
-                throw Error("mcts: legal action " + std::to_string(a) + " of tree " + std::to_string(b) +
-                            " is outside [0, " + std::to_string(numActions_) + ")");
-
     trees_.assign(size_t(batch), {});
     std::vector<MinMaxStats> stats(static_cast<size_t>(batch));
     for (int b = 0; b < batch; ++b) {
-        auto& tree = trees_[size_t(b)];
-        tree.reserve(size_t(config_.numSimulations + 1) * size_t(numActions_) + 1);
-        tree.emplace_back();
-        tree[0].state = {0, b};
         stats[size_t(b)].floor = config_.minMaxFloor;
-        expand(tree, 0, roots[size_t(b)], legalOf(b));
-        tree[0].valuePrefix = 0.f;  // the root starts the prefix
-        if (addNoise) {
-            std::vector<int> actions = legalOf(b);
-            if (actions.empty())
-                for (int a = 0; a < numActions_; ++a) actions.push_back(a);
-            std::gamma_distribution<double> gamma(config_.dirichletAlpha, 1.0);
-            std::vector<double> noise;
-            double total = 0;
-            for (size_t i = 0; i < actions.size(); ++i) total += noise.emplace_back(gamma(rng_));
-            for (size_t i = 0; i < actions.size(); ++i) {
-                Node& child = tree[size_t(tree[0].firstChild + actions[i])];
-                const double eta = total > 0 ? noise[i] / total : 1.0 / double(actions.size());
-                child.prior = float(child.prior * (1 - config_.explorationFraction) + eta * config_.explorationFraction);
-            }
-        }
+        startTree(b, roots[size_t(b)], legalOf(b), addNoise);
     }
-
     std::vector<std::vector<int>> paths(static_cast<size_t>(batch));
     std::vector<StateRef> parents(static_cast<size_t>(batch));
     std::vector<int> actions(static_cast<size_t>(batch));
     std::vector<uint8_t> reset(static_cast<size_t>(batch));
     for (int sim = 1; sim <= config_.numSimulations; ++sim) {
         for (int b = 0; b < batch; ++b) {
-            auto& tree = trees_[size_t(b)];
+            const auto& tree = trees_[size_t(b)];
             auto& path = paths[size_t(b)];
-            path.assign(1, 0);
-            double parentQ = 0;
-            int action = 0;
-            for (bool isRoot = true; tree[size_t(path.back())].expanded(); isRoot = false) {
-                const Node& node = tree[size_t(path.back())];
-                const double mq = meanQ(tree, node, isRoot, parentQ);
-                parentQ = mq;
-                action = selectChild(tree, node, stats[size_t(b)], mq, isRoot ? legalOf(b) : none);
-                path.push_back(node.firstChild + action);
-            }
+            actions[size_t(b)] = selectLeaf(tree, stats[size_t(b)], legalOf(b), path);
             const Node& parent = tree[size_t(path[path.size() - 2])];
             parents[size_t(b)] = parent.state;
-            actions[size_t(b)] = action;
             reset[size_t(b)] = parent.resetHidden ? 1 : 0;
         }
         const std::vector<Prediction> out = model.recurrent(parents, actions, reset);
@@ -166,86 +268,14 @@ SearchResult Mcts::search(SearchModel& model, const std::vector<Prediction>& roo
                         std::to_string(batch) + " trees");
         for (int b = 0; b < batch; ++b) {
             auto& tree = trees_[size_t(b)];
-            const auto& path = paths[size_t(b)];
-            const int leaf = path.back();
+            const int leaf = paths[size_t(b)].back();
             tree[size_t(leaf)].state = {sim, b};
             expand(tree, leaf, out[size_t(b)], {});
-            // Back up: each node gets the discounted return from itself on; the tree's min-max
-            // statistics see each node's Q from its parent's view (the root's with reward 0).
-            double bootstrap = out[size_t(b)].value;
-            for (size_t i = path.size(); i-- > 0;) {
-                Node& node = tree[size_t(path[i])];
-                node.valueSum += bootstrap;
-                ++node.visits;
-                double reward = 0;
-                if (i > 0) {
-                    Node& parent = tree[size_t(path[i - 1])];
-                    ++parent.childVisits;
-                    reward = parent.resetHidden ? node.valuePrefix : node.valuePrefix - parent.valuePrefix;
-                }
-                stats[size_t(b)].update(reward + config_.discount * node.value());
-                bootstrap = reward + config_.discount * bootstrap;
-            }
+            backUp(tree, paths[size_t(b)], out[size_t(b)].value, config_.discount, stats[size_t(b)]);
         }
     }
-
     SearchResult result;
-    for (int b = 0; b < batch; ++b) {
-        const auto& tree = trees_[size_t(b)];
-        std::vector<int> counts(static_cast<size_t>(numActions_));
-        std::vector<float> priors(counts.size()), policy(counts.size()),
-            q(counts.size(), -std::numeric_limits<float>::infinity());
-        int total = 0;
-        for (int a = 0; a < numActions_; ++a) {
-            const Node& child = tree[size_t(tree[0].firstChild + a)];
-            counts[size_t(a)] = child.visits;
-            if (child.visits > 0) q[size_t(a)] = float(childQ(tree[0], child));
-            priors[size_t(a)] = tree[size_t(tree[0].firstChild + a)].prior;
-            total += counts[size_t(a)];
-        }
-        for (int a = 0; a < numActions_; ++a)
-            policy[size_t(a)] = total > 0 ? float(counts[size_t(a)]) / float(total) : 0.f;
-        // Completed-Q policy target.
-        std::vector<int> legal = legalOf(b);
-        if (legal.empty())
-            for (int a = 0; a < numActions_; ++a) legal.push_back(a);
-        const auto& logits = roots[size_t(b)].policyLogits;
-        double top = -1e300;
-        for (int a : legal) top = std::max(top, double(logits[size_t(a)]));
-        std::vector<double> prior(counts.size(), 0.0);
-        double z = 0;
-        for (int a : legal) z += prior[size_t(a)] = std::exp(double(logits[size_t(a)]) - top);
-        for (int a : legal) prior[size_t(a)] /= z;
-        double visitedPrior = 0, visitedQ = 0;
-        int maxVisits = 0;
-        for (int a : legal)
-            if (counts[size_t(a)] > 0) {
-                visitedPrior += prior[size_t(a)];
-                visitedQ += prior[size_t(a)] * double(q[size_t(a)]);
-                maxVisits = std::max(maxVisits, counts[size_t(a)]);
-            }
-        const double vMix = total > 0 && visitedPrior > 0
-                                ? (double(roots[size_t(b)].value) + double(total) * visitedQ / visitedPrior) / (1.0 + total)
-                                : double(roots[size_t(b)].value);
-        const double sigma = (config_.completedQVisits + maxVisits) * config_.completedQScale;
-        std::vector<double> improved(counts.size(), 0.0);
-        double best = -1e300;
-        for (int a : legal) {
-            const double qa = counts[size_t(a)] > 0 ? double(q[size_t(a)]) : vMix;
-            improved[size_t(a)] = double(logits[size_t(a)]) + sigma * std::clamp(stats[size_t(b)].normalize(qa), 0.0, 1.0);
-            best = std::max(best, improved[size_t(a)]);
-        }
-        double zi = 0;
-        for (int a : legal) zi += improved[size_t(a)] = std::exp(improved[size_t(a)] - best);
-        std::vector<float> improvedF(counts.size(), 0.f);
-        for (int a : legal) improvedF[size_t(a)] = float(improved[size_t(a)] / zi);
-        result.visitCounts.push_back(std::move(counts));
-        result.rootPriors.push_back(std::move(priors));
-        result.rootQ.push_back(std::move(q));
-        result.improvedPolicies.push_back(std::move(improvedF));
-        result.policies.push_back(std::move(policy));
-        result.rootValues.push_back(float(tree[0].value()));
-    }
+    for (int b = 0; b < batch; ++b) addRootResult(b, roots[size_t(b)], legalOf(b), stats[size_t(b)], result);
     return result;
 }
 
