@@ -391,6 +391,29 @@ void ModelPanel::addHeatmapControls(QFormLayout* form) {
     connect(opacitySlider_, &QSlider::valueChanged, this, [this](int v) { setOpacity(v / 100.0); });
 }
 
+void ModelPanel::addCompareControl(QFormLayout* form, const QStringList& choices, const QString& tip) {
+    compareBox_ = new QComboBox(this);
+    compareBox_->setToolTip(tip);
+    setCompareChoices(choices);
+    form->addRow("Compare", compareBox_);
+    connect(compareBox_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (i >= 0) compareChosen(i);
+    });
+}
+
+void ModelPanel::setCompareChoices(const QStringList& choices) {
+    const QSignalBlocker b(compareBox_);
+    compareBox_->clear();
+    compareBox_->addItem("off");
+    compareBox_->addItems(choices);
+}
+
+void ModelPanel::showCompareChoice(int index) {
+    if (!compareBox_ || index < 0 || index >= compareBox_->count() || compareBox_->currentIndex() == index) return;
+    const QSignalBlocker b(compareBox_);
+    compareBox_->setCurrentIndex(index);
+}
+
 void ModelPanel::setHeadCount(int heads) {
     headCount_ = heads;
     if (head_ >= heads) head_ = -1;
@@ -445,7 +468,7 @@ void ModelPanel::updateControls() {
     runStatus_->setText(status);
     runStatus_->setVisible(!status.isEmpty());
     for (QWidget* w : {static_cast<QWidget*>(headBox_), static_cast<QWidget*>(colormapBox_),
-                       static_cast<QWidget*>(opacitySlider_)})
+                       static_cast<QWidget*>(opacitySlider_), static_cast<QWidget*>(compareBox_)})
         if (w) w->setEnabled(hasTrace());
     enableControls(hasTrace());
     Q_EMIT busyChanged(busy());

@@ -97,6 +97,7 @@ public:
     render::Colormap colormap() const { return colormap_; }
     float opacity() const { return opacity_; }
     QComboBox* headBox() const { return headBox_; }
+    QComboBox* compareBox() const { return compareBox_; }
 
 public Q_SLOTS:
     void openCheckpointDialog();
@@ -171,6 +172,13 @@ protected:
     void addHeatmapControls(QFormLayout* form);
     // The number of heads of the shown trace (0: none); keeps the head when it still exists.
     void setHeadCount(int heads);
+    // The Compare row: "off" and then `choices` (what the compare pane can show).
+    void addCompareControl(QFormLayout* form, const QStringList& choices, const QString& tip);
+    void setCompareChoices(const QStringList& choices);
+    // Shows choice `index` (0 = off) in the Compare row without calling compareChosen.
+    void showCompareChoice(int index);
+    // The user picked Compare choice `index` (0 = off).
+    virtual void compareChosen(int index) { (void)index; }
     // The layout the family adds its controls to (below the model/run rows).
     QFormLayout* form() const { return form_; }
     QVBoxLayout* column() const { return column_; }
@@ -232,6 +240,7 @@ private:
     QProgressBar* progress_ = nullptr;
     QLabel* runStatus_ = nullptr;
     QComboBox* headBox_ = nullptr;
+    QComboBox* compareBox_ = nullptr;
     QComboBox* colormapBox_ = nullptr;
     QSlider* opacitySlider_ = nullptr;
 };

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "app/cli/cli.h"
+#include "app/cli/replay_cli.h"
 #include "app/family.h"
 
 namespace glimpse::cli {
@@ -18,6 +19,10 @@ std::vector<Command> generalCommands() {
         {"env", "", "list | score [--episodes K]", "the built-in arcade games", env},
         {"bench", "rl", "[--threads T]", "environment and MCTS throughput", benchRl},
         {"data", "export", "--data SPEC --out DIR", "write a line dataset as images + JSON", dataExport},
+        {"data", "import-episode", "(--minari F.hdf5 [--episode N] | --frames DIR [--csv F]) --out E.h5",
+         "import a Minari or PNG-folder episode", importEpisode},
+        {"bench", "replay", "[--steps N] [--file EPISODE.h5]", "episode open time, memory and scrub times",
+         benchReplay},
     };
 }
 
@@ -93,6 +98,7 @@ std::string commandsUsage() {
     for (const auto& c : table()) {
         std::string l = usageLine(c);
         if (l.size() < 54) l.resize(54, ' ');
+        else l += "\n" + std::string(61, ' ');   // the summary on its own line, in the column
         out += "       " + l + " " + c.summary + "\n";
     }
     return out;

@@ -130,14 +130,8 @@ void CoatInspector::buildViewControls(QFormLayout* form) {
 
     addHeatmapControls(form);
 
-    compareBox_ = new QComboBox(this);
-    compareBox_->addItem("off");
-    for (int s = 0; s < 4; ++s) compareBox_->addItem(QStringLiteral("scale %1").arg(s + 1));
-    compareBox_->setToolTip("Show the same view at another scale beside this one (synchronized pan/zoom)");
-    form->addRow("Compare", compareBox_);
-    connect(compareBox_, &QComboBox::currentIndexChanged, this, [this](int i) {
-        if (!updating_ && i >= 0) setCompareScale(i - 1);
-    });
+    addCompareControl(form, {"scale 1", "scale 2", "scale 3", "scale 4"},
+                      "Show the same view at another scale beside this one (synchronized pan/zoom)");
 
 }
 
@@ -337,11 +331,7 @@ void CoatInspector::heatmapStyleChanged() {
 void CoatInspector::setCompareScale(int scale) {
     if (scale < -1 || scale > 3) scale = -1;
     compareScale_ = scale;
-    if (compareBox_->currentIndex() != scale + 1) {
-        updating_ = true;
-        compareBox_->setCurrentIndex(scale + 1);
-        updating_ = false;
-    }
+    showCompareChoice(scale + 1);
     if (active()) {
         try {
             refreshCompare();
@@ -477,7 +467,7 @@ void CoatInspector::refreshCompare() {
 
 void CoatInspector::enableControls(bool have) {
     for (QWidget* w : {static_cast<QWidget*>(mode_), static_cast<QWidget*>(scale_), static_cast<QWidget*>(block_),
-                       static_cast<QWidget*>(compareBox_), static_cast<QWidget*>(class_),
+                       static_cast<QWidget*>(class_),
                        static_cast<QWidget*>(channel_)})
         w->setEnabled(have);
 }

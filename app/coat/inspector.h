@@ -58,7 +58,6 @@ public:
     QComboBox* scaleBox() const { return scale_; }
     QComboBox* blockBox() const { return block_; }
     QComboBox* modeBox() const { return mode_; }
-    QComboBox* compareBox() const { return compareBox_; }
     QSpinBox* classBox() const { return class_; }
     QTableWidget* top5Table() const { return table_; }
     QListWidget* gallery() const { return gallery_; }
@@ -88,6 +87,7 @@ protected:
     void drawScene() override;
     void enableControls(bool haveTrace) override;
     void heatmapStyleChanged() override;
+    void compareChosen(int index) override { setCompareScale(index - 1); }
 
 private:
     void buildUi();
@@ -111,7 +111,6 @@ private:
     QComboBox* block_ = nullptr;
     QSpinBox* class_ = nullptr;
     QSpinBox* channel_ = nullptr;
-    QComboBox* compareBox_ = nullptr;
     QTableWidget* table_ = nullptr;
     QListWidget* gallery_ = nullptr;
 };

@@ -16,20 +16,25 @@
 
 namespace glimpse::cli {
 
+namespace {
+
+const char* kPlayUsage =
+    "usage: glimpse play --checkpoint C --env NAME [--episodes K] [options]\n"
+    "Plays K episodes (default 32) with the checkpoint's network and MCTS (no noise, most\n"
+    "visited action) and prints mean, median, 95% CI and the normalized score.\n"
+    "  --simulations N     MCTS simulations per move (default 16)\n"
+    "  --seed S            evaluation seed (default 1000000; episode i from episodeSeed(S, i, 0))\n"
+    "  --max-episode-steps N  (default 1000)\n"
+    "  --record DIR        write each episode to DIR/episode_NNNN.h5\n"
+    "  --temperature T     sample actions proportionally to visits^(1/T) (default 0: most visited)\n"
+    "  --noise             add self-play's root Dirichlet noise to the search\n"
+    "  --threads T         LibTorch threads (default 2)\n";
+
+} // namespace
+
 int play(const std::vector<std::string>& args) {
-    const char* usage =
-        "usage: glimpse play --checkpoint C --env NAME [--episodes K] [options]\n"
-        "Plays K episodes (default 32) with the checkpoint's network and MCTS (no noise, most\n"
-        "visited action) and prints mean, median, 95% CI and the normalized score.\n"
-        "  --simulations N     MCTS simulations per move (default 16)\n"
-        "  --seed S            evaluation seed (default 1000000; episode i from episodeSeed(S, i, 0))\n"
-        "  --max-episode-steps N  (default 1000)\n"
-        "  --record DIR        write each episode to DIR/episode_NNNN.h5\n"
-        "  --temperature T     sample actions proportionally to visits^(1/T) (default 0: most visited)\n"
-        "  --noise             add self-play's root Dirichlet noise to the search\n"
-        "  --threads T         LibTorch threads (default 2)\n";
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-        std::cerr << usage;
+        std::cerr << kPlayUsage;
         return args.empty() ? 2 : 0;
     }
     Args a(args, {"--noise"});

@@ -13,24 +13,29 @@
 
 namespace glimpse::cli {
 
+namespace {
+
+const char* kTrainUsage =
+    "usage: glimpse train efficientzero --env NAME --steps S --out RUN [options]\n"
+    "Trains EfficientZero on a built-in arcade game (glimpse env list). RUN gets model.h5\n"
+    "(for glimpse play), state.h5 (resume state) and runlog.h5. Running the same command\n"
+    "again with an existing RUN resumes it up to S learner updates.\n"
+    "  --seed N                 run seed (default 0)\n"
+    "  --config FILE.json       training config (docs/rl.md keys); flags below override it\n"
+    "  --envs K                 self-play environments (default 8)\n"
+    "  --simulations N          MCTS simulations per move (default 16)\n"
+    "  --batch B                learner batch (default 64)\n"
+    "  --ratio R                learner updates per environment step (default 0.25)\n"
+    "  --min-replay N           transitions before learning starts (default 1000)\n"
+    "  --lr LR                  peak learning rate (default 0.1)\n"
+    "  --max-episode-steps N    agent steps per episode (default 1000)\n"
+    "  --threads T              LibTorch threads (default 2)\n";
+
+} // namespace
+
 int trainEfficientZero(const std::vector<std::string>& args) {
-    const char* usage =
-        "usage: glimpse train efficientzero --env NAME --steps S --out RUN [options]\n"
-        "Trains EfficientZero on a built-in arcade game (glimpse env list). RUN gets model.h5\n"
-        "(for glimpse play), state.h5 (resume state) and runlog.h5. Running the same command\n"
-        "again with an existing RUN resumes it up to S learner updates.\n"
-        "  --seed N                 run seed (default 0)\n"
-        "  --config FILE.json       training config (docs/rl.md keys); flags below override it\n"
-        "  --envs K                 self-play environments (default 8)\n"
-        "  --simulations N          MCTS simulations per move (default 16)\n"
-        "  --batch B                learner batch (default 64)\n"
-        "  --ratio R                learner updates per environment step (default 0.25)\n"
-        "  --min-replay N           transitions before learning starts (default 1000)\n"
-        "  --lr LR                  peak learning rate (default 0.1)\n"
-        "  --max-episode-steps N    agent steps per episode (default 1000)\n"
-        "  --threads T              LibTorch threads (default 2)\n";
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-        std::cerr << usage;
+        std::cerr << kTrainUsage;
         return args.empty() ? 2 : 0;
     }
     Args a(args);

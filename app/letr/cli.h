@@ -1,15 +1,27 @@
 #pragma once
 // LETR's headless commands (registered in app/letr/family.cpp). Each takes the arguments after
 // its subject and returns the exit code (app/family.h, Command).
+#include <memory>
 #include <string>
 #include <vector>
 
+namespace glimpse::letr {
+class LetrModel;
+}
+
 namespace glimpse::cli {
+
+class Args;
 
 int inferLetr(const std::vector<std::string>& args);       // glimpse infer --model letr ...
 int benchLetr(const std::vector<std::string>& args);       // glimpse bench letr ...
 int benchInspector(const std::vector<std::string>& args);  // glimpse bench inspector ...
 int trainLetr(const std::vector<std::string>& args);       // glimpse train letr ...
 int evalLetr(const std::vector<std::string>& args);        // glimpse eval letr ...
+
+// The model of infer and bench: --checkpoint, else a random one (--random-seed, --config,
+// --backbone, --queries); in eval mode, resized by --short-side/--max-long-side, on --device.
+// `desc` says which.
+std::shared_ptr<letr::LetrModel> letrModelFromArgs(const Args& a, std::string& desc);
 
 } // namespace glimpse::cli

@@ -13,7 +13,9 @@
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
+#include "app/letr/cli.h"
 #include "core/error.h"
+#include "core/util/device.h"
 #include "core/util/timing.h"
 #include "core/io/demo_image.h"
 #include "core/io/image.h"
@@ -38,6 +40,23 @@ const char* kBenchUsage =
     "(--random-seed, default 0): timings do not depend on the weights. Freed memory is kept in\n"
     "the process (as glimpse infer does) unless --return-memory is given. On a busy machine,\n"
     "OMP_WAIT_POLICY=PASSIVE in the environment keeps idle OpenMP threads from spinning.\n";
+
+// The largest difference of attention maps between float16 and float32 state storage, over
+// random queries of every stage.
+double float16AttentionError(const LetrTrace& trace32, const LetrTrace& trace16, std::mt19937& rng) {
+    double err16 = 0.0;
+    for (int q = 0; q < 100; ++q) {
+        const Stage s = (q % 2 == 0 || trace32.numStages() == 1) ? Stage::Coarse : Stage::Fine;
+        const int layer = int(rng() % uint32_t(trace32.numLayers(s)));
+        const int head = int(rng() % uint32_t(trace32.numHeads() + 1)) - 1;
+        const int64_t e = int64_t(rng() % uint64_t(trace32.numQueries()));
+        err16 = std::max(err16, (trace16.attention(s, layer, head, e) - trace32.attention(s, layer, head, e))
+                                    .abs().max().item<double>());
+        err16 = std::max(err16, (trace16.selfAttention(s, layer, head, e) - trace32.selfAttention(s, layer, head, e))
+                                    .abs().max().item<double>());
+    }
+    return err16;
+}
 
 } // namespace
 
@@ -65,31 +84,9 @@ int benchLetr(const std::vector<std::string>& argv) {
     torch::set_num_threads(int(threads));
     if (!a.has("--return-memory")) keepFreedMemory();
 
-    std::shared_ptr<LetrModel> model;
     std::string modelDesc;
-    if (a.has("--checkpoint")) {
-        model = loadLetr(*a.get("--checkpoint"));
-        modelDesc = *a.get("--checkpoint");
-    } else {
-        LetrConfig cfg = a.has("--config") ? LetrConfig::fromFile(*a.get("--config")) : LetrConfig();
-        if (a.has("--backbone")) cfg.backbone = *a.get("--backbone");
-        cfg.numQueries = a.getInt("--queries", cfg.numQueries);
-        cfg.validate();
-        const long long seed = a.getInt("--random-seed", 0);
-        if (seed < 0) throw Error("--random-seed: expected a non-negative integer");
-        model = std::make_shared<LetrModel>(cfg, uint64_t(seed));
-        modelDesc = "random init (seed " + std::to_string(seed) + ")";
-    }
-    model->eval();
-    model->setResize(a.getInt("--short-side", model->config().shortSide), model->config().maxLongSide);
+    const std::shared_ptr<LetrModel> model = letrModelFromArgs(a, modelDesc);
     const std::string device = a.get("--device", "cpu");
-    if (device == "cuda") {
-        if (!torch::cuda::is_available())
-            throw Error("--device cuda: CUDA is not available (this LibTorch has no CUDA support or no GPU is visible)");
-        model->to(torch::Device(torch::kCUDA));
-    } else if (device != "cpu") {
-        throw Error("--device: expected cpu or cuda, got '" + device + "'");
-    }
     const LetrConfig& cfg = model->config();
 
     cv::Mat rgb = a.has("--image") ? loadImageRGB(*a.get("--image")) : makeDemoImage(640, 480, 1);
@@ -142,18 +139,7 @@ int benchLetr(const std::vector<std::string>& argv) {
     const double selfMean = timeQueries(trace32, last, true, true);
     const double attn16 = timeQueries(trace16, last, false, true);
 
-    // Error of float16 state storage, over random queries of every stage.
-    double err16 = 0.0;
-    for (int q = 0; q < 100; ++q) {
-        const Stage s = (q % 2 == 0 || trace32.numStages() == 1) ? Stage::Coarse : Stage::Fine;
-        const int layer = int(rng() % uint32_t(trace32.numLayers(s)));
-        const int head = int(rng() % uint32_t(trace32.numHeads() + 1)) - 1;
-        const int64_t e = int64_t(rng() % uint64_t(trace32.numQueries()));
-        err16 = std::max(err16, (trace16.attention(s, layer, head, e) - trace32.attention(s, layer, head, e))
-                                    .abs().max().item<double>());
-        err16 = std::max(err16, (trace16.selfAttention(s, layer, head, e) - trace32.selfAttention(s, layer, head, e))
-                                    .abs().max().item<double>());
-    }
+    const double err16 = float16AttentionError(trace32, trace16, rng);
 
     const auto fsC = trace32.featureSize(Stage::Coarse);
     std::printf("LETR bench: %s, %s, d=%lld, %lld heads, FFN %lld, N=%lld, layers enc/dec coarse %lld/%lld",

@@ -44,6 +44,117 @@ const char* kUsage =
     "changes (none, layer, head, entity, threshold, colormap; e.g. to profile one). --threads: LibTorch\n"
     "and OpenBLAS threads (default 1; the GUI runs OpenBLAS on 1 thread too).\n";
 
+// The trace the bench redraws: --trace, else a random LETR's on a 1024x768 image; `image` gets
+// the image shown under it.
+std::shared_ptr<const letr::LetrTrace> benchTrace(const Args& a, long long queries, cv::Mat& image) {
+    if (a.has("--trace")) {
+        auto trace = std::make_shared<const letr::LetrTrace>(letr::LetrTrace::load(*a.get("--trace")));
+        const torch::Tensor img = trace->image().contiguous();
+        cv::Mat in(int(img.size(0)), int(img.size(1)), CV_8UC3, img.data_ptr<uint8_t>());
+        const auto orig = trace->originalSize();
+        cv::resize(in, image, cv::Size(int(orig[1]), int(orig[0])));
+        std::cout << "trace: " << *a.get("--trace") << "\n";
+        return trace;
+    }
+    cv::Mat src = a.has("--image") ? loadImageRGB(*a.get("--image")) : makeDemoImage();
+    cv::resize(src, image, cv::Size(1024, 768), 0, 0, cv::INTER_AREA);
+    letr::LetrConfig cfg;
+    cfg.backbone = "resnet18";
+    cfg.hiddenDim = 256;
+    cfg.nheads = 8;
+    cfg.dimFeedforward = 512;
+    cfg.coarseEncLayers = 1;
+    cfg.fineEncLayers = 1;
+    cfg.coarseDecLayers = 6;
+    cfg.fineDecLayers = 6;
+    cfg.numQueries = queries;
+    cfg.shortSide = 768;   // 1024x768 stays 1024x768: C5 24x32, C4 48x64
+    letr::LetrModel model(cfg, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto trace = std::make_shared<const letr::LetrTrace>(letr::runLetr(model, image));
+    std::printf("trace: random LETR (resnet18, d 256, 8 heads, 6+6 decoder layers, N %lld) on 1024x768, "
+                "forward + capture %.0f ms\n",
+                queries, msSince(t0));
+    return trace;
+}
+
+void printTraceShape(const letr::LetrTrace& trace) {
+    const auto fc = trace.featureSize(letr::Stage::Coarse);
+    std::printf("entities %lld, heads %d, positions %d, coarse grid %lldx%lld", (long long)trace.numQueries(),
+                trace.numHeads(), int(app::letrPositions(trace).size()), (long long)fc[0], (long long)fc[1]);
+    if (trace.numStages() == 2) {
+        const auto ff = trace.featureSize(letr::Stage::Fine);
+        std::printf(", fine grid %lldx%lld", (long long)ff[0], (long long)ff[1]);
+    }
+    std::printf("\n");
+}
+
+double cpuNowMs() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+// One request: build the scene (lines + attention), hand what changed to the renderer (as the
+// viewport does), draw a frame (and read it back).
+struct FrameTimer {
+    render::OffscreenTarget& target;
+    app::LetrView& view;
+    bool readBack = false;
+    widgets::ViewportScene shown;
+    double buildMs = 0, cpuMs = 0;
+    uint64_t heatBuilds = 0;
+    std::vector<double> heatMs;   // time of each heat texture build (colouring the grid, wall clock)
+
+    double frame(const app::LetrViewSettings& s) {
+        render::Renderer& r = target.renderer();
+        const double c0 = cpuNowMs();
+        const auto t0 = std::chrono::steady_clock::now();
+        widgets::ViewportScene sc = view.scene(s);
+        buildMs = msSince(t0);
+        render::Overlay o;
+        o.title = "bench";
+        o.rows = sc.overlayRows;
+        sc.applyTo(r, &shown);
+        shown = std::move(sc);
+        r.setOverlay(o);
+        if (readBack) (void)target.render();
+        else target.renderFrame();
+        cpuMs = cpuNowMs() - c0;
+        if (r.heatmapBuilds() != heatBuilds) {
+            heatBuilds = r.heatmapBuilds();
+            heatMs.push_back(r.heatmapBuildMs());
+        }
+        return msSince(t0);
+    }
+};
+
+struct Kind {
+    const char* name;
+    std::function<void(int)> change;
+};
+
+// The change kinds, or those --kinds names.
+std::vector<Kind> changeKinds(const Args& a, app::LetrViewSettings& s, int positions, int heads, int n,
+                              std::mt19937& rng) {
+    static const float thresholds[] = {0.0f, 0.3f, 0.5f, 0.7f, 0.0f, 0.9f};
+    std::vector<Kind> kinds = {
+        {"none", [](int) {}},   // baseline: the same scene again (render + read back only)
+        {"layer", [&s, positions](int i) { s.position = i % positions; }},
+        {"head", [&s, heads](int i) { s.head = (i % (heads + 1)) - 1; }},
+        {"entity", [&s, &rng, n](int) { s.entity = int(rng() % uint32_t(n)); }},
+        {"threshold", [&s](int i) { s.threshold = thresholds[i % 6]; }},
+        {"colormap", [&s](int i) { s.colormap = render::Colormap(i % 4); }},
+    };
+    if (!a.has("--kinds")) return kinds;
+    const std::string list = "," + *a.get("--kinds") + ",";
+    std::vector<Kind> keep;
+    for (auto& k : kinds)
+        if (list.find("," + std::string(k.name) + ",") != std::string::npos) keep.push_back(k);
+    if (keep.empty()) throw Error("--kinds: none of '" + *a.get("--kinds") + "' is a change kind");
+    return keep;
+}
+
 } // namespace
 
 int benchInspector(const std::vector<std::string>& argv) {
@@ -72,45 +183,9 @@ int benchInspector(const std::vector<std::string>& argv) {
     torch::set_num_threads(int(threads));
     app::setBlasThreads(int(threads));
 
-    std::shared_ptr<const letr::LetrTrace> trace;
     cv::Mat image;
-    if (a.has("--trace")) {
-        trace = std::make_shared<const letr::LetrTrace>(letr::LetrTrace::load(*a.get("--trace")));
-        const torch::Tensor img = trace->image().contiguous();
-        cv::Mat in(int(img.size(0)), int(img.size(1)), CV_8UC3, img.data_ptr<uint8_t>());
-        const auto orig = trace->originalSize();
-        cv::resize(in, image, cv::Size(int(orig[1]), int(orig[0])));
-        std::cout << "trace: " << *a.get("--trace") << "\n";
-    } else {
-        cv::Mat src = a.has("--image") ? loadImageRGB(*a.get("--image")) : makeDemoImage();
-        cv::resize(src, image, cv::Size(1024, 768), 0, 0, cv::INTER_AREA);
-        letr::LetrConfig cfg;
-        cfg.backbone = "resnet18";
-        cfg.hiddenDim = 256;
-        cfg.nheads = 8;
-        cfg.dimFeedforward = 512;
-        cfg.coarseEncLayers = 1;
-        cfg.fineEncLayers = 1;
-        cfg.coarseDecLayers = 6;
-        cfg.fineDecLayers = 6;
-        cfg.numQueries = queries;
-        cfg.shortSide = 768;   // 1024x768 stays 1024x768: C5 24x32, C4 48x64
-        letr::LetrModel model(cfg, 0);
-        const auto t0 = std::chrono::steady_clock::now();
-        trace = std::make_shared<const letr::LetrTrace>(letr::runLetr(model, image));
-        std::printf("trace: random LETR (resnet18, d 256, 8 heads, 6+6 decoder layers, N %lld) on 1024x768, "
-                    "forward + capture %.0f ms\n",
-                    queries, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-    const auto fc = trace->featureSize(letr::Stage::Coarse);
-    std::printf("entities %lld, heads %d, positions %d, coarse grid %lldx%lld",
-                (long long)trace->numQueries(), trace->numHeads(),
-                int(app::letrPositions(*trace).size()), (long long)fc[0], (long long)fc[1]);
-    if (trace->numStages() == 2) {
-        const auto ff = trace->featureSize(letr::Stage::Fine);
-        std::printf(", fine grid %lldx%lld", (long long)ff[0], (long long)ff[1]);
-    }
-    std::printf("\n");
+    const std::shared_ptr<const letr::LetrTrace> trace = benchTrace(a, queries, image);
+    printTraceShape(*trace);
 
     render::OffscreenTarget target(vw, vh);
     render::Renderer& r = target.renderer();
@@ -120,8 +195,6 @@ int benchInspector(const std::vector<std::string>& argv) {
 
     app::LetrView view(trace);
     const int positions = int(view.positions().size());
-    const int heads = trace->numHeads();
-    const int n = int(trace->numQueries());
     app::LetrViewSettings s;
     s.position = positions - 1;
     s.entity = 0;
@@ -129,67 +202,16 @@ int benchInspector(const std::vector<std::string>& argv) {
     s.showHeatmap = !a.has("--no-heatmap");
     s.showLines = !a.has("--no-lines");
     std::mt19937 rng(1);
-    const bool readBack = a.has("--readback");
+    FrameTimer timer{target, view, a.has("--readback")};
+    timer.heatBuilds = r.heatmapBuilds();
+    for (int i = 0; i < 3; ++i) timer.frame(s);   // warm-up: pipelines, fonts, first uploads
 
-    // One request: build the scene (lines + attention), hand what changed to the renderer
-    // (as the viewport does), draw a frame and read it back.
-    widgets::ViewportScene shown;
-    double buildMs = 0, cpuMs = 0;
-    uint64_t heatBuilds = r.heatmapBuilds();
-    std::vector<double> heatMs;   // time of each heat texture build (colouring the grid, wall clock)
-    auto cpuNow = [] {
-        timespec ts{};
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-        return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-    };
-    auto frame = [&]() {
-        const double c0 = cpuNow();
-        const auto t0 = std::chrono::steady_clock::now();
-        widgets::ViewportScene sc = view.scene(s);
-        buildMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        render::Overlay o;
-        o.title = "bench";
-        o.rows = sc.overlayRows;
-        sc.applyTo(r, &shown);
-        shown = std::move(sc);
-        r.setOverlay(o);
-        if (readBack) (void)target.render();
-        else target.renderFrame();
-        cpuMs = cpuNow() - c0;
-        if (r.heatmapBuilds() != heatBuilds) {
-            heatBuilds = r.heatmapBuilds();
-            heatMs.push_back(r.heatmapBuildMs());
-        }
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    };
-    for (int i = 0; i < 3; ++i) frame();   // warm-up: pipelines, fonts, first uploads
-
-    struct Kind {
-        const char* name;
-        std::function<void(int)> change;
-    };
-    const float thresholds[] = {0.0f, 0.3f, 0.5f, 0.7f, 0.0f, 0.9f};
-    std::vector<Kind> kinds = {
-        {"none", [&](int) {}},   // baseline: the same scene again (render + read back only)
-        {"layer", [&](int i) { s.position = i % positions; }},
-        {"head", [&](int i) { s.head = (i % (heads + 1)) - 1; }},
-        {"entity", [&](int) { s.entity = int(rng() % uint32_t(n)); }},
-        {"threshold", [&](int i) { s.threshold = thresholds[i % 6]; }},
-        {"colormap", [&](int i) { s.colormap = render::Colormap(i % 4); }},
-    };
-    if (a.has("--kinds")) {
-        const std::string list = "," + *a.get("--kinds") + ",";
-        std::vector<Kind> keep;
-        for (auto& k : kinds)
-            if (list.find("," + std::string(k.name) + ",") != std::string::npos) keep.push_back(k);
-        if (keep.empty()) throw Error("--kinds: none of '" + *a.get("--kinds") + "' is a change kind");
-        kinds = std::move(keep);
-    }
+    const auto kinds = changeKinds(a, s, positions, trace->numHeads(), int(trace->numQueries()), rng);
     std::printf("%-10s %8s %8s %8s %8s   (ms, request to frame%s, %lld reps; build = scene only)\n", "change",
-                "median", "p95", "max", "build", readBack ? " read back" : "", reps);
+                "median", "p95", "max", "build", timer.readBack ? " read back" : "", reps);
     std::printf("%-10s %8s %8s %8s %8s %8s\n", "", "", "", "", "", "cpu");
     double worst = 0;
-    for (auto& k : kinds) {
+    for (const auto& k : kinds) {
         s.position = positions - 1;
         s.head = -1;
         s.entity = 0;
@@ -197,15 +219,16 @@ int benchInspector(const std::vector<std::string>& argv) {
         std::vector<double> ms, build, cpu;
         for (long long i = 0; i < reps; ++i) {
             k.change(int(i + 1));
-            ms.push_back(frame());
-            build.push_back(buildMs);
-            cpu.push_back(cpuMs);
+            ms.push_back(timer.frame(s));
+            build.push_back(timer.buildMs);
+            cpu.push_back(timer.cpuMs);
         }
         const double p95 = percentile(ms, 0.95);
         worst = std::max(worst, p95);
         std::printf("%-10s %8.2f %8.2f %8.2f %8.2f %8.2f\n", k.name, percentile(ms, 0.5), p95,
                     *std::max_element(ms.begin(), ms.end()), percentile(build, 0.5), percentile(cpu, 0.5));
     }
+    const auto& heatMs = timer.heatMs;
     if (!heatMs.empty())
         std::printf("heat texture: %dx%d texels, %zu builds, median %.2f ms, max %.2f ms\n",
                     r.heatmapTextureWidth(), r.heatmapTextureHeight(), heatMs.size(), percentile(heatMs, 0.5),

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <limits>
 #include <malloc.h>
 #include <sstream>
@@ -14,7 +15,9 @@
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
+#include "app/letr/cli.h"
 #include "core/error.h"
+#include "core/util/device.h"
 #include "core/util/timing.h"
 #include "core/io/image.h"
 #include "core/models/letr/model.h"
@@ -126,7 +129,68 @@ std::string linesJson(const std::string& image, const LetrTrace& t, float thresh
     return j.dump(1) + "\n";
 }
 
+// Where an image's trace, overlay and lines go: the files given, or (many images) files named
+// after the image in the folders given.
+struct Outputs {
+    std::string trace;
+    std::optional<std::string> png, json;
+    bool many = false;
+
+    std::string path(const std::string& spec, const std::string& image, const char* ext) const {
+        if (!many) return spec;
+        return (fs::path(spec) / (fs::path(image).stem().string() + ext)).string();
+    }
+    void createFolders() const {
+        for (const auto& dir : {std::optional<std::string>(trace), png, json}) {
+            if (!dir) continue;
+            std::error_code ec;
+            fs::create_directories(*dir, ec);
+            if (!fs::is_directory(*dir))
+                throw Error(*dir + ": cannot create the output folder" + (ec ? " (" + ec.message() + ")" : ""));
+        }
+    }
+};
+
+// Runs LETR on one image and writes its outputs; says what it did on `line`.
+void inferOne(LetrModel& model, const std::string& path, const std::string& modelDesc, const LetrRunOptions& runOpts,
+              float threshold, const Outputs& outs, std::ostringstream& line) {
+    const auto s0 = std::chrono::steady_clock::now();
+    cv::Mat rgb = loadImageRGB(path);
+    LetrTrace trace = runLetr(model, rgb, runOpts);
+    trace.raw().meta()["source"] = path;
+    trace.raw().meta()["checkpoint"] = modelDesc;
+    const std::string tracePath = outs.path(outs.trace, path, ".h5");
+    trace.save(tracePath);
+    const auto lines = trace.lines(trace.lastStage(), trace.lastLayer(), threshold);
+    if (outs.png) saveImagePNG(outs.path(*outs.png, path, ".png"), drawOverlay(rgb, lines));
+    if (outs.json) writeTextAtomically(outs.path(*outs.json, path, ".json"), linesJson(path, trace, threshold));
+    line << rgb.cols << "x" << rgb.rows << " -> " << trace.inputSize()[1] << "x" << trace.inputSize()[0] << ", "
+         << lines.size() << " lines >= " << threshold << ", " << std::lround(msSince(s0)) << " ms -> " << tracePath;
+}
+
 } // namespace
+
+std::shared_ptr<letr::LetrModel> letrModelFromArgs(const Args& a, std::string& desc) {
+    std::shared_ptr<LetrModel> model;
+    if (a.has("--checkpoint")) {
+        desc = *a.get("--checkpoint");
+        model = loadLetr(desc);
+    } else {
+        LetrConfig cfg = a.has("--config") ? LetrConfig::fromFile(*a.get("--config")) : LetrConfig();
+        if (a.has("--backbone")) cfg.backbone = *a.get("--backbone");
+        cfg.numQueries = a.getInt("--queries", cfg.numQueries);
+        cfg.validate();
+        const long long seed = a.getInt("--random-seed", 0);
+        if (seed < 0) throw Error("--random-seed: expected a non-negative integer");
+        model = std::make_shared<LetrModel>(cfg, uint64_t(seed));
+        desc = "random " + cfg.backbone + " LETR (seed " + std::to_string(seed) + ")";
+    }
+    model->eval();
+    model->setResize(a.getInt("--short-side", model->config().shortSide),
+                     a.getInt("--max-long-side", model->config().maxLongSide));
+    model->to(parseDevice(a.get("--device", "cpu")));
+    return model;
+}
 
 int inferLetr(const std::vector<std::string>& argv) {
     if (argv.empty() || argv[0] == "--help" || argv[0] == "-h") {
@@ -141,11 +205,6 @@ int inferLetr(const std::vector<std::string>& argv) {
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
     } catch (const Error& e) {
         std::cerr << "glimpse infer: " << e.what() << "\n" << kInferUsage;
-        return 2;
-    }
-    const std::string modelName = a.get("--model", "letr");
-    if (modelName != "letr") {
-        std::cerr << "glimpse infer: --model " << modelName << " is not supported (supported: letr, coat)\n";
         return 2;
     }
     if (!a.has("--image") || !a.has("--out")) {
@@ -174,78 +233,25 @@ int inferLetr(const std::vector<std::string>& argv) {
         torch::set_num_threads(int(t));
     }
 
-    // Model.
-    std::shared_ptr<LetrModel> model;
     std::string modelDesc;
-    if (a.has("--checkpoint")) {
-        const std::string ck = *a.get("--checkpoint");
-        model = loadLetr(ck);
-        modelDesc = ck;
-    } else {
-        LetrConfig cfg = a.has("--config") ? LetrConfig::fromFile(*a.get("--config")) : LetrConfig();
-        if (a.has("--backbone")) {
-            cfg.backbone = *a.get("--backbone");
-            cfg.validate();
-        }
-        const long long seed = a.getInt("--random-seed", 0);
-        if (seed < 0) throw Error("--random-seed: expected a non-negative integer");
-        model = std::make_shared<LetrModel>(cfg, uint64_t(seed));
-        modelDesc = "random " + cfg.backbone + " LETR (seed " + std::to_string(seed) + ")";
-    }
-    model->eval();
-    model->setResize(a.getInt("--short-side", model->config().shortSide),
-                     a.getInt("--max-long-side", model->config().maxLongSide));
+    const std::shared_ptr<LetrModel> model = letrModelFromArgs(a, modelDesc);
     const std::string device = a.get("--device", "cpu");
-    if (device == "cuda") {
-        if (!torch::cuda::is_available())
-            throw Error("--device cuda: CUDA is not available (this LibTorch has no CUDA support or no GPU is visible)");
-        model->to(torch::Device(torch::kCUDA));
-    } else if (device != "cpu") {
-        throw Error("--device: expected cpu or cuda, got '" + device + "'");
-    }
 
     // Inputs and outputs.
     bool many = false;
     const std::vector<std::string> images = collectImages(*a.get("--image"), many);
-    const std::string out = *a.get("--out");
-    const auto png = a.get("--png");
-    const auto json = a.get("--json");
-    if (many) {
-        for (const auto& dir : {std::optional<std::string>(out), png, json}) {
-            if (!dir) continue;
-            std::error_code ec;
-            fs::create_directories(*dir, ec);
-            if (!fs::is_directory(*dir))
-                throw Error(*dir + ": cannot create the output folder" + (ec ? " (" + ec.message() + ")" : ""));
-        }
-    }
-    auto outPath = [&](const std::optional<std::string>& spec, const std::string& image, const char* ext) {
-        if (!many) return *spec;
-        return (fs::path(*spec) / (fs::path(image).stem().string() + ext)).string();
-    };
+    const Outputs outs{*a.get("--out"), a.get("--png"), a.get("--json"), many};
+    if (many) outs.createFolders();
 
     std::cerr << "glimpse infer: " << images.size() << (images.size() == 1 ? " image" : " images") << ", model "
               << modelDesc << ", short side " << model->config().shortSide << ", " << device << "\n";
     const auto t0 = std::chrono::steady_clock::now();
     size_t ok = 0;
     for (size_t i = 0; i < images.size(); ++i) {
-        const std::string& path = images[i];
-        const auto s0 = std::chrono::steady_clock::now();
         std::ostringstream line;
-        line << "[" << (i + 1) << "/" << images.size() << "] " << path << ": ";
+        line << "[" << (i + 1) << "/" << images.size() << "] " << images[i] << ": ";
         try {
-            cv::Mat rgb = loadImageRGB(path);
-            LetrTrace trace = runLetr(*model, rgb, runOpts);
-            trace.raw().meta()["source"] = path;
-            trace.raw().meta()["checkpoint"] = modelDesc;
-            const std::string tracePath = outPath(out, path, ".h5");
-            trace.save(tracePath);
-            const auto lines = trace.lines(trace.lastStage(), trace.lastLayer(), threshold);
-            if (png) saveImagePNG(outPath(png, path, ".png"), drawOverlay(rgb, lines));
-            if (json) writeTextAtomically(outPath(json, path, ".json"), linesJson(path, trace, threshold));
-            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0).count();
-            line << rgb.cols << "x" << rgb.rows << " -> " << trace.inputSize()[1] << "x" << trace.inputSize()[0] << ", "
-                 << lines.size() << " lines >= " << threshold << ", " << std::lround(ms) << " ms -> " << tracePath;
+            inferOne(*model, images[i], modelDesc, runOpts, threshold, outs, line);
             ++ok;
         } catch (const std::exception& e) {
             line << "FAILED: " << e.what();

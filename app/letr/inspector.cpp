@@ -118,11 +118,7 @@ void LetrInspector::buildUi() {
         if (!updating_) setEntity(v);
     });
 
-    compareBox_ = new QComboBox(this);
-    form->addRow("Compare", compareBox_);
-    connect(compareBox_, &QComboBox::currentIndexChanged, this, [this](int i) {
-        if (!updating_ && i >= 0) setCompare(i - 2);
-    });
+    addCompareControl(form, {}, "Show another layer, or OpenCV's LSD, beside this one (synchronized pan/zoom)");
 
     table_ = new QTableWidget(0, 4, this);
     table_->setHorizontalHeaderLabels({"entity", "score", "length", "angle"});
@@ -227,12 +223,11 @@ void LetrInspector::showTrace(const Erased& erased, bool) {
     settings_.head = head();
     entity_->setRange(-1, int(t.numQueries()) - 1);
     entity_->setValue(settings_.entity);
-    compareBox_->clear();
-    compareBox_->addItem("off");
-    compareBox_->addItem("LSD (OpenCV)");
-    for (const QString& l : labels) compareBox_->addItem("layer " + l);
+    QStringList choices{"LSD (OpenCV)"};
+    for (const QString& l : labels) choices << "layer " + l;
+    setCompareChoices(choices);
     if (compareMode_ >= int(labels.size())) compareMode_ = -2;
-    compareBox_->setCurrentIndex(compareMode_ + 2);
+    showCompareChoice(compareMode_ + 2);
     updating_ = false;
     refillTable();
 }
@@ -317,11 +312,7 @@ void LetrInspector::heatmapStyleChanged() {
 void LetrInspector::setCompare(int mode) {
     if (mode < -2 || mode >= positionCount()) mode = -2;
     compareMode_ = mode;
-    if (compareBox_->currentIndex() != mode + 2 && mode + 2 < compareBox_->count()) {
-        updating_ = true;
-        compareBox_->setCurrentIndex(mode + 2);
-        updating_ = false;
-    }
+    showCompareChoice(mode + 2);
     if (active()) refreshCompare();
 }
 
@@ -391,8 +382,7 @@ void LetrInspector::refreshCompare() {
 }
 
 void LetrInspector::enableControls(bool have) {
-    for (QWidget* w : {static_cast<QWidget*>(threshold_), static_cast<QWidget*>(entity_),
-                       static_cast<QWidget*>(compareBox_)})
+    for (QWidget* w : {static_cast<QWidget*>(threshold_), static_cast<QWidget*>(entity_)})
         w->setEnabled(have);
     thresholdLabel_->setText(QString::number(double(settings_.threshold), 'f', 2));
 }

@@ -81,6 +81,7 @@ protected:
     void enableControls(bool haveTrace) override;
     void onSourceChanged(const QString& key) override;
     void heatmapStyleChanged() override;
+    void compareChosen(int index) override { setCompare(index - 2); }
 
 private:
     void buildUi();
@@ -97,7 +98,6 @@ private:
     QSlider* threshold_ = nullptr;
     QLabel* thresholdLabel_ = nullptr;
     QSpinBox* entity_ = nullptr;
-    QComboBox* compareBox_ = nullptr;
     QTableWidget* table_ = nullptr;
 };
 
