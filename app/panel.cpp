@@ -134,7 +134,7 @@ void ModelPanel::setModelErased(std::shared_ptr<void> model, const QString& labe
     cacheOrder_.clear();
     modelChanged();
     if (model_) {
-        modelLabel_->setText(describeModel());
+        modelLabel_->setText(spec_.describeModel(model_.get(), QFileInfo(label).fileName()));
         Q_EMIT message(spec_.title + " model ready: " + label);
     } else {
         modelLabel_->setText("no checkpoint");
@@ -197,7 +197,7 @@ void ModelPanel::finishRun(int gen, const QString& key, Erased trace, double ms,
     const int select = gen == autoRunGeneration_ ? autoSelect_ : -2;
     updateControls();
     if (!error.isEmpty()) return fail(spec_.title + " failed: " + error);
-    Q_EMIT message(describeRun(trace.get(), ms));
+    Q_EMIT message(spec_.describeRun(trace.get(), ms));
     cacheTrace(key, trace, false);
     if (key == sourceKey_) {
         presentTrace(trace, false);

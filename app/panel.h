@@ -63,6 +63,10 @@ public:
         std::function<Erased(void* model, const cv::Mat& rgb)> runModel;
         std::function<void(const void* trace, const std::string& path)> saveTrace;   // atomic
         std::function<OpenedTrace(const std::string& path)> loadTrace;
+        // The model label's text (UI thread): the model and the checkpoint's file name.
+        std::function<QString(const void* model, const QString& fileName)> describeModel;
+        // The message after a run (e.g. "LETR finished in 80 ms (1000 entities)").
+        std::function<QString(const void* trace, double ms)> describeRun;
     };
     ModelPanel(Spec spec, widgets::ImageViewport* viewport, widgets::ImageViewport* compare,
                QWidget* parent = nullptr);
@@ -139,10 +143,6 @@ Q_SIGNALS:
 
 protected:
     // --- what a family provides besides its Spec ---
-    // The model label's text (UI thread, a model is loaded).
-    virtual QString describeModel() const = 0;
-    // The message after a run (e.g. "LETR finished in 80 ms (1000 entities)").
-    virtual QString describeRun(const void* trace, double ms) const = 0;
     // Builds the view of `trace` (fromFile: opened from a trace file) and draws it; may throw.
     virtual void showTrace(const Erased& trace, bool fromFile) = 0;
     // Forgets the view of the shown trace (its widgets and scene).

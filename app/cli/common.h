@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/train/control.h"
 
@@ -22,6 +23,13 @@ private:
     void (*previous_)(int) = nullptr;
     train::Control* previousControl_ = nullptr;
 };
+
+// The images of an --image argument: one image file, every image file of a folder (sorted), or
+// the paths listed in a .txt file (one per line, relative to the list; # comments). `many` is
+// true for a folder or a list. Errors name the argument (an empty folder or list, say).
+std::vector<std::string> collectImages(const std::string& spec, bool& many);
+// Creates `dir` (and its parents) unless it exists; an Error naming it when that fails.
+void createOutputFolder(const std::string& dir);
 
 // The latest value of metric `key` in `p`, or `def` when the trainer has not reported it.
 double latestMetric(const train::Progress& p, const std::string& key, double def = 0.0);

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
+#include "app/cli/common.h"
 #include "core/error.h"
 #include "core/util/timing.h"
 #include "core/io/demo_image.h"
@@ -24,12 +25,9 @@ namespace glimpse::cli {
 
 namespace {
 
-namespace fs = std::filesystem;
-using namespace glimpse::coat;
-
 const char* kInferCoatUsage =
     "usage: glimpse infer --model coat (--checkpoint C.h5 | --random-seed S [--variant V | --config C.json])\n"
-    "                     --image I.png|DIR --out trace.h5|DIR [--classes LIST.txt] [--cam-class K[,K...]]\n"
+    "                     --image I.png|DIR|list.txt --out trace.h5|DIR [--classes LIST.txt] [--cam-class K[,K...]]\n"
     "                     [--threads T]\n"
     "Runs a CoaT / CoaT-Lite classifier on each image (shorter side resized to the config's\n"
     "'resize', bicubic, center crop of 'image_size'), prints the top-5 classes and writes a trace\n"
@@ -49,13 +47,9 @@ const char* kBenchCoatUsage =
     "trace capture (forward with records + Grad-CAM of the top-5), and on-demand view queries\n"
     "on that trace: effective attention of a random query pixel, CRPE window term, CLS attention.\n";
 
-bool isImage(const fs::path& p) {
-    std::string ext = p.extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    for (const char* e : {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm"})
-        if (ext == e) return true;
-    return false;
-}
+
+namespace fs = std::filesystem;
+using namespace glimpse::coat;
 
 // --checkpoint, or a random model from --variant / --config.
 std::shared_ptr<CoatModel> makeModel(const Args& a, std::string& desc) {
@@ -123,20 +117,9 @@ int inferCoat(const std::vector<std::string>& argv) {
             camClasses.push_back(v);
         }
     }
-    const fs::path in(*a.get("--image"));
-    std::vector<std::string> images;
-    const bool many = fs::is_directory(in);
-    if (many) {
-        for (const auto& e : fs::directory_iterator(in))
-            if (e.is_regular_file() && isImage(e.path())) images.push_back(e.path().string());
-        std::sort(images.begin(), images.end());
-        if (images.empty()) throw Error(in.string() + ": the folder holds no image files");
-        std::error_code ec;
-        fs::create_directories(*a.get("--out"), ec);
-        if (!fs::is_directory(*a.get("--out"))) throw Error(*a.get("--out") + ": cannot create the output folder");
-    } else {
-        images.push_back(in.string());
-    }
+    bool many = false;
+    const std::vector<std::string> images = collectImages(*a.get("--image"), many);
+    if (many) createOutputFolder(*a.get("--out"));
     std::cerr << "glimpse infer: " << images.size() << (images.size() == 1 ? " image" : " images") << ", CoaT model "
               << desc << " (" << model->config().variant << ", " << model->config().numClasses << " classes, "
               << model->config().imageSize << "x" << model->config().imageSize << ")\n";

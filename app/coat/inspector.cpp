@@ -62,13 +62,30 @@ ModelPanel::OpenedTrace loadTraceFile(const std::string& path) {
     return r;
 }
 
+QString describeModel(const void* model, const QString& fileName) {
+    const auto& c = static_cast<const coat::CoatModel*>(model)->config();
+    return QStringLiteral("%1\n%2, dims %3/%4/%5/%6, %7 heads, %8 classes, %9 px")
+        .arg(fileName, QString::fromStdString(c.variant))
+        .arg(c.embedDims[0]).arg(c.embedDims[1]).arg(c.embedDims[2]).arg(c.embedDims[3])
+        .arg(c.numHeads).arg(c.numClasses).arg(c.imageSize);
+}
+
+QString describeRun(const void* trace, double ms) {
+    const auto top = asTrace(trace).top5();
+    return QStringLiteral("CoaT finished in %1 ms: %2 (p %3)")
+        .arg(ms, 0, 'f', 0)
+        .arg(top.empty() ? QString("-") : QString::fromStdString(top.front().name))
+        .arg(top.empty() ? 0.0 : double(top.front().prob), 0, 'f', 3);
+}
+
 } // namespace
 
 QString defaultCoatCheckpoint() { return defaultCheckpoint("coat"); }
 
 CoatInspector::CoatInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare, QWidget* parent)
     : ModelPanel({"CoaT", "Classify the shown image with CoaT and capture its trace (Ctrl+Shift+R)", kTraceCacheSize,
-                  "coat-trace:", loadModel, runModel, saveTraceFile, loadTraceFile},
+                  "coat-trace:", loadModel, runModel, saveTraceFile, loadTraceFile, describeModel,
+                  describeRun},
                  viewport, compare, parent) {
     buildUi();
     // A click on the image (not a drag) sets the query pixel; in the compare pane too (same
@@ -185,22 +202,6 @@ std::shared_ptr<const coat::CoatTrace> CoatInspector::trace() const {
 }
 
 // --- the family's hooks -----------------------------------------------------------------
-
-QString CoatInspector::describeModel() const {
-    const auto& c = modelAs<coat::CoatModel>()->config();
-    return QStringLiteral("%1\n%2, dims %3/%4/%5/%6, %7 heads, %8 classes, %9 px")
-        .arg(QFileInfo(checkpointPath()).fileName(), QString::fromStdString(c.variant))
-        .arg(c.embedDims[0]).arg(c.embedDims[1]).arg(c.embedDims[2]).arg(c.embedDims[3])
-        .arg(c.numHeads).arg(c.numClasses).arg(c.imageSize);
-}
-
-QString CoatInspector::describeRun(const void* trace, double ms) const {
-    const auto top = asTrace(trace).top5();
-    return QStringLiteral("CoaT finished in %1 ms: %2 (p %3)")
-        .arg(ms, 0, 'f', 0)
-        .arg(top.empty() ? QString("-") : QString::fromStdString(top.front().name))
-        .arg(top.empty() ? 0.0 : double(top.front().prob), 0, 'f', 3);
-}
 
 void CoatInspector::setModel(std::shared_ptr<coat::CoatModel> model, const QString& label) {
     setModelErased(std::move(model), label);

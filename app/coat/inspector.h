@@ -80,8 +80,6 @@ Q_SIGNALS:
     void camReady(qlonglong cls);
 
 protected:
-    QString describeModel() const override;
-    QString describeRun(const void* trace, double ms) const override;
     void showTrace(const Erased& trace, bool fromFile) override;
     void dropTrace() override;
     void drawScene() override;

@@ -15,8 +15,10 @@
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
+#include "app/cli/common.h"
 #include "app/letr/cli.h"
 #include "core/error.h"
+#include "core/io/atomic_file.h"
 #include "core/util/device.h"
 #include "core/util/timing.h"
 #include "core/io/image.h"
@@ -46,59 +48,6 @@ const char* kInferUsage =
     "--precision: how entity states and memories are stored (default float16: 2/3 of the\n"
     "size, attention maps within 1e-4; float32: attention equal to the forward pass's).\n";
 
-bool isImageFile(const fs::path& p) {
-    std::string ext = p.extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    for (const char* e : {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm", ".pbm", ".sr", ".ras"})
-        if (ext == e) return true;
-    return false;
-}
-
-std::vector<std::string> collectImages(const std::string& spec, bool& many) {
-    const fs::path p(spec);
-    std::vector<std::string> out;
-    many = false;
-    if (fs::is_directory(p)) {
-        many = true;
-        for (const auto& entry : fs::directory_iterator(p))
-            if (entry.is_regular_file() && isImageFile(entry.path())) out.push_back(entry.path().string());
-        std::sort(out.begin(), out.end());
-        if (out.empty()) throw Error(spec + ": the folder holds no image files");
-    } else if (p.extension() == ".txt") {
-        many = true;
-        std::ifstream in(spec);
-        if (!in) throw Error(spec + ": cannot open the image list");
-        std::string line;
-        while (std::getline(in, line)) {
-            line.erase(0, line.find_first_not_of(" \t\r"));
-            line.erase(line.find_last_not_of(" \t\r") + 1);
-            if (line.empty() || line[0] == '#') continue;
-            fs::path ip(line);
-            if (ip.is_relative()) ip = p.parent_path() / ip;
-            out.push_back(ip.string());
-        }
-        if (out.empty()) throw Error(spec + ": the image list is empty");
-    } else {
-        out.push_back(spec);
-    }
-    return out;
-}
-
-void writeTextAtomically(const std::string& path, const std::string& text) {
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) throw Error(path + ": cannot write");
-        f << text;
-        if (!f) throw Error(path + ": write failed");
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        fs::remove(tmp, ec);
-        throw Error(path + ": cannot write (" + ec.message() + ")");
-    }
-}
 
 cv::Mat drawOverlay(const cv::Mat& rgb, const std::vector<LetrLine>& lines) {
     cv::Mat out = rgb.clone();
@@ -143,10 +92,7 @@ struct Outputs {
     void createFolders() const {
         for (const auto& dir : {std::optional<std::string>(trace), png, json}) {
             if (!dir) continue;
-            std::error_code ec;
-            fs::create_directories(*dir, ec);
-            if (!fs::is_directory(*dir))
-                throw Error(*dir + ": cannot create the output folder" + (ec ? " (" + ec.message() + ")" : ""));
+            createOutputFolder(*dir);
         }
     }
 };
@@ -163,7 +109,10 @@ void inferOne(LetrModel& model, const std::string& path, const std::string& mode
     trace.save(tracePath);
     const auto lines = trace.lines(trace.lastStage(), trace.lastLayer(), threshold);
     if (outs.png) saveImagePNG(outs.path(*outs.png, path, ".png"), drawOverlay(rgb, lines));
-    if (outs.json) writeTextAtomically(outs.path(*outs.json, path, ".json"), linesJson(path, trace, threshold));
+    if (outs.json) {
+        const std::string text = linesJson(path, trace, threshold);
+        writeBytesAtomically(outs.path(*outs.json, path, ".json"), text.data(), text.size());
+    }
     line << rgb.cols << "x" << rgb.rows << " -> " << trace.inputSize()[1] << "x" << trace.inputSize()[0] << ", "
          << lines.size() << " lines >= " << threshold << ", " << std::lround(msSince(s0)) << " ms -> " << tracePath;
 }

@@ -69,6 +69,19 @@ ModelPanel::OpenedTrace loadTraceFile(const std::string& path) {
     return {std::move(t), toRgbImage(shown)};
 }
 
+QString describeModel(const void* model, const QString& fileName) {
+    const auto& c = static_cast<const letr::LetrModel*>(model)->config();
+    return QStringLiteral("%1\n%2, d %3, %4 heads, %5 queries")
+        .arg(fileName, QString::fromStdString(c.backbone))
+        .arg(c.hiddenDim)
+        .arg(c.nheads)
+        .arg(c.numQueries);
+}
+
+QString describeRun(const void* trace, double ms) {
+    return QStringLiteral("LETR finished in %1 ms (%2 entities)").arg(ms, 0, 'f', 0).arg(asTrace(trace).numQueries());
+}
+
 } // namespace
 
 QString defaultLetrCheckpoint() { return defaultCheckpoint("letr"); }
@@ -76,7 +89,7 @@ QString defaultLetrCheckpoint() { return defaultCheckpoint("letr"); }
 LetrInspector::LetrInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare,
                              QWidget* parent)
     : ModelPanel({"LETR", "Run LETR on the shown image (Ctrl+R)", kTraceCacheSize, "trace:", loadModel, runModel,
-                  saveTraceFile, loadTraceFile},
+                  saveTraceFile, loadTraceFile, describeModel, describeRun},
                  viewport, compare, parent) {
     buildUi();
     connect(viewport, &widgets::ImageViewport::lineClicked, this, [this](int id) {
@@ -153,19 +166,6 @@ std::vector<int> LetrInspector::tableEntities() const {
 }
 
 // --- the family's hooks -----------------------------------------------------------------
-
-QString LetrInspector::describeModel() const {
-    const auto& c = modelAs<letr::LetrModel>()->config();
-    return QStringLiteral("%1\n%2, d %3, %4 heads, %5 queries")
-        .arg(QFileInfo(checkpointPath()).fileName(), QString::fromStdString(c.backbone))
-        .arg(c.hiddenDim)
-        .arg(c.nheads)
-        .arg(c.numQueries);
-}
-
-QString LetrInspector::describeRun(const void* trace, double ms) const {
-    return QStringLiteral("LETR finished in %1 ms (%2 entities)").arg(ms, 0, 'f', 0).arg(asTrace(trace).numQueries());
-}
 
 void LetrInspector::setModel(std::shared_ptr<letr::LetrModel> model, const QString& label) {
     setModelErased(std::move(model), label);

@@ -71,8 +71,6 @@ Q_SIGNALS:
     void linesExported(const QString& path);
 
 protected:
-    QString describeModel() const override;
-    QString describeRun(const void* trace, double ms) const override;
     void showTrace(const Erased& trace, bool fromFile) override;
     void dropTrace() override;
     void drawScene() override;
