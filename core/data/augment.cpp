@@ -59,31 +59,25 @@ torch::Tensor linesOf(const LineSample& s) {
     return s.lines.to(torch::kFloat).reshape({-1, 4});
 }
 
+// Mirrors the image and its lines: horizontally (x -> width - x) or vertically (y -> height - y).
+LineSample flipped(const LineSample& s, bool horizontal) {
+    LineSample r;
+    r.name = s.name;
+    cv::flip(s.image, r.image, horizontal ? 1 : 0);
+    auto l = linesOf(s).clone();
+    const double size = horizontal ? s.image.cols : s.image.rows;
+    const int64_t c = horizontal ? 0 : 1;   // the x or y column of each endpoint
+    l.select(1, c) = size - l.select(1, c);
+    l.select(1, c + 2) = size - l.select(1, c + 2);
+    r.lines = l;
+    return r;
+}
+
 } // namespace
 
-LineSample flipHorizontal(const LineSample& s) {
-    LineSample r;
-    r.name = s.name;
-    cv::flip(s.image, r.image, 1);
-    auto l = linesOf(s).clone();
-    const double w = s.image.cols;
-    l.select(1, 0) = w - l.select(1, 0);
-    l.select(1, 2) = w - l.select(1, 2);
-    r.lines = l;
-    return r;
-}
+LineSample flipHorizontal(const LineSample& s) { return flipped(s, true); }
 
-LineSample flipVertical(const LineSample& s) {
-    LineSample r;
-    r.name = s.name;
-    cv::flip(s.image, r.image, 0);
-    auto l = linesOf(s).clone();
-    const double h = s.image.rows;
-    l.select(1, 1) = h - l.select(1, 1);
-    l.select(1, 3) = h - l.select(1, 3);
-    r.lines = l;
-    return r;
-}
+LineSample flipVertical(const LineSample& s) { return flipped(s, false); }
 
 LineSample resizeSample(const LineSample& s, int width, int height) {
     if (width < 1 || height < 1 || s.image.empty())

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/image.h"
+#include "core/util/json_file.h"
 
 namespace glimpse::data {
 
@@ -37,14 +38,7 @@ WireframeLines::WireframeLines(const std::string& jsonPath) : path_(jsonPath) {
     if (fs::is_directory(jsonPath, ec)) throw Error(jsonPath + ": is a directory, expected a JSON file");
     dir_ = fs::path(jsonPath).parent_path().string();
     if (dir_.empty()) dir_ = ".";
-    std::ifstream in(jsonPath, std::ios::binary);
-    if (!in) throw Error(jsonPath + ": cannot open for reading");
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(jsonPath + ": not valid JSON (" + e.what() + ")");
-    }
+    const nlohmann::json j = readJsonFile(jsonPath, "line dataset");
     if (!j.is_array()) throw Error(jsonPath + ": expected a JSON list of records, got " + std::string(j.type_name()));
     if (int64_t(j.size()) > kMaxRecords) throw Error(jsonPath + ": too many records (" + std::to_string(j.size()) + ")");
     records_.reserve(j.size());

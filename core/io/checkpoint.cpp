@@ -43,6 +43,15 @@ Checkpoint loadCheckpoint(const std::string& path) {
     return c;
 }
 
+Checkpoint loadModelCheckpoint(const std::string& path, const std::string& converter, const std::string& convertedName) {
+    const auto dot = path.rfind('.');
+    const std::string ext = dot == std::string::npos ? "" : path.substr(dot);
+    if (ext == ".pth" || ext == ".pt")
+        throw Error(path + ": a PyTorch checkpoint; convert it first: /usr/bin/python3 installer/" + converter + " " + path +
+                    " --out " + convertedName);
+    return loadCheckpoint(path);
+}
+
 void saveCheckpoint(const std::string& path, const Checkpoint& ckpt) {
     for (const auto& [name, t] : ckpt.tensors) {
         if (name.empty() || name == "." || name.find('/') != std::string::npos)

@@ -24,6 +24,10 @@ struct Checkpoint {
 // Throws glimpse::Error naming the file on: missing file, not HDF5, truncated, no /meta
 // (foreign HDF5), unsupported format version.
 Checkpoint loadCheckpoint(const std::string& path);
+// loadCheckpoint for a model's weights, refusing a PyTorch file (.pth, .pt) with the command that
+// converts it: "<path>: a PyTorch checkpoint; convert it first: /usr/bin/python3
+// installer/<converter> <path> --out <convertedName>".
+Checkpoint loadModelCheckpoint(const std::string& path, const std::string& converter, const std::string& convertedName);
 // Atomic: writes a temp file beside `path` and renames it over `path`.
 void saveCheckpoint(const std::string& path, const Checkpoint& ckpt);
 

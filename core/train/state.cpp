@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/io/checkpoint.h"
+#include "core/util/json_file.h"
 
 namespace glimpse::train {
 
@@ -25,11 +26,7 @@ TrainState loadTrainState(const std::string& path, const std::string& family) {
     if (c.family != family)
         throw Error(path + ": a '" + c.family + "' checkpoint, expected training state '" + family + "'");
     TrainState s;
-    try {
-        s.meta = nlohmann::json::parse(c.configJson);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(path + ": training state has malformed JSON (" + e.what() + ")");
-    }
+    s.meta = parseJsonText(c.configJson, path, "training state");
     if (!s.meta.is_object()) throw Error(path + ": training state JSON is not an object");
     for (auto& [k, v] : c.tensors) {
         if (k.rfind("model.", 0) == 0) s.model[k.substr(6)] = v;

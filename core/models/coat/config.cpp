@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/util/json_file.h"
 
 namespace glimpse::coat {
 
@@ -253,22 +254,10 @@ CoatConfig CoatConfig::fromJson(const nlohmann::json& j, const std::string& sour
 }
 
 CoatConfig CoatConfig::fromJsonString(const std::string& text, const std::string& source) {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(source + ": CoaT config is not valid JSON (" + e.what() + ")");
-    }
-    return fromJson(j, source);
+    return fromJson(parseJsonText(text, source, "CoaT config"), source);
 }
 
-CoatConfig CoatConfig::fromFile(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw Error(path + ": cannot open CoaT config file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return fromJsonString(ss.str(), path);
-}
+CoatConfig CoatConfig::fromFile(const std::string& path) { return fromJson(readJsonFile(path, "CoaT config"), path); }
 
 std::array<int64_t, 2> CoatConfig::gridSize(int scale, int64_t height, int64_t width) const {
     if (scale < 0 || scale > 3) throw Error("CoaT: scale must be 0..3, got " + std::to_string(scale));

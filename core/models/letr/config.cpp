@@ -1,11 +1,10 @@
 #include "core/models/letr/config.h"
 
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/util/json_file.h"
 
 namespace glimpse::letr {
 
@@ -155,22 +154,10 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
 }
 
 LetrConfig LetrConfig::fromJsonString(const std::string& text, const std::string& source) {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(source + ": LETR config is not valid JSON (" + e.what() + ")");
-    }
-    return fromJson(j, source);
+    return fromJson(parseJsonText(text, source, "LETR config"), source);
 }
 
-LetrConfig LetrConfig::fromFile(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw Error(path + ": cannot open LETR config file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return fromJsonString(ss.str(), path);
-}
+LetrConfig LetrConfig::fromFile(const std::string& path) { return fromJson(readJsonFile(path, "LETR config"), path); }
 
 bool LetrConfig::bottleneck() const { return backbone == "resnet50" || backbone == "resnet101"; }
 

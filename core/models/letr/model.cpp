@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/io/checkpoint.h"
+#include "core/util/json_file.h"
 
 namespace glimpse::letr {
 
@@ -196,14 +197,23 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& tgt, const torch::T
     return norm3(x + torch::dropout(ff, dropout_, train));
 }
 
-TransformerEncoderImpl::TransformerEncoderImpl(int64_t numLayers, int64_t d, int64_t heads,
-                                               int64_t ffn, double dropout) {
+namespace {
+// numLayers layers (d, heads, ffn, dropout) into `layers`, registered as owner's "layers.<i>".
+template <typename Layer>
+void addLayers(torch::nn::Module& owner, std::vector<Layer>& layers, int64_t numLayers, int64_t d, int64_t heads,
+               int64_t ffn, double dropout) {
     torch::nn::ModuleList list;
     for (int64_t i = 0; i < numLayers; ++i) {
-        layerList.emplace_back(d, heads, ffn, dropout);
-        list->push_back(layerList.back());
+        layers.emplace_back(d, heads, ffn, dropout);
+        list->push_back(layers.back());
     }
-    register_module("layers", list);
+    owner.register_module("layers", list);
+}
+} // namespace
+
+TransformerEncoderImpl::TransformerEncoderImpl(int64_t numLayers, int64_t d, int64_t heads,
+                                               int64_t ffn, double dropout) {
+    addLayers(*this, layerList, numLayers, d, heads, ffn, dropout);
 }
 
 torch::Tensor TransformerEncoderImpl::forward(const torch::Tensor& src, const torch::Tensor& pos,
@@ -215,12 +225,7 @@ torch::Tensor TransformerEncoderImpl::forward(const torch::Tensor& src, const to
 
 TransformerDecoderImpl::TransformerDecoderImpl(int64_t numLayers, int64_t d, int64_t heads,
                                                int64_t ffn, double dropout) {
-    torch::nn::ModuleList list;
-    for (int64_t i = 0; i < numLayers; ++i) {
-        layerList.emplace_back(d, heads, ffn, dropout);
-        list->push_back(layerList.back());
-    }
-    register_module("layers", list);
+    addLayers(*this, layerList, numLayers, d, heads, ffn, dropout);
     norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5)));
 }
 
@@ -572,12 +577,7 @@ namespace {
 // The model inside a trainer checkpoint (core/train/state.h layout: meta JSON {"config":
 // {"model": LetrConfig, ...}, "phase": ...}, tensors "model.<name>" and "optim.<key>").
 std::shared_ptr<LetrModel> loadLetrTrainState(Checkpoint ckpt, const std::string& path) {
-    nlohmann::json meta;
-    try {
-        meta = nlohmann::json::parse(ckpt.configJson);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(path + ": training state has malformed JSON (" + e.what() + ")");
-    }
+    const nlohmann::json meta = parseJsonText(ckpt.configJson, path, "training state");
     if (!meta.is_object() || !meta.contains("config") || !meta["config"].is_object() ||
         !meta["config"].contains("model") || !meta["config"]["model"].is_object())
         throw Error(path + ": LETR training checkpoint has no model config (config.model)");
@@ -602,12 +602,7 @@ std::shared_ptr<LetrModel> loadLetrTrainState(Checkpoint ckpt, const std::string
 } // namespace
 
 std::shared_ptr<LetrModel> loadLetr(const std::string& path) {
-    const auto dot = path.rfind('.');
-    const std::string ext = dot == std::string::npos ? "" : path.substr(dot);
-    if (ext == ".pth" || ext == ".pt")
-        throw Error(path + ": a PyTorch checkpoint; convert it first: /usr/bin/python3 installer/convert_letr.py " +
-                    path + " --out letr.h5");
-    Checkpoint ckpt = loadCheckpoint(path);
+    Checkpoint ckpt = loadModelCheckpoint(path, "convert_letr.py", "letr.h5");
     if (ckpt.family == "letr-train") return loadLetrTrainState(std::move(ckpt), path);
     if (ckpt.family != "letr")
         throw Error(path + ": checkpoint family is '" + ckpt.family + "', expected 'letr' (or 'letr-train')");
@@ -626,12 +621,7 @@ namespace {
 std::string resnetArch(const Checkpoint& ckpt, const std::string& path) {
     if (ckpt.family != "resnet")
         throw Error(path + ": checkpoint family is '" + ckpt.family + "', expected 'resnet'");
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(ckpt.configJson);
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(path + ": /meta config is not valid JSON (" + e.what() + ")");
-    }
+    const nlohmann::json j = parseJsonText(ckpt.configJson, path, "/meta config");
     if (!j.is_object() || !j.contains("arch") || !j["arch"].is_string())
         throw Error(path + ": resnet checkpoint config has no \"arch\" string");
     return j["arch"].get<std::string>();
