@@ -15,3 +15,13 @@ glimpse_add_test(test_coat_inspector SOURCES test_coat_inspector.cpp LIBS glimps
 # The inspector test also starts the glimpse executable (--run-letr --screenshot exits on its own).
 add_dependencies(test_letr_inspector glimpse)
 target_compile_definitions(test_letr_inspector PRIVATE GLIMPSE_EXE="$<TARGET_FILE:glimpse>")
+# The model-family registry: panels, activation, opening files by kind, command table; under Xvfb.
+glimpse_add_test(test_families SOURCES test_families.cpp LIBS glimpse_app XVFB TIMEOUT 300)
+# No function in app/ or core/ longer than 120 lines (tools/long_functions.py).
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME function_length
+           COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/long_functions.py --max 120
+                   ${PROJECT_SOURCE_DIR}/app ${PROJECT_SOURCE_DIR}/core)
+  set_tests_properties(function_length PROPERTIES TIMEOUT 60 LABELS style)
+endif()

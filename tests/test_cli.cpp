@@ -5,6 +5,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <utility>
+#include <vector>
+
 #include <hdf5.h>
 #include <torch/torch.h>
 
@@ -41,6 +44,36 @@ private Q_SLOTS:
         r = run({"frobnicate"});
         QCOMPARE(r.code, 2);
         QVERIFY(r.err.contains("unknown command 'frobnicate'"));
+    }
+
+    // GUI options are parsed strictly before any window is made: a bad value is refused with
+    // exit code 2 and a message naming the option (no display needed).
+    void guiOptionsAreStrict() {
+        const QString img = dir_.filePath("opt.png");
+        QImage im(8, 8, QImage::Format_RGB888);
+        im.fill(Qt::red);
+        QVERIFY(im.save(img));
+        const QString ck = dir_.filePath("any_checkpoint.h5");
+        for (const auto& [args, opt] : std::vector<std::pair<QStringList, QString>>{
+                 {{img, "--checkpoint", ck, "--run-letr", "--compare", "foo"}, "--compare"},
+                 {{img, "--checkpoint", ck, "--run-letr", "--compare", "0"}, "--compare"},
+                 {{img, "--checkpoint", ck, "--run-letr", "--entity", "abc"}, "--entity"},
+                 {{img, "--checkpoint", ck, "--run-letr", "--entity", "-5"}, "--entity"},
+                 {{img, "--run-coat", "--coat-scale", "9"}, "--coat-scale"},
+                 {{img, "--run-coat", "--coat-compare", "x"}, "--coat-compare"},
+                 {{img, "--run-coat", "--query", "3"}, "--query"},
+                 {{img, "--run-coat", "--coat-view", "nonsense"}, "--coat-view"}}) {
+            const Result r = run(args);
+            QVERIFY2(r.code == 2, qPrintable(args.join(' ') + ": exit " + QString::number(r.code) + " " + r.err));
+            QVERIFY2(r.err.contains(opt), qPrintable(r.err));
+        }
+        // A command's --help is its help, wherever it stands.
+        Result r = run({"bench", "letr", "--runs", "3", "--help"});
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.out.contains("usage: glimpse bench letr"), qPrintable(r.out + r.err));
+        r = run({"train", "nope"});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("unknown model 'nope'") && r.err.contains("letr, coat, efficientzero"), qPrintable(r.err));
     }
 
     void envCommands() {

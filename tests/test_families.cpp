@@ -1,0 +1,195 @@
+// The model-family registry and what is built from it: the main window's panels and their
+// activation, opening any Glimpse HDF5 file by its kind and family, the Training panel's model
+// list, the command table. Under Xvfb (the panels draw into the Vulkan viewport).
+#include <QDockWidget>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <hdf5.h>
+#include <torch/torch.h>
+
+#include <set>
+
+#include "app/cli/cli.h"
+#include "app/coat/inspector.h"
+#include "app/family.h"
+#include "app/letr/inspector.h"
+#include "app/mainwindow.h"
+#include "app/panel.h"
+#include "app/training/training_panel.h"
+#include "core/error.h"
+#include "core/models/coat/model.h"
+#include "core/rl/episode.h"
+
+using namespace glimpse;
+using glimpse::app::MainWindow;
+using glimpse::app::ModelPanel;
+
+namespace {
+
+coat::CoatConfig tinyCoat() {
+    coat::CoatConfig c;
+    c.variant = "custom";
+    c.embedDims = {16, 16, 24, 32};
+    c.serialDepths = {1, 1, 1, 1};
+    c.parallelDepth = 0;
+    c.numHeads = 8;
+    c.mlpRatios = {2, 2, 2, 2};
+    c.numClasses = 3;
+    c.imageSize = 32;
+    c.resize = 36;
+    c.classNames = {"a", "b", "c"};
+    return c;
+}
+
+rl::Episode tinyEpisode() {
+    rl::Episode e;
+    e.env = "breakout";
+    e.source = "test";
+    e.actionNames = {"NOOP", "FIRE"};
+    e.frames = torch::zeros({3, 8, 8, 3}, torch::kUInt8);
+    e.actions = torch::tensor({0, 1, 0}, torch::kInt64);
+    e.rewards = torch::tensor({0.f, 1.f, 0.f});
+    e.terminal = true;
+    return e;
+}
+
+} // namespace
+
+class TestFamilies : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+
+private Q_SLOTS:
+    void initTestCase() {
+        QCoreApplication::setOrganizationName("GlimpseTest");
+        QCoreApplication::setApplicationName("GlimpseTestFamilies");
+        qputenv("GLIMPSE_RESOURCES", dir_.path().toUtf8());   // no demo checkpoints from the tree
+        torch::set_num_threads(1);
+        QVERIFY(dir_.isValid());
+    }
+
+    // The registry: unique names; the panels, trainers and commands each family declares.
+    void registryDescribesEveryFamily() {
+        const auto& all = app::modelFamilies();
+        std::set<std::string> names;
+        for (const auto& f : all) {
+            QVERIFY2(names.insert(f.name).second, f.name.c_str());
+            QCOMPARE(app::findFamily(f.name), &f);
+            for (const auto& c : f.commands) QVERIFY2(bool(c.run), (f.name + " " + c.verb).c_str());
+        }
+        QVERIFY(names.count("letr") && names.count("coat") && names.count("efficientzero"));
+        QVERIFY(app::findFamily("nope") == nullptr);
+        QVERIFY(app::defaultCheckpoint("nope").isEmpty());
+        QVERIFY(app::defaultCheckpoint("letr").isEmpty());   // GLIMPSE_RESOURCES points at an empty folder
+        // The Training panel's runner refuses a family it does not know, by name.
+        train::Control control;
+        app::TrainingSpec spec;
+        spec.model = "nope";
+        try {
+            app::modelRunner()(spec, control, {});
+            QFAIL("no error for an unknown family");
+        } catch (const Error& e) {
+            QVERIFY2(QString(e.what()).contains("'nope'"), e.what());
+        }
+        // Every command of every family is in the usage text and dispatches.
+        const QString usage = QString::fromStdString(cli::commandsUsage());
+        for (const auto& f : all)
+            for (const auto& c : f.commands) QVERIFY2(usage.contains(QString::fromStdString("glimpse " + c.verb)), c.verb.c_str());
+        bool handled = true;
+        QCOMPARE(cli::runCommand("frobnicate", {}, &handled), 2);
+        QVERIFY(!handled);
+        QCOMPARE(cli::runCommand("train", {"nope"}, &handled), 2);
+        QVERIFY(handled);
+        // --help anywhere gives the command's own help (it used to be read as an option value).
+        QCOMPARE(cli::runCommand("bench", {"letr", "--runs", "2", "--help"}, &handled), 0);
+        QCOMPARE(cli::runCommand("eval", {"letr", "--help"}, &handled), 0);
+    }
+
+    // One panel per family that has one, in registry order, each in its own dock; the Training
+    // panel offers every family with a trainer.
+    void mainWindowIsBuiltFromTheRegistry() {
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        std::vector<std::string> withPanel, trainable;
+        for (const auto& f : app::modelFamilies()) {
+            if (f.makePanel) withPanel.push_back(f.name);
+            if (f.trainer) trainable.push_back(f.name);
+        }
+        const auto panels = w.panels();
+        QCOMPARE(panels.size(), withPanel.size());
+        for (size_t i = 0; i < panels.size(); ++i) {
+            QCOMPARE(w.panel(withPanel[i]), panels[i]);
+            QCOMPARE(panels[i]->title(), app::findFamily(withPanel[i])->title);
+        }
+        QVERIFY(w.letrInspector() && w.coatInspector());
+        for (const auto& name : trainable) {
+            w.trainingPanel()->setModel(QString::fromStdString(name));
+            QCOMPARE(w.trainingPanel()->model(), QString::fromStdString(name));
+        }
+        // Exactly one panel draws the viewport; a run or an opened trace activates its panel.
+        auto activeCount = [&] {
+            int n = 0;
+            for (ModelPanel* p : panels) n += p->active();
+            return n;
+        };
+        QCOMPARE(activeCount(), 1);
+        QCOMPARE(w.activePanel(), static_cast<ModelPanel*>(w.letrInspector()));
+        Q_EMIT w.coatInspector()->activateRequested();
+        QTRY_COMPARE(w.activePanel(), static_cast<ModelPanel*>(w.coatInspector()));
+        QCOMPARE(activeCount(), 1);
+        Q_EMIT w.letrInspector()->activateRequested();
+        QTRY_COMPARE(w.activePanel(), static_cast<ModelPanel*>(w.letrInspector()));
+        QCOMPARE(activeCount(), 1);
+    }
+
+    // Opening .h5 files dispatches on kind and family: a checkpoint goes to its family's panel,
+    // an episode, a foreign HDF5 file and an unreadable one get clear messages naming the file.
+    void opensGlimpseFilesByKind() {
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        const QString ck = dir_.filePath("tiny_coat.h5");
+        coat::saveCoat(coat::CoatModel(tinyCoat(), 3), ck.toStdString());
+        QSignalSpy loaded(w.coatInspector(), &ModelPanel::checkpointLoaded);
+        w.openImage(ck);
+        QVERIFY(loaded.wait(30000));
+        QCOMPARE(loaded.first().first().toString(), ck);
+        QVERIFY(w.coatInspector()->hasModel());
+        QVERIFY(!w.letrInspector()->hasModel());
+        QTRY_COMPARE(w.activePanel(), static_cast<ModelPanel*>(w.coatInspector()));
+
+        QSignalSpy failed(&w, &MainWindow::loadFailed);
+        const QString ep = dir_.filePath("game.h5");
+        rl::writeEpisode(ep.toStdString(), tinyEpisode());
+        w.openImage(ep);
+        QCOMPARE(failed.count(), 1);
+        QVERIFY2(w.lastError().contains("game.h5") && w.lastError().contains("episode"), qPrintable(w.lastError()));
+
+        const QString foreign = dir_.filePath("foreign.h5");
+        const hid_t f = H5Fcreate(foreign.toUtf8().constData(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+        QVERIFY(f >= 0);
+        H5Fclose(f);
+        w.openImage(foreign);
+        QCOMPARE(failed.count(), 2);
+        QVERIFY2(w.lastError().contains("foreign.h5") && w.lastError().contains("not a Glimpse file"),
+                 qPrintable(w.lastError()));
+
+        const QString text = dir_.filePath("text.h5");
+        {
+            QFile t(text);
+            QVERIFY(t.open(QIODevice::WriteOnly));
+            t.write("not hdf5");
+        }
+        w.openImage(text);
+        QCOMPARE(failed.count(), 3);
+        QVERIFY2(w.lastError().contains("text.h5"), qPrintable(w.lastError()));
+        // Nothing of the earlier state was lost.
+        QVERIFY(w.coatInspector()->hasModel());
+    }
+};
+
+QTEST_MAIN(TestFamilies)
+#include "test_families.moc"
