@@ -10,7 +10,7 @@
 #include "core/util/timing.h"
 #include "core/error.h"
 #include "core/models/efficientzero/model.h"
-#include "core/models/efficientzero/train.h"
+#include "core/models/efficientzero/eval.h"
 #include "core/rl/env.h"
 #include "core/rl/score.h"
 
