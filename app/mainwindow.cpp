@@ -92,7 +92,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
     QSettings settings;
     if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1280, 860);
-    restoreState(settings.value("window/state").toByteArray());
+    if (!restoreState(settings.value("window/state").toByteArray()) && panelColumn_.second) {
+        // First start: the panels scroll, so they do not claim height by themselves; give their
+        // tab group most of the dock column (deferred: the dock layout settles once shown).
+        QTimer::singleShot(0, this, [this] {
+            auto [below, panels] = panelColumn_;
+            resizeDocks({below, panels}, {below->minimumSizeHint().height(), height()}, Qt::Vertical);
+        });
+    }
 }
 
 MainWindow::~MainWindow() = default;
@@ -244,7 +251,7 @@ void MainWindow::buildPanelDocks(QDockWidget* below) {
     }
     if (first) first->raise();
     if (!panels_.empty()) activatePanel(panels_.front().panel);
-    (void)below;
+    panelColumn_ = {below, first};
 }
 
 void MainWindow::connectPanel(ModelPanel* panel, QDockWidget* dock) {

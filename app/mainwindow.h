@@ -4,6 +4,7 @@
 #include <QStringList>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "widgets/viewport.h"
@@ -126,6 +127,7 @@ private:
         QDockWidget* dock;
     };
     std::vector<PanelSlot> panels_;
+    std::pair<QDockWidget*, QDockWidget*> panelColumn_{nullptr, nullptr};   // the Image dock, the panels' first dock
     std::shared_ptr<VideoReader> video_;
     QString videoPath_;
     int videoFrame_ = -1;
