@@ -829,6 +829,16 @@ private Q_SLOTS:
                              "--screenshot", shot3}, err), 0);
         QVERIFY2(!err.contains("infinite loop"), qPrintable(err));   // HDF5 closes cleanly at exit
         QVERIFY(QImage(shot3).width() > 0);
+
+        // A compare position past the trace's layers is reported (it used to hide the pane
+        // silently), and a malformed one is refused before any window.
+        const QString shot4 = tmp.filePath("d.png");
+        QCOMPARE(runGlimpse({imagePath_, "--checkpoint", checkpoint_, "--run-letr", "--compare", "99",
+                             "--screenshot", shot4}, err), 1);
+        QVERIFY2(err.contains("--compare 99") && err.contains("layer positions 1.."), qPrintable(err));
+        QCOMPARE(runGlimpse({imagePath_, "--checkpoint", checkpoint_, "--run-letr", "--compare", "foo",
+                             "--screenshot", shot4}, err), 2);
+        QVERIFY2(err.contains("--compare"), qPrintable(err));
     }
 
     void videoFramesAreCachedPerFrame() {
