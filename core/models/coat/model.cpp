@@ -434,12 +434,7 @@ CoatOutput CoatModel::forward(const torch::Tensor& images, const CoatForwardOpti
 // ---- checkpoints ----------------------------------------------------------------------------
 
 std::shared_ptr<CoatModel> loadCoat(const std::string& path) {
-    const auto dot = path.rfind('.');
-    const std::string ext = dot == std::string::npos ? "" : path.substr(dot);
-    if (ext == ".pth" || ext == ".pt")
-        throw Error(path + ": a PyTorch checkpoint; convert it first: /usr/bin/python3 installer/convert_coat.py " +
-                    path + " --out coat.h5");
-    Checkpoint ckpt = loadCheckpoint(path);
+    Checkpoint ckpt = loadModelCheckpoint(path, "convert_coat.py", "coat.h5");
     if (ckpt.family != "coat")
         throw Error(path + ": checkpoint family is '" + ckpt.family + "', expected 'coat'");
     const CoatConfig cfg = CoatConfig::fromJsonString(ckpt.configJson, path + " (/meta config)");
