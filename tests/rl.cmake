@@ -9,4 +9,5 @@ glimpse_add_test(test_episode SOURCES test_episode.cpp LIBS glimpse_core TIMEOUT
 # Replay viewer core (core/replay): reader, frame cache, bench; importers on Python-written fixtures.
 glimpse_add_test(test_replay_reader SOURCES test_replay_reader.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl replay)
 glimpse_add_test(test_replay_import SOURCES test_replay_import.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl replay)
+glimpse_add_test(test_replay_model SOURCES test_replay_model.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl replay)
 glimpse_add_test(test_replay_cli SOURCES test_replay_cli.cpp LIBS glimpse_app TIMEOUT 120 LABELS rl replay)

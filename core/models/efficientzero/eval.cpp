@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -64,7 +65,7 @@ struct Slot {
     std::vector<float> frames;         // the latest single frames, oldest first
     std::vector<torch::Tensor> renders, observations;
     std::vector<int64_t> actions;
-    std::vector<float> rewards, rootValues, value, valuePrefix, policy;
+    std::vector<float> rewards, rootValues, value, valuePrefix, policy, childrenQ, childrenPrior;
     std::vector<int32_t> lives, visits;
 };
 
@@ -173,6 +174,10 @@ private:
         const Tensor pol = torch::softmax(torch::tensor(root.policyLogits), 0);
         s.policy.insert(s.policy.end(), pol.data_ptr<float>(), pol.data_ptr<float>() + A_);
         for (int v : res.visitCounts[j]) s.visits.push_back(v);
+        // The root's children: Q from the root's view (0 when unvisited, as the format says)
+        // and the prior the search used (after noise when `noise` is on).
+        for (float q : res.rootQ[j]) s.childrenQ.push_back(std::isfinite(q) ? q : 0.f);
+        s.childrenPrior.insert(s.childrenPrior.end(), res.rootPriors[j].begin(), res.rootPriors[j].end());
     }
 
     void step(Slot& s, int a) {
@@ -234,6 +239,8 @@ private:
         e.model.value = torch::tensor(s.value, torch::kFloat32);
         e.model.valuePrefix = torch::tensor(s.valuePrefix, torch::kFloat32);
         e.model.policy = torch::tensor(s.policy, torch::kFloat32).reshape({T, A_});
+        e.model.childrenQ = torch::tensor(s.childrenQ, torch::kFloat32).reshape({T, A_});
+        e.model.childrenPrior = torch::tensor(s.childrenPrior, torch::kFloat32).reshape({T, A_});
         return e;
     }
 
