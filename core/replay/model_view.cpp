@@ -6,11 +6,9 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "core/io/checkpoint.h"
 #include "core/models/efficientzero/eval.h"
 #include "core/models/efficientzero/model.h"
 #include "core/rl/env.h"
-#include "core/util/json_file.h"
 
 namespace glimpse::replay {
 
@@ -64,22 +62,6 @@ std::string resolveCheckpoint(const std::string& path, const std::string& episod
 }
 
 // An efficientzero checkpoint for a game that is not built in (no Env to check against).
-Network loadWithoutEnv(const std::string& path) {
-    const Checkpoint ck = loadCheckpoint(path);
-    if (ck.family != "efficientzero")
-        throw Error(path + ": is a '" + ck.family + "' checkpoint, expected 'efficientzero'");
-    efficientzero::Config c;
-    try {
-        c = efficientzero::Config::fromJson(parseJsonText(ck.configJson, path, "the checkpoint's config"));
-    } catch (const Error& e) {
-        throw Error(path + ": " + e.what());
-    }
-    Network net(c);
-    applyCheckpoint(ck, net.module(), "efficientzero", path);
-    net.train(false);
-    return net;
-}
-
 bool isBuiltInGame(const std::string& game) {
     const auto names = rl::envNames();
     return std::find(names.begin(), names.end(), game) != names.end();
@@ -100,7 +82,7 @@ std::shared_ptr<Network> loadEpisodeNetwork(const EpisodeReader& ep, const std::
     std::shared_ptr<Network> net;
     try {
         net = std::make_shared<Network>(isBuiltInGame(ep.game()) ? efficientzero::loadForEnv(path, *rl::makeEnv(ep.game()))
-                                                                  : loadWithoutEnv(path));
+                                                                  : efficientzero::loadNetwork(path));
     } catch (const Error& e) {
         throw Error(ep.path() + ": " + e.what());
     }

@@ -38,7 +38,9 @@ void checkFitsEnv(const Config& c, const rl::Env& env, const std::string& path) 
 
 } // namespace
 
-Network loadForEnv(const std::string& path, const rl::Env& env) {
+Network loadForEnv(const std::string& path, const rl::Env& env) { return loadNetwork(path, &env); }
+
+Network loadNetwork(const std::string& path, const rl::Env* env) {
     const Checkpoint ck = loadCheckpoint(path);
     if (ck.family != "efficientzero")
         throw Error(path + ": is a '" + ck.family + "' checkpoint, expected 'efficientzero'");
@@ -49,7 +51,7 @@ Network loadForEnv(const std::string& path, const rl::Env& env) {
     } catch (const Error& e) {
         throw Error(path + ": " + e.what());
     }
-    checkFitsEnv(c, env, path);
+    if (env) checkFitsEnv(c, *env, path);
     Network net(c);
     applyCheckpoint(ck, net.module(), "efficientzero", path);
     net.train(false);

@@ -17,6 +17,9 @@ class Network;
 // Loads model.h5 (or any efficientzero checkpoint) for `env`; errors when the checkpoint's
 // action-set size or observation shape does not match the game.
 Network loadForEnv(const std::string& checkpoint, const rl::Env& env);
+// Loads an efficientzero checkpoint in eval mode; with `env`, checks that it fits that game (as
+// loadForEnv), without, the caller checks (e.g. against a recorded episode of another game).
+Network loadNetwork(const std::string& checkpoint, const rl::Env* env = nullptr);
 
 struct EvalOptions {
     int episodes = 32;
