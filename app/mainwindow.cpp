@@ -31,6 +31,7 @@
 #include "app/async.h"
 #include "app/family.h"
 #include "app/panel.h"
+#include "app/replay/replay_panel.h"
 #include "app/resources.h"
 #include "app/training/training_job.h"
 #include "app/training/training_panel.h"
@@ -147,6 +148,11 @@ void MainWindow::buildFileMenu() {
                                                           "Run logs (*.h5);;All files (*)");
         if (!path.isEmpty()) openRun(path);
     });
+    file->addAction("Open &episode...", this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, "Open episode", QString(),
+                                                          "Glimpse episodes (*.h5);;All files (*)");
+        if (!path.isEmpty()) openImage(path);
+    });
     file->addAction("Open &trace...", this, [this] {
         const QString path = QFileDialog::getOpenFileName(this, "Open trace", QString(),
                                                           "Glimpse traces (*.h5);;All files (*)");
@@ -226,6 +232,43 @@ void MainWindow::buildDocks() {
     trainDock->hide();   // View > Training, File > Open run... or a started run shows it
     connect(trainingPanel_, &TrainingPanel::message, this, &MainWindow::log);
     connect(trainingPanel_, &TrainingPanel::errorOccurred, this, &MainWindow::reportError);
+    buildReplayDock(trainDock);
+}
+
+// The replay viewer: hidden until an episode opens; its frames go through showImage.
+void MainWindow::buildReplayDock(QDockWidget* beside) {
+    auto* dock = new QDockWidget("Replay", this);
+    dock->setObjectName("dock.replay");
+    replay_ = new ReplayPanel(viewport_, dock);
+    dock->setWidget(replay_);
+    addDockWidget(Qt::RightDockWidgetArea, dock);
+    tabifyDockWidget(beside, dock);
+    dock->hide();
+    connect(replay_, &ReplayPanel::frameReady, this,
+            [this](const QString& label, const widgets::RgbImage& image, const QString& key, bool keepView) {
+                showImage(label, image, key, keepView);
+            });
+    connect(replay_, &ReplayPanel::episodeOpened, this, [this](const QString& path) {
+        closeVideo();
+        currentPath_ = path;
+        addRecent(path);
+        propPath_->setText(path + " (episode)");
+    });
+    connect(replay_, &ReplayPanel::activateRequested, this, [dock] {
+        dock->show();
+        dock->raise();
+    });
+    connect(replay_, &ReplayPanel::openFailed, this, [this](const QString& path, const QString& message) {
+        reportError(message);
+        Q_EMIT loadFailed(path, message);
+    });
+    connect(replay_, &ReplayPanel::failed, this, &MainWindow::reportError);
+    connect(replay_, &ReplayPanel::exportFailed, this, [this](const QString&, const QString& m) { reportError(m); });
+    connect(replay_, &ReplayPanel::message, this, [this](const QString& m) {
+        log(m);
+        statusBar()->showMessage(m, 4000);
+    });
+    connect(replay_, &ReplayPanel::busyChanged, this, [this] { Q_EMIT busyChanged(busy()); });
 }
 
 void MainWindow::buildPanelDocks(QDockWidget* below) {
@@ -328,10 +371,9 @@ void MainWindow::openGlimpseFile(const QString& path) {
         Q_EMIT p->activateRequested();
         return p->loadCheckpoint(path);
     }
+    if (k.kind == "glimpse.episode") return replay_->openEpisode(path);
     QString why;
-    if (k.kind == "glimpse.episode")
-        why = "an episode; the replay viewer is not part of this build yet (glimpse info summarizes it)";
-    else if (k.kind == "glimpse.trace" || k.kind == "glimpse.checkpoint")
+    if (k.kind == "glimpse.trace" || k.kind == "glimpse.checkpoint")
         why = QStringLiteral("a %1 of the family '%2', which has no panel here")
                   .arg(what, QString::fromStdString(k.family));
     else
@@ -422,10 +464,11 @@ void MainWindow::showImage(const QString& label, widgets::RgbImage image, const 
     setWindowTitle(label + " - Glimpse");
     if (!keepView) statusBar()->showMessage("Opened " + label, 3000);
     for (ModelPanel* p : panels()) p->sourceChanged(key);
+    replay_->sourceChanged(key);
 }
 
 bool MainWindow::busy() const {
-    if (pending_ > 0 || decodeRunning_ > 0) return true;
+    if (pending_ > 0 || decodeRunning_ > 0 || replay_->busy()) return true;
     for (ModelPanel* p : panels())
         if (p->busy()) return true;
     return false;

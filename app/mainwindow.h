@@ -33,6 +33,7 @@ class TrainingPanel;
 class LetrInspector;
 class CoatInspector;
 class ModelPanel;
+class ReplayPanel;
 struct ModelFamily;
 
 // The main window: menus, the Vulkan image viewport in the centre, dockable panels
@@ -61,6 +62,8 @@ public:
     // Video: frames of the open video (0 when the current source is not a video).
     int videoFrameCount() const;
     int videoFrame() const { return videoFrame_; }
+    // The replay viewer (episodes opened by openImage / openGlimpseFile show there).
+    ReplayPanel* replayPanel() const { return replay_; }
 
 public Q_SLOTS:
     // Loads on a worker thread; emits imageLoaded or loadFailed.
@@ -82,8 +85,8 @@ public Q_SLOTS:
     // Follows a run log in the Training panel (live or finished; a second one overlays).
     bool openRun(const QString& path);
     // Opens a Glimpse HDF5 file by its kind and family: a trace in its family's panel, a run
-    // log in the Training panel, a checkpoint into its family's panel; anything else is
-    // reported (an episode: the replay viewer is not part of this build yet).
+    // log in the Training panel, a checkpoint into its family's panel, an episode in the replay
+    // viewer (opened on a worker thread); anything else is reported.
     void openGlimpseFile(const QString& path);
     // Shows `message` in Messages, the status bar and a non-blocking box; lastError() keeps it.
     void reportError(const QString& message);
@@ -118,6 +121,7 @@ private:
     void buildModelMenu();
     void addRecent(const QString& path);
     void rebuildRecentMenu();
+    void buildReplayDock(QDockWidget* beside);
 
     widgets::ImageViewport* viewport_ = nullptr;
     widgets::ImageViewport* compare_ = nullptr;
@@ -150,6 +154,7 @@ private:
     int pending_ = 0;
     TrainingJob* trainingJob_ = nullptr;       // owned here: runs outlive the panel
     TrainingPanel* trainingPanel_ = nullptr;
+    ReplayPanel* replay_ = nullptr;
 };
 
 } // namespace glimpse::app

@@ -25,3 +25,5 @@ if(Python3_Interpreter_FOUND)
                    ${PROJECT_SOURCE_DIR}/app ${PROJECT_SOURCE_DIR}/core)
   set_tests_properties(function_length PROPERTIES TIMEOUT 60 LABELS style)
 endif()
+# The replay viewer (app/replay) through the main window: open, step, scrub, play, export, model; Xvfb.
+glimpse_add_test(test_replay_panel SOURCES test_replay_panel.cpp LIBS glimpse_app XVFB TIMEOUT 300 LABELS replay)

@@ -1,0 +1,395 @@
+#include "app/replay/replay_model.h"
+
+#include <QCheckBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QSpinBox>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "app/async.h"
+#include "app/replay/replay_panel.h"
+#include "core/models/efficientzero/model.h"
+#include "core/replay/episode_reader.h"
+#include "core/replay/model_view.h"
+#include "widgets/strip_chart.h"
+
+namespace glimpse::app {
+
+namespace {
+
+constexpr size_t kSaliencyKept = 64;
+
+QVector<double> toVector(const std::vector<float>& v, size_t size) {
+    QVector<double> out(int(size), std::nan(""));
+    for (size_t i = 0; i < std::min(size, v.size()); ++i) out[int(i)] = v[i];
+    return out;
+}
+
+const char* jobName(ReplayModelView::Job j) {
+    switch (j) {
+    case ReplayModelView::Job::Load: return "loading the checkpoint";
+    case ReplayModelView::Job::Predict: return "predicting";
+    case ReplayModelView::Job::Imagine: return "imagining";
+    case ReplayModelView::Job::Saliency: return "computing saliency";
+    default: return "";
+    }
+}
+
+} // namespace
+
+ReplayModelView::ReplayModelView(ReplayPanel* panel, QWidget* parent) : QGroupBox("Model", parent), panel_(panel) {
+    auto* form = new QFormLayout(this);
+    modelLabel_ = new QLabel("No network loaded.", this);
+    modelLabel_->setWordWrap(true);
+    form->addRow(modelLabel_);
+    auto* ckRow = new QHBoxLayout;
+    recordedButton_ = new QPushButton("Recorded checkpoint", this);
+    recordedButton_->setToolTip("Load the checkpoint recorded in the episode (looked for beside the episode too)");
+    checkpointButton_ = new QPushButton("Checkpoint...", this);
+    checkpointButton_->setToolTip("Load another EfficientZero checkpoint for this game");
+    ckRow->addWidget(recordedButton_);
+    ckRow->addWidget(checkpointButton_);
+    form->addRow(ckRow);
+    auto* predictRow = new QHBoxLayout;
+    predictButton_ = new QPushButton("Predict step", this);
+    predictButton_->setToolTip("Run the network on the current step's observation (worker thread)");
+    followBox_ = new QCheckBox("on every step", this);
+    followBox_->setToolTip("Predict again whenever the step changes");
+    predictRow->addWidget(predictButton_);
+    predictRow->addWidget(followBox_);
+    form->addRow(predictRow);
+    predictionLabel_ = new QLabel(this);
+    predictionLabel_->setWordWrap(true);
+    form->addRow(predictionLabel_);
+    auto* imagineRow = new QHBoxLayout;
+    kBox_ = new QSpinBox(this);
+    kBox_->setRange(1, 50);
+    kBox_->setValue(5);
+    kBox_->setPrefix("K = ");
+    discountBox_ = new QDoubleSpinBox(this);
+    discountBox_->setRange(0.5, 1.0);
+    discountBox_->setDecimals(3);
+    discountBox_->setSingleStep(0.001);
+    discountBox_->setValue(0.997);
+    discountBox_->setPrefix("discount ");
+    imagineButton_ = new QPushButton("Imagine", this);
+    imagineButton_->setToolTip("Roll the model K steps ahead from this step with the recorded actions and "
+                               "compare its rewards and values with what happened");
+    imagineRow->addWidget(kBox_);
+    imagineRow->addWidget(discountBox_);
+    imagineRow->addWidget(imagineButton_);
+    form->addRow(imagineRow);
+    rewardChart_ = new widgets::StripChart("imagined reward", this);
+    valueChart_ = new widgets::StripChart("imagined value", this);
+    form->addRow(rewardChart_);
+    form->addRow(valueChart_);
+    rewardChart_->hide();
+    valueChart_->hide();
+    auto* bottom = new QHBoxLayout;
+    saliencyBox_ = new QCheckBox("Saliency heatmap", this);
+    saliencyBox_->setToolTip("|d value / d observation| over the frame, for the shown step");
+    cancelButton_ = new QPushButton("Cancel", this);
+    bottom->addWidget(saliencyBox_);
+    bottom->addStretch(1);
+    bottom->addWidget(cancelButton_);
+    form->addRow(bottom);
+    statusLabel_ = new QLabel(this);
+    form->addRow(statusLabel_);
+    connect(recordedButton_, &QPushButton::clicked, this, [this] { loadCheckpoint(); });
+    connect(checkpointButton_, &QPushButton::clicked, this, &ReplayModelView::chooseCheckpoint);
+    connect(predictButton_, &QPushButton::clicked, this, &ReplayModelView::predict);
+    connect(followBox_, &QCheckBox::toggled, this, [this](bool on) {
+        if (on && net_) predict();
+    });
+    connect(imagineButton_, &QPushButton::clicked, this, [this] { imagine(kBox_->value()); });
+    connect(saliencyBox_, &QCheckBox::toggled, this, &ReplayModelView::setSaliency);
+    connect(cancelButton_, &QPushButton::clicked, this, &ReplayModelView::cancel);
+    // Clicking the imagined charts goes to that step of the episode.
+    for (auto* c : {rewardChart_, valueChart_})
+        connect(c, &widgets::StripChart::stepClicked, this, [this](int k) {
+            if (imaginedFrom_ >= 0) panel_->seek(imaginedFrom_ + k);
+        });
+    updateControls();
+}
+
+ReplayModelView::~ReplayModelView() {
+    if (cancel_) cancel_->store(true);
+}
+
+bool ReplayModelView::saliencyOn() const { return saliencyBox_->isChecked(); }
+
+void ReplayModelView::updateControls() {
+    const bool episode = panel_->hasEpisode();
+    const bool idle = running_ == Job::None;
+    const bool recorded = episode && panel_->reader()->hasModel() && !panel_->reader()->meta().model.checkpoint.empty();
+    recordedButton_->setEnabled(recorded && idle);
+    checkpointButton_->setEnabled(episode && idle);
+    for (QWidget* w : std::initializer_list<QWidget*>{predictButton_, imagineButton_, followBox_, saliencyBox_, kBox_,
+                                                      discountBox_})
+        w->setEnabled(episode && bool(net_));
+    cancelButton_->setEnabled(!idle);
+    statusLabel_->setText(idle ? QString() : QStringLiteral("Busy: %1 ...").arg(jobName(running_)));
+}
+
+void ReplayModelView::episodeChanged() {
+    // Results belong to the previous episode; a network loaded for it is kept only when it
+    // still fits (reloaded through the same checks), else the user loads one again.
+    cancel();
+    predictedStep_ = imaginedFrom_ = -1;
+    predictionLabel_->clear();
+    saliency_.clear();
+    saliencyOrder_.clear();
+    rewardChart_->hide();
+    valueChart_->hide();
+    const QString keep = checkpoint_;
+    net_.reset();
+    checkpoint_.clear();
+    modelLabel_->setText("No network loaded.");
+    if (!keep.isEmpty()) loadCheckpoint(keep);
+    updateControls();
+}
+
+void ReplayModelView::stepChanged(int step) {
+    if (!net_ || step < 0) return;
+    if (followBox_->isChecked()) submit({Job::Predict, step});
+    if (saliencyOn() && !hasSaliency(step)) submit({Job::Saliency, step});
+}
+
+void ReplayModelView::chooseCheckpoint() {
+    const QString p = QFileDialog::getOpenFileName(this, "EfficientZero checkpoint", QFileInfo(panel_->episodePath()).path(),
+                                                   "Glimpse checkpoints (*.h5);;All files (*)");
+    if (!p.isEmpty()) loadCheckpoint(p);
+}
+
+void ReplayModelView::loadCheckpoint(const QString& path) { submit({Job::Load, -1, 0, path}); }
+void ReplayModelView::predict() { submit({Job::Predict, panel_->step()}); }
+void ReplayModelView::imagine(int k) { submit({Job::Imagine, panel_->step(), k}); }
+
+void ReplayModelView::setSaliency(bool on) {
+    if (saliencyBox_->isChecked() != on) {
+        const QSignalBlocker b(saliencyBox_);
+        saliencyBox_->setChecked(on);
+    }
+    if (on && net_ && panel_->step() >= 0 && !hasSaliency(panel_->step())) submit({Job::Saliency, panel_->step()});
+    panel_->redraw();
+}
+
+void ReplayModelView::cancel() {
+    const bool was = running_ != Job::None || !queue_.empty();
+    if (cancel_) cancel_->store(true);
+    ++generation_;   // the running job's result is dropped
+    queue_.clear();
+    running_ = Job::None;
+    updateControls();
+    Q_EMIT busyChanged(false);
+    if (was) Q_EMIT cancelled();
+}
+
+// --- jobs -------------------------------------------------------------------------------------
+
+void ReplayModelView::submit(Request r) {
+    if (!panel_->hasEpisode()) return Q_EMIT failed("Open an episode first.");
+    if (r.job != Job::Load && !net_) return Q_EMIT failed("Load a checkpoint first (Model: Recorded checkpoint or Checkpoint...).");
+    if (running_ != Job::None) {   // the latest request of each kind waits for the running job
+        queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [&](const Request& q) { return q.job == r.job; }),
+                     queue_.end());
+        queue_.push_back(std::move(r));
+        return;
+    }
+    start(r);
+}
+
+void ReplayModelView::start(const Request& r) {
+    running_ = r.job;
+    cancel_ = std::make_shared<std::atomic<bool>>(false);
+    const int gen = ++generation_;
+    updateControls();
+    Q_EMIT busyChanged(true);
+    switch (r.job) {
+    case Job::Load: return runLoad(r, gen);
+    case Job::Predict: return runPredict(r, gen);
+    case Job::Imagine: return runImagine(r, gen);
+    case Job::Saliency: return runSaliency(r, gen);
+    case Job::None: return;
+    }
+}
+
+void ReplayModelView::finished(const Request& r, const QString& error) {
+    running_ = Job::None;
+    if (!error.isEmpty()) Q_EMIT failed(error);
+    updateControls();
+    if (!queue_.empty()) {
+        Request next = queue_.front();
+        queue_.erase(queue_.begin());
+        if (next.job == Job::Load || net_) return start(next);
+    }
+    Q_EMIT busyChanged(false);
+    (void)r;
+}
+
+void ReplayModelView::runLoad(const Request& r, int gen) {
+    runAsync(
+        this,
+        [reader = panel_->reader(), p = r.path.toStdString(), m = netMutex_] {
+            std::lock_guard<std::mutex> lock(*m);
+            return replay::loadEpisodeNetwork(*reader, p);
+        },
+        [this, r, gen](Outcome<std::shared_ptr<efficientzero::Network>> o) {
+            if (gen != generation_) return;
+            if (o.ok()) {
+                net_ = std::move(o.value);
+                const std::string recorded = panel_->reader()->meta().model.checkpoint;
+                checkpoint_ = r.path.isEmpty() ? QString::fromStdString(recorded) : r.path;
+                modelLabel_->setText(QStringLiteral("Network: %1%2")
+                                         .arg(QFileInfo(checkpoint_).fileName(),
+                                              r.path.isEmpty() ? " (recorded in the episode)" : ""));
+                Q_EMIT networkLoaded(checkpoint_);
+            }
+            finished(r, o.ok() ? QString() : o.error);
+            if (o.ok()) stepChanged(panel_->step());
+        });
+}
+
+void ReplayModelView::runPredict(const Request& r, int gen) {
+    runAsync(
+        this,
+        [net = net_, reader = panel_->reader(), t = r.step, m = netMutex_] {
+            std::lock_guard<std::mutex> lock(*m);
+            return replay::predictStep(*net, *reader, t);
+        },
+        [this, r, gen](Outcome<replay::StepPrediction> o) {
+            if (gen != generation_) return;
+            if (o.ok()) {
+                predictedStep_ = r.step;
+                predValue_ = o.value.value;
+                predPrefix_ = o.value.valuePrefix;
+                predPolicy_ = o.value.policy;
+                predictionLabel_->setText(predictionText());
+                Q_EMIT predicted(r.step);
+            }
+            finished(r, o.ok() ? QString() : o.error);
+        });
+}
+
+QString ReplayModelView::predictionText() const {
+    if (predictedStep_ < 0 || !panel_->hasEpisode()) return {};
+    const auto& reader = *panel_->reader();
+    const auto& names = reader.actionNames();
+    QString policy;
+    for (size_t a = 0; a < predPolicy_.size() && a < names.size(); ++a)
+        policy += QStringLiteral("%1%2 %3").arg(a ? ", " : "", QString::fromStdString(names[a])).arg(predPolicy_[a], 0, 'f', 3);
+    QString s = QStringLiteral("Network at step %1: value %2, value prefix %3<br>policy: %4")
+                    .arg(predictedStep_)
+                    .arg(predValue_, 0, 'g', 4)
+                    .arg(predPrefix_, 0, 'g', 4)
+                    .arg(policy);
+    if (reader.has(replay::Series::Value))
+        s += QStringLiteral("<br>recorded value %1").arg(reader.series(replay::Series::Value)[size_t(predictedStep_)], 0, 'g', 4);
+    return s;
+}
+
+void ReplayModelView::runImagine(const Request& r, int gen) {
+    const auto& reader = *panel_->reader();
+    const int k = std::min<int>(r.k, int(reader.length()) - r.step);
+    if (k < 1) {
+        finished(r, QStringLiteral("Cannot imagine from step %1: it is the episode's last step.").arg(r.step));
+        return;
+    }
+    runAsync(
+        this,
+        [net = net_, reader = panel_->reader(), t = r.step, k, d = discountBox_->value(), m = netMutex_,
+         cancel = cancel_] {
+            std::lock_guard<std::mutex> lock(*m);
+            return replay::imagine(*net, *reader, t, k, d, cancel.get());
+        },
+        [this, r, gen, k](Outcome<replay::Imagined> o) {
+            if (gen != generation_) return;
+            if (o.ok()) {
+                imaginedFrom_ = r.step;
+                imPredReward_ = std::move(o.value.predictedReward);
+                imActualReward_ = std::move(o.value.actualReward);
+                imPredValue_ = std::move(o.value.predictedValue);
+                imActualReturn_ = std::move(o.value.actualReturn);
+                showImagined(r.step);
+                Q_EMIT imagined(r.step, k);
+            }
+            finished(r, o.ok() ? QString() : o.error);
+        });
+}
+
+void ReplayModelView::showImagined(int from) {
+    const size_t values = imPredValue_.size();
+    rewardChart_->clear();
+    rewardChart_->setXOffset(from);
+    rewardChart_->setTitle(QStringLiteral("imagined reward from step %1").arg(from));
+    rewardChart_->addLine({"predicted", QColor(40, 110, 220), toVector(imPredReward_, values)});
+    rewardChart_->addLine({"actual", QColor(230, 160, 0), toVector(imActualReward_, values), Qt::DashLine});
+    valueChart_->clear();
+    valueChart_->setXOffset(from);
+    valueChart_->setTitle(QStringLiteral("imagined value from step %1").arg(from));
+    valueChart_->addLine({"predicted", QColor(40, 110, 220), toVector(imPredValue_, values)});
+    valueChart_->addLine({"actual return", QColor(40, 150, 60), toVector(imActualReturn_, values), Qt::DashLine});
+    rewardChart_->show();
+    valueChart_->show();
+}
+
+void ReplayModelView::runSaliency(const Request& r, int gen) {
+    runAsync(
+        this,
+        [net = net_, reader = panel_->reader(), t = r.step, m = netMutex_, cancel = cancel_] {
+            std::lock_guard<std::mutex> lock(*m);
+            torch::Tensor s = replay::valueSaliency(*net, *reader, t, cancel.get()).contiguous().to(torch::kFloat32);
+            return std::vector<float>(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
+        },
+        [this, r, gen](Outcome<std::vector<float>> o) {
+            if (gen != generation_) return;
+            if (o.ok()) {
+                saliency_[r.step] = std::move(o.value);
+                saliencyOrder_.push_back(r.step);
+                while (saliencyOrder_.size() > kSaliencyKept) {
+                    saliency_.erase(saliencyOrder_.front());
+                    saliencyOrder_.erase(saliencyOrder_.begin());
+                }
+                panel_->redraw();
+                Q_EMIT saliencyReady(r.step);
+            }
+            finished(r, o.ok() ? QString() : o.error);
+        });
+}
+
+// --- drawing ----------------------------------------------------------------------------------
+
+void ReplayModelView::decorate(widgets::ViewportScene& scene, int step) const {
+    if (!saliencyOn() || !panel_->hasEpisode()) return;
+    auto it = saliency_.find(step);
+    if (it == saliency_.end()) return;
+    const auto& reader = *panel_->reader();
+    scene.heatW = int(reader.frameWidth());
+    scene.heatH = int(reader.frameHeight());
+    scene.heat = it->second;
+    scene.heatMin = 0.f;
+    scene.heatMax = 1e-12f;
+    for (float v : scene.heat) scene.heatMax = std::max(scene.heatMax, v);
+    scene.heatLabel = "saliency";
+    scene.colormap = render::Colormap::Magma;
+    scene.opacity = 0.55f;
+}
+
+std::map<int64_t, widgets::ViewportScene> ReplayModelView::exportScenes(int first, int last) const {
+    std::map<int64_t, widgets::ViewportScene> out;
+    if (!saliencyOn()) return out;
+    for (const auto& [step, values] : saliency_)
+        if (step >= first && step <= last) decorate(out[step], step);
+    return out;
+}
+
+} // namespace glimpse::app
