@@ -242,7 +242,7 @@ void MainWindow::buildReplayDock(QDockWidget* beside) {
     replay_ = new ReplayPanel(viewport_, dock);
     dock->setWidget(replay_);
     addDockWidget(Qt::RightDockWidgetArea, dock);
-    tabifyDockWidget(beside, dock);
+    tabifyDockWidget(panels_.empty() ? beside : panels_.front().dock, dock);   // the tall tab group
     dock->hide();
     connect(replay_, &ReplayPanel::frameReady, this,
             [this](const QString& label, const widgets::RgbImage& image, const QString& key, bool keepView) {
@@ -254,9 +254,10 @@ void MainWindow::buildReplayDock(QDockWidget* beside) {
         addRecent(path);
         propPath_->setText(path + " (episode)");
     });
-    connect(replay_, &ReplayPanel::activateRequested, this, [dock] {
+    connect(replay_, &ReplayPanel::activateRequested, this, [this, dock] {
         dock->show();
         dock->raise();
+        if (dock->width() < 420) resizeDocks({dock}, {std::max(420, width() / 3)}, Qt::Horizontal);
     });
     connect(replay_, &ReplayPanel::openFailed, this, [this](const QString& path, const QString& message) {
         reportError(message);

@@ -5,6 +5,8 @@
 // truncated file, and the model section (predictions, imagined rollout, saliency) with a small
 // random EfficientZero network on an episode recorded by evaluate().
 #include <QDockWidget>
+#include <QScreen>
+#include <QScrollArea>
 #include <QFile>
 #include <QSignalSpy>
 #include <QSlider>
@@ -129,6 +131,24 @@ class TestReplayPanel : public QObject {
         QTRY_COMPARE_WITH_TIMEOUT(w.replayPanel()->shownStep(), t, 10000);
         QCOMPARE(w.replayPanel()->step(), t);
         QVERIFY(w.viewport()->image().rgb == framePixels(episode_, t));
+    }
+
+    // With GLIMPSE_REPLAY_SCREENSHOT=PNG: the window with the imagined rollout and the saliency
+    // heatmap, for looking at (the test asserts nothing about it).
+    void saveScreenshot(MainWindow& w, ReplayModelView* m) {
+        const QString out = qEnvironmentVariable("GLIMPSE_REPLAY_SCREENSHOT");
+        if (out.isEmpty()) return;
+        QWidget* p = m;
+        while (p && !qobject_cast<QScrollArea*>(p)) p = p->parentWidget();
+        if (auto* scroll = qobject_cast<QScrollArea*>(p)) {
+            QTest::qWait(0);
+            scroll->ensureWidgetVisible(m->valueChart());
+        }
+        const int drawn = w.viewport()->framesDrawn();
+        QTRY_VERIFY_WITH_TIMEOUT((w.viewport()->requestRedraw(), w.viewport()->framesDrawn() > drawn + 2) ||
+                                     !w.viewport()->vulkanError().isEmpty(),
+                                 10000);
+        QVERIFY(w.screen()->grabWindow(w.winId()).save(out, "PNG"));
     }
 
 private Q_SLOTS:
@@ -419,6 +439,7 @@ private Q_SLOTS:
         QSignalSpy salient(m, &ReplayModelView::saliencyReady);
         m->setSaliency(true);
         QVERIFY(salient.wait(30000));
+        saveScreenshot(w, m);
         QVERIFY(m->hasSaliency(2));
         QVERIFY(w.viewport()->scene().hasHeatmap());
         QCOMPARE(int64_t(w.viewport()->scene().heatW), r->reader()->frameWidth());

@@ -164,9 +164,13 @@ void StripChart::paintEvent(QPaintEvent*) {
         for (const Line& l : lines_)
             if (cursor_ < l.values.size() && std::isfinite(l.values[cursor_]))
                 value += (value.isEmpty() ? "" : "  ") + shortNumber(l.values[cursor_]);
-        p.setPen(palette().text().color());
-        p.drawText(QRect(r.left(), 0, r.width(), kTop), Qt::AlignRight | Qt::AlignVCenter,
-                   QStringLiteral("%1: %2").arg(cursor_ + xOffset_).arg(value));
+        // The values at the cursor, inside the plot's top-right corner.
+        const QString text = QStringLiteral("%1: %2").arg(cursor_ + xOffset_).arg(value);
+        const QRect box = p.fontMetrics().boundingRect(text).adjusted(-3, 0, 3, 0);
+        const QRect at(r.right() - box.width() - 2, r.top() + 2, box.width(), box.height());
+        p.fillRect(at, QColor(255, 255, 255, 200));
+        p.setPen(QColor(30, 30, 30));
+        p.drawText(at, Qt::AlignCenter, text);
     }
 }
 

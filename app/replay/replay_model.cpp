@@ -52,7 +52,7 @@ ReplayModelView::ReplayModelView(ReplayPanel* panel, QWidget* parent) : QGroupBo
     modelLabel_->setWordWrap(true);
     form->addRow(modelLabel_);
     auto* ckRow = new QHBoxLayout;
-    recordedButton_ = new QPushButton("Recorded checkpoint", this);
+    recordedButton_ = new QPushButton("Recorded", this);
     recordedButton_->setToolTip("Load the checkpoint recorded in the episode (looked for beside the episode too)");
     checkpointButton_ = new QPushButton("Checkpoint...", this);
     checkpointButton_->setToolTip("Load another EfficientZero checkpoint for this game");
@@ -85,9 +85,9 @@ ReplayModelView::ReplayModelView(ReplayPanel* panel, QWidget* parent) : QGroupBo
     imagineButton_->setToolTip("Roll the model K steps ahead from this step with the recorded actions and "
                                "compare its rewards and values with what happened");
     imagineRow->addWidget(kBox_);
-    imagineRow->addWidget(discountBox_);
     imagineRow->addWidget(imagineButton_);
     form->addRow(imagineRow);
+    form->addRow(discountBox_);
     rewardChart_ = new widgets::StripChart("imagined reward", this);
     valueChart_ = new widgets::StripChart("imagined value", this);
     form->addRow(rewardChart_);

@@ -55,6 +55,7 @@ QToolButton* toolButton(const QString& text, const QString& tip, QWidget* parent
     b->setText(text);
     b->setToolTip(tip);
     b->setAutoRaise(false);
+    b->setSizePolicy(QSizePolicy::Minimum, QSizePolicy::Fixed);
     return b;
 }
 
@@ -67,6 +68,7 @@ ReplayPanel::ReplayPanel(widgets::ImageViewport* viewport, QWidget* parent)
     auto* scroll = new QScrollArea(this);
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     auto* inner = new QWidget(scroll);
     auto* column = new QVBoxLayout(inner);
     header_ = new QLabel("No episode open: File > Open episode... (or drop an episode .h5 here).", inner);
@@ -111,7 +113,7 @@ void ReplayPanel::buildTimeline(QVBoxLayout* column) {
     speedBox_->setCurrentIndex(2);
     speedBox_->setToolTip("Playback speed");
     for (QWidget* w : std::initializer_list<QWidget*>{prevLife, prevReward, back, playButton_, forward, nextReward,
-                                                      nextLife, speedBox_})
+                                                      nextLife})
         row->addWidget(w);
     row->addStretch(1);
     column->addLayout(row);
@@ -128,9 +130,10 @@ void ReplayPanel::buildTimeline(QVBoxLayout* column) {
     slider_ = new QSlider(Qt::Horizontal, this);
     slider_->setToolTip("Scrub: drag to any step");
     stepLabel_ = new QLabel(this);
-    stepLabel_->setMinimumWidth(110);
+    stepLabel_->setMinimumWidth(90);
     scrub->addWidget(slider_, 1);
     scrub->addWidget(stepLabel_);
+    scrub->addWidget(speedBox_);
     column->addLayout(scrub);
     connect(slider_, &QSlider::valueChanged, this, &ReplayPanel::seek);
 }
@@ -296,7 +299,7 @@ void ReplayPanel::adopt(std::shared_ptr<EpisodeReader> reader, const QString& pa
     QString model = r.hasModel() ? QStringLiteral("<br>model: %1, %2 simulations, checkpoint %3")
                                        .arg(QString::fromStdString(r.meta().model.family))
                                        .arg(r.meta().model.simulations)
-                                       .arg(QString::fromStdString(r.meta().model.checkpoint).toHtmlEscaped())
+                                       .arg(QFileInfo(QString::fromStdString(r.meta().model.checkpoint)).fileName().toHtmlEscaped())
                                  : QStringLiteral("<br>no model outputs recorded");
     header_->setText(QStringLiteral("<b>%1</b><br>%2, %3 steps, %4 x %5, return %6%7%8")
                          .arg(QFileInfo(path).fileName().toHtmlEscaped(), QString::fromStdString(r.game()))
@@ -306,6 +309,7 @@ void ReplayPanel::adopt(std::shared_ptr<EpisodeReader> reader, const QString& pa
                          .arg(r.totalReturn())
                          .arg(r.terminal() ? ", game over" : ", cut (not terminal)")
                          .arg(model));
+    header_->setToolTip(QString::fromStdString(r.path() + (r.hasModel() ? "\ncheckpoint: " + r.meta().model.checkpoint : "")));
     {
         const QSignalBlocker b(slider_);
         slider_->setRange(0, length() - 1);
