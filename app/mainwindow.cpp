@@ -233,6 +233,12 @@ void MainWindow::buildDocks() {
     connect(trainingPanel_, &TrainingPanel::message, this, &MainWindow::log);
     connect(trainingPanel_, &TrainingPanel::errorOccurred, this, &MainWindow::reportError);
     buildReplayDock(trainDock);
+    // The first model panel's tab is the raised one (tabbing the hidden Replay dock into the
+    // group must not leave another tab current).
+    if (!panels_.empty()) {
+        panels_.front().dock->raise();
+        activatePanel(panels_.front().panel);
+    }
 }
 
 // The replay viewer: hidden until an episode opens; its frames go through showImage.
