@@ -260,6 +260,11 @@ void MainWindow::buildReplayDock(QDockWidget* beside) {
         addRecent(path);
         propPath_->setText(path + " (episode)");
     });
+    // While the Replay tab is raised no model panel draws the viewport (the replay does).
+    connect(dock, &QDockWidget::visibilityChanged, this, [this](bool visible) {
+        if (!visible) return;
+        for (ModelPanel* p : panels()) p->setActive(false);
+    });
     connect(replay_, &ReplayPanel::activateRequested, this, [this, dock] {
         dock->show();
         dock->raise();

@@ -174,6 +174,8 @@ private Q_SLOTS:
         QVERIFY(w.replayPanel()->hasEpisode());
         QCOMPARE(w.viewport()->image().width, 8);
         QCOMPARE(failed.count(), 0);
+        // The Replay tab is raised: no model panel draws the viewport meanwhile.
+        QTRY_VERIFY(w.activePanel() == nullptr);
         failed.clear();
 
         const QString foreign = dir_.filePath("foreign.h5");
