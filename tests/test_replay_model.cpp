@@ -20,6 +20,7 @@
 #include "core/rl/env.h"
 #include "core/rl/episode.h"
 #include "tests/support.h"
+#include "tests/ez_support.h"
 
 using namespace glimpse;
 using namespace glimpse::replay;
@@ -32,26 +33,12 @@ namespace {
 constexpr int kSimulations = 6;
 constexpr double kSearchDiscount = 0.997;   // rl::MctsConfig's default, what evaluate() searches with
 
-efficientzero::Config tinyConfig(const std::string& game) {
-    auto env = rl::makeEnv(game);
-    const auto s = env->observationShape();
-    auto c = efficientzero::Config::grid(s.channels, s.height, s.width, env->numActions());
-    c.channels = 4;
-    c.lstmHidden = 8;
-    c.reducedChannelsReward = c.reducedChannelsValue = c.reducedChannelsPolicy = 2;
-    c.supportSize = 10;
-    c.projHidden = c.projOut = 8;
-    c.predHidden = 4;
-    c.rewardHidden = c.valueHidden = c.policyHidden = {8};
-    c.validate();
-    return c;
-}
 
 // A network with every parameter perturbed: the zero-initialised heads of a fresh network would
 // predict value 0, value prefix 0 and a uniform policy everywhere.
 Network randomNetwork(const std::string& game, uint64_t seed) {
     torch::manual_seed(seed);
-    Network net(tinyConfig(game));
+    Network net(glimpse::testing::tinyEfficientZeroConfig(game));
     torch::NoGradGuard noGrad;
     for (auto& p : net.parameters()) p.add_(torch::randn_like(p) * 0.5);
     net.train(false);

@@ -30,6 +30,7 @@
 #include "core/rl/env.h"
 #include "core/rl/episode.h"
 #include "widgets/strip_chart.h"
+#include "tests/ez_support.h"
 
 using namespace glimpse;
 using glimpse::app::MainWindow;
@@ -93,20 +94,6 @@ std::vector<QStringList> readCsv(const QString& path) {
     return rows;
 }
 
-efficientzero::Config tinyConfig(const std::string& game) {
-    auto env = rl::makeEnv(game);
-    const auto s = env->observationShape();
-    auto c = efficientzero::Config::grid(s.channels, s.height, s.width, env->numActions());
-    c.channels = 4;
-    c.lstmHidden = 8;
-    c.reducedChannelsReward = c.reducedChannelsValue = c.reducedChannelsPolicy = 2;
-    c.supportSize = 10;
-    c.projHidden = c.projOut = 8;
-    c.predHidden = 4;
-    c.rewardHidden = c.valueHidden = c.policyHidden = {8};
-    c.validate();
-    return c;
-}
 
 } // namespace
 
@@ -390,7 +377,7 @@ private Q_SLOTS:
     // With a checkpoint: predictions, an imagined rollout, saliency over the frame, cancel.
     void modelSection() {
         torch::manual_seed(3);
-        efficientzero::Network net(tinyConfig("breakout"));
+        efficientzero::Network net(glimpse::testing::tinyEfficientZeroConfig("breakout"));
         {
             torch::NoGradGuard g;
             for (auto& p : net.parameters()) p.add_(torch::randn_like(p) * 0.5);
