@@ -21,11 +21,7 @@
 
 class QComboBox;
 class QFormLayout;
-class QLabel;
 class QListWidget;
-class QProgressBar;
-class QPushButton;
-class QSlider;
 class QSpinBox;
 class QTableWidget;
 

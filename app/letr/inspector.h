@@ -15,12 +15,8 @@
 #include "app/letr/view.h"
 #include "app/panel.h"
 
-class QCheckBox;
-class QComboBox;
-class QDoubleSpinBox;
 class QLabel;
-class QProgressBar;
-class QPushButton;
+class QMenu;
 class QSlider;
 class QSpinBox;
 class QTableWidget;
