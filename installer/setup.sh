@@ -24,7 +24,7 @@ packages=(
   libvulkan-dev mesa-vulkan-drivers glslc libimgui-dev
   libopencv-dev libhdf5-dev nlohmann-json3-dev zlib1g-dev
   xvfb xauth libqt6opengl6-dev
-  python3-torch python3-torchvision python3-h5py python3-numpy
+  python3-torch python3-torchvision python3-h5py python3-numpy python3-pil
   opencv-doc
   dataset-fashion-mnist
 )
