@@ -5,6 +5,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <utility>
+
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -93,6 +95,36 @@ private Q_SLOTS:
         QVERIFY2(bg.red() < 150 && std::abs(bg.red() - bg.blue()) < 30, qPrintable(bg.name()));
         QVERIFY(vp->previousView());
         QCOMPARE(vp->zoom(), zoomFit);
+    }
+
+    // The screen shows the image's stored values: mid greys come back as they are (an sRGB
+    // swapchain encoded them a second time: 60 -> 136, 120 -> 182, 200 -> 228).
+    void midGreysShowAsStored() {
+        cv::Mat bgr(60, 90, CV_8UC3, cv::Scalar(60, 60, 60));
+        bgr(cv::Rect(30, 0, 30, 60)).setTo(cv::Scalar(120, 120, 120));
+        bgr(cv::Rect(60, 0, 30, 60)).setTo(cv::Scalar(200, 200, 200));
+        const QString path = dir_.filePath("greys.png");
+        QVERIFY(cv::imwrite(path.toStdString(), bgr));
+        MainWindow w;
+        w.resize(900, 700);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        ImageViewport* vp = w.viewport();
+        QSignalSpy loaded(&w, &MainWindow::imageLoaded);
+        w.openImage(path);
+        QVERIFY(loaded.wait(10000));
+        vp->setOverlayVisible(false);
+        QVERIFY(waitFrames(vp, 2));
+        const QImage frame = vp->grabFrame();
+        const int cy = frame.height() / 2;
+        for (const auto& [fx, grey] : {std::pair{1.0 / 6.0, 60}, {0.5, 120}, {5.0 / 6.0, 200}}) {
+            // The image is fitted and centred: x fraction fx of it lies at this screen column.
+            const double zoom = vp->zoom();
+            const int x = int(frame.width() / 2.0 + (fx - 0.5) * 90 * zoom);
+            const QColor c = frame.pixelColor(x, cy);
+            QVERIFY2(std::abs(c.red() - grey) <= 3 && std::abs(c.green() - grey) <= 3 && std::abs(c.blue() - grey) <= 3,
+                     qPrintable(QStringLiteral("grey %1 shows as %2").arg(grey).arg(c.name())));
+        }
     }
 
     void demoImageAndOverlay() {

@@ -119,6 +119,9 @@ class VulkanViewWindow : public QVulkanWindow {
 public:
     explicit VulkanViewWindow(ImageViewport* owner) : owner_(owner) {
         setFlags(QVulkanWindow::PersistentResources);
+        // Images, heatmaps and lines are drawn as stored values (as the offscreen target and
+        // PNG export do): an sRGB swapchain would encode them once more (grey 120 showed as 182).
+        setPreferredColorFormats({VK_FORMAT_B8G8R8A8_UNORM, VK_FORMAT_R8G8B8A8_UNORM, VK_FORMAT_A8B8G8R8_UNORM_PACK32});
     }
     QVulkanWindowRenderer* createRenderer() override { return new ViewRenderer(this, owner_); }
 
