@@ -252,7 +252,7 @@ void MainWindow::buildReplayDock(QDockWidget* beside) {
     dock->hide();
     connect(replay_, &ReplayPanel::frameReady, this,
             [this](const QString& label, const widgets::RgbImage& image, const QString& key, bool keepView) {
-                showImage(label, image, key, keepView);
+                showImage(label, image, key, keepView, /*pixelExact=*/true);   // game frames: exact pixels at every zoom
             });
     connect(replay_, &ReplayPanel::episodeOpened, this, [this](const QString& path) {
         closeVideo();
@@ -468,10 +468,11 @@ void MainWindow::startDemo(const QString& checkpoint, int entity) {
 }
 
 void MainWindow::showImage(const QString& label, widgets::RgbImage image, const QString& key,
-                           bool keepView) {
+                           bool keepView, bool pixelExact) {
     propSize_->setText(QStringLiteral("%1 x %2").arg(image.width).arg(image.height));
     if (!keepView) log(QStringLiteral("Opened %1 (%2 x %3)").arg(label).arg(image.width).arg(image.height));
     viewport_->setOverlayTitle(label);
+    viewport_->setPixelExact(pixelExact);
     viewport_->setImage(std::move(image), keepView);
     setWindowTitle(label + " - Glimpse");
     if (!keepView) statusBar()->showMessage("Opened " + label, 3000);

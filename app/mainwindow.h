@@ -108,8 +108,10 @@ protected:
 private:
     void buildMenus();
     void buildDocks();
+    // Shows `image` (keepView: same view as before, e.g. the next video frame; pixelExact:
+    // nearest-neighbour at every zoom, for game frames) and tells every panel the source `key`.
     void showImage(const QString& label, widgets::RgbImage image, const QString& key = QString(),
-                   bool keepView = false);
+                   bool keepView = false, bool pixelExact = false);
     void buildVideoBar();
     void closeVideo();
     void runOnShownFrame();   // "Run the model on shown frames": the active panel, when it has no trace

@@ -127,6 +127,45 @@ private Q_SLOTS:
         }
     }
 
+    // Pixel-exact (game frames): nearest-neighbour at a zoom below 2, where photos are filtered.
+    // Across a red/blue edge at 1.5x the filtered image has blended columns, the exact one none.
+    void pixelExactSamplesNearest() {
+        cv::Mat bgr(60, 80, CV_8UC3, cv::Scalar(255, 0, 0));
+        bgr(cv::Rect(0, 0, 40, 60)).setTo(cv::Scalar(0, 0, 255));
+        const QString path = dir_.filePath("edge.png");
+        QVERIFY(cv::imwrite(path.toStdString(), bgr));
+        MainWindow w;
+        w.resize(900, 700);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        ImageViewport* vp = w.viewport();
+        QSignalSpy loaded(&w, &MainWindow::imageLoaded);
+        w.openImage(path);
+        QVERIFY(loaded.wait(10000));
+        QVERIFY(!vp->pixelExact());
+        vp->setOverlayVisible(false);
+        glimpse::render::View v = vp->view();
+        v.centerX = 40.3;   // the edge off the pixel grid, so filtering has to blend
+        v.centerY = 30;
+        v.zoom = 1.5;
+        vp->setView(v);
+        auto blended = [&] {
+            const QImage frame = vp->grabFrame();
+            const int cy = frame.height() / 2;
+            int n = 0;
+            for (int x = frame.width() / 2 - 20; x <= frame.width() / 2 + 20; ++x) {
+                const QColor c = frame.pixelColor(x, cy);
+                n += c.red() > 20 && c.red() < 235 && c.blue() > 20 && c.blue() < 235;
+            }
+            return n;
+        };
+        QVERIFY(waitFrames(vp, 2));
+        QVERIFY2(blended() > 0, "a filtered edge blends");
+        vp->setPixelExact(true);
+        QVERIFY(waitFrames(vp, 2));
+        QCOMPARE(blended(), 0);
+    }
+
     void demoImageAndOverlay() {
         MainWindow w;
         w.resize(900, 700);

@@ -112,6 +112,7 @@ class TestReplayPanel : public QObject {
         w.openImage(path_);
         QVERIFY(shown.wait(20000));
         QCOMPARE(shown.first().first().toInt(), 0);
+        QVERIFY(w.viewport()->pixelExact());   // game frames: nearest-neighbour at every zoom
     }
     // Goes to step t through `action` and checks the viewport shows that frame.
     void expectFrame(MainWindow& w, int t) {

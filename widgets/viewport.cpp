@@ -84,6 +84,7 @@ public:
         }
         renderer_->setView(owner_->view_);
         renderer_->setOverlay(owner_->overlay_);
+        renderer_->setNearestAboveZoom(owner_->pixelExact_ ? 0.0 : 2.0);
 
         VkClearValue clear{};
         clear.color = {{0.12f, 0.13f, 0.15f, 1.0f}};
@@ -339,6 +340,12 @@ void ImageViewport::zoomOut() {
 
 void ImageViewport::setOverlayVisible(bool on) {
     overlay_.visible = on;
+    requestRedraw();
+}
+
+void ImageViewport::setPixelExact(bool on) {
+    if (pixelExact_ == on) return;
+    pixelExact_ = on;
     requestRedraw();
 }
 

@@ -65,6 +65,10 @@ public:
 
     void setOverlayVisible(bool on);
     bool overlayVisible() const { return overlay_.visible; }
+    // Pixel-exact: nearest-neighbour sampling at every zoom (game frames); otherwise the image
+    // is filtered below 2x and nearest from 2x (photos).
+    void setPixelExact(bool on);
+    bool pixelExact() const { return pixelExact_; }
     void setOverlayTitle(const QString& title);
     // What the ImGui overlay shows now (title and rows, including the hover and heat rows).
     const render::Overlay& overlay() const { return overlay_; }
@@ -121,6 +125,7 @@ private:
     render::View view_;
     std::vector<render::View> history_;
     render::Overlay overlay_;
+    bool pixelExact_ = false;
     ViewportScene scene_;
     bool sceneDirty_ = false;
     double pickRadius_ = 6.0;
