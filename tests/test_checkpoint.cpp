@@ -1,5 +1,6 @@
 // core/io/checkpoint: save/load round trip, apply with full mismatch reports, file errors.
 #include <QDir>
+#include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -148,6 +149,35 @@ private Q_SLOTS:
         msg = errorOf([&] { saveCheckpoint(file("bad.h5"), bad); });
         QVERIFY2(contains(msg, {"bad.h5", "invalid tensor name 'a/b'"}), msg.c_str());
         QVERIFY(!QFile::exists(QString::fromStdString(file("bad.h5"))));
+    }
+
+    // Weights carry checksums: a bit flipped inside a tensor's data fails the load, naming the
+    // tensor (it used to load and run silently).
+    void flippedBitIsRefused() {
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("sum.h5").toStdString();
+        Checkpoint ck;
+        ck.family = "test";
+        ck.configJson = "{}";
+        ck.tensors["layer.weight"] = torch::full({64, 16}, 1.2345f);
+        ck.tensors["layer.bias"] = torch::zeros({16});
+        saveCheckpoint(path, ck);
+        QVERIFY(torch::equal(loadCheckpoint(path).tensors.at("layer.weight"), ck.tensors["layer.weight"]));
+        // Find the weight's bytes (1.2345f repeated) in the file and flip one bit in the middle.
+        QFile f(QString::fromStdString(path));
+        QVERIFY(f.open(QIODevice::ReadWrite));
+        QByteArray bytes = f.readAll();
+        const float v = 1.2345f;
+        QByteArray pattern;
+        for (int i = 0; i < 16; ++i) pattern.append(reinterpret_cast<const char*>(&v), sizeof v);
+        const qsizetype at = bytes.indexOf(pattern);
+        QVERIFY2(at >= 0, "the weight's data is stored as is");
+        bytes[at + 2000] = char(bytes[at + 2000] ^ 0x10);
+        QVERIFY(f.seek(0));
+        QCOMPARE(f.write(bytes), qint64(bytes.size()));
+        f.close();
+        const std::string err = errorOf([&] { loadCheckpoint(path); });
+        QVERIFY2(contains(err, {"sum.h5", "layer.weight", "checksum"}), err.c_str());
     }
 
     void saveIsAtomic() {

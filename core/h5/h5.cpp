@@ -469,7 +469,7 @@ torch::Tensor Dataset::read() const {
                      ? Id(H5Tget_native_type(type.get(), H5T_DIR_ASCEND), H5Tclose)
                      : Id(H5Tcopy(memTypeFor(dt)), H5Tclose);
         check(H5Dread(id(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()),
-              "cannot read the data (truncated or corrupt file?)");
+              "cannot read the data (truncated or corrupt file, or its checksum does not match?)");
     }
     return isBool ? t.ne(0) : t;
 }
@@ -592,7 +592,7 @@ std::vector<std::string> Group::datasetNames() const {
 
 Dataset Group::createDataset(const std::string& path, hid_t fileType, const std::vector<int64_t>& dims,
                              const std::vector<int64_t>& maxDims, const std::vector<int64_t>& chunk,
-                             int gzipLevel) {
+                             int gzipLevel, bool checksum) {
     silenceErrors();
     const std::string abs = childPath(path);
     if (exists(path)) raise(file_, "cannot create dataset '" + abs + "': it already exists");
@@ -613,6 +613,7 @@ Dataset Group::createDataset(const std::string& path, hid_t fileType, const std:
             H5Pset_shuffle(dcpl.get());
             H5Pset_deflate(dcpl.get(), unsigned(std::min(gzipLevel, 9)));
         }
+        if (checksum) H5Pset_fletcher32(dcpl.get());
     }
     Id ds(H5Dcreate2(id(), path.c_str(), fileType, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
           H5Dclose);
@@ -634,8 +635,9 @@ Dataset Group::writeTensor(const std::string& path, const torch::Tensor& tensor,
     const bool gzip = t.dim() > 0 && t.numel() > 0 &&
                       (opts.compression == Compression::Gzip ||
                        (opts.compression == Compression::Auto && bytes >= (int64_t(1) << 20)));
+    const bool checksum = opts.checksum && t.dim() > 0 && t.numel() > 0;
     std::vector<int64_t> chunk;
-    if (gzip) {
+    if (gzip || checksum) {
         // Chunks of at most ~1 MiB: halve the leading dimensions until it fits.
         chunk = dims;
         const int64_t elem = int64_t(t.element_size());
@@ -647,7 +649,7 @@ Dataset Group::writeTensor(const std::string& path, const torch::Tensor& tensor,
         for (size_t i = 0; i < chunk.size() && chunkBytes() > (int64_t(1) << 20); ++i)
             while (chunk[i] > 1 && chunkBytes() > (int64_t(1) << 20)) chunk[i] = (chunk[i] + 1) / 2;
     }
-    Dataset ds = createDataset(path, ft, dims, dims, chunk, gzip ? opts.gzipLevel : -1);
+    Dataset ds = createDataset(path, ft, dims, dims, chunk, gzip ? opts.gzipLevel : -1, checksum);
     if (t.numel() > 0)
         ds.check(H5Dwrite(ds.id(), memTypeFor(t.scalar_type()), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()),
                  "cannot write the data");

@@ -69,6 +69,10 @@ enum class Compression {
 struct WriteOptions {
     Compression compression = Compression::None;
     int gzipLevel = 4;
+    // Fletcher-32 checksum per chunk (HDF5's filter; readers verify it on every read, so a
+    // flipped bit fails the read of that dataset). Needs chunked storage: non-empty, non-scalar
+    // tensors are chunked for it; scalars stay unchecked.
+    bool checksum = false;
 };
 
 // A file root, group or dataset: it knows its file name and path so errors can name both.
@@ -161,10 +165,11 @@ public:
         return dataset(path).read(dtype, shape);
     }
     // A dataset of any file type: `maxDims` entries of -1 are unlimited; `chunk` empty means
-    // contiguous storage (then maxDims must equal dims); gzipLevel >= 0 adds shuffle + deflate.
+    // contiguous storage (then maxDims must equal dims); gzipLevel >= 0 adds shuffle + deflate;
+    // checksum adds Fletcher-32 (chunked storage only).
     Dataset createDataset(const std::string& path, hid_t fileType, const std::vector<int64_t>& dims,
                           const std::vector<int64_t>& maxDims = {},
-                          const std::vector<int64_t>& chunk = {}, int gzipLevel = -1);
+                          const std::vector<int64_t>& chunk = {}, int gzipLevel = -1, bool checksum = false);
 
 private:
     enum class Type { None, Group, Dataset, Other };

@@ -64,7 +64,11 @@ void saveCheckpoint(const std::string& path, const Checkpoint& ckpt) {
         meta.setAttr("config", ckpt.configJson);
         meta.setAttr("format_version", int64_t(kFormatVersion));
         h5::Group params = f.createGroup("params");
-        for (const auto& [name, t] : ckpt.tensors) params.writeTensor(name, t);
+        // Every weight tensor carries a Fletcher-32 checksum: a flipped bit fails the load,
+        // naming the tensor, instead of running a corrupted model.
+        h5::WriteOptions checked;
+        checked.checksum = true;
+        for (const auto& [name, t] : ckpt.tensors) params.writeTensor(name, t, checked);
     });
 }
 
