@@ -33,6 +33,18 @@ class TestGui : public QObject {
 
     QTemporaryDir dir_;
 
+    // Writes `bgr` as NAME.png, opens it in `w` (shown, 900x700) and waits until it is loaded.
+    bool showImage(MainWindow& w, const cv::Mat& bgr, const QString& name) {
+        const QString path = dir_.filePath(name + ".png");
+        if (!cv::imwrite(path.toStdString(), bgr)) return false;
+        w.resize(900, 700);
+        w.show();
+        if (!QTest::qWaitForWindowExposed(&w)) return false;
+        QSignalSpy loaded(&w, &MainWindow::imageLoaded);
+        w.openImage(path);
+        return loaded.wait(10000);
+    }
+
 private Q_SLOTS:
     void initTestCase() {
         QStandardPaths::setTestModeEnabled(true);
@@ -103,16 +115,9 @@ private Q_SLOTS:
         cv::Mat bgr(60, 90, CV_8UC3, cv::Scalar(60, 60, 60));
         bgr(cv::Rect(30, 0, 30, 60)).setTo(cv::Scalar(120, 120, 120));
         bgr(cv::Rect(60, 0, 30, 60)).setTo(cv::Scalar(200, 200, 200));
-        const QString path = dir_.filePath("greys.png");
-        QVERIFY(cv::imwrite(path.toStdString(), bgr));
         MainWindow w;
-        w.resize(900, 700);
-        w.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(showImage(w, bgr, "greys"));
         ImageViewport* vp = w.viewport();
-        QSignalSpy loaded(&w, &MainWindow::imageLoaded);
-        w.openImage(path);
-        QVERIFY(loaded.wait(10000));
         vp->setOverlayVisible(false);
         QVERIFY(waitFrames(vp, 2));
         const QImage frame = vp->grabFrame();
@@ -132,16 +137,9 @@ private Q_SLOTS:
     void pixelExactSamplesNearest() {
         cv::Mat bgr(60, 80, CV_8UC3, cv::Scalar(255, 0, 0));
         bgr(cv::Rect(0, 0, 40, 60)).setTo(cv::Scalar(0, 0, 255));
-        const QString path = dir_.filePath("edge.png");
-        QVERIFY(cv::imwrite(path.toStdString(), bgr));
         MainWindow w;
-        w.resize(900, 700);
-        w.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(showImage(w, bgr, "edge"));
         ImageViewport* vp = w.viewport();
-        QSignalSpy loaded(&w, &MainWindow::imageLoaded);
-        w.openImage(path);
-        QVERIFY(loaded.wait(10000));
         QVERIFY(!vp->pixelExact());
         vp->setOverlayVisible(false);
         glimpse::render::View v = vp->view();
