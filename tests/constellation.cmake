@@ -1,0 +1,2 @@
+# ConstellationNet (core/models/constellation): model, training and few-shot evaluation suites.
+glimpse_add_test(test_constellation_model SOURCES test_constellation_model.cpp LIBS glimpse_core TIMEOUT 300 LABELS constellation)
