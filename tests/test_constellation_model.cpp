@@ -12,6 +12,8 @@
 #include "core/io/checkpoint.h"
 #include "core/models/constellation/config.h"
 #include "core/models/constellation/model.h"
+#include "core/models/constellation/trace.h"
+#include "core/data/classification.h"
 #include "tests/support.h"
 
 using namespace glimpse;
@@ -34,6 +36,19 @@ ConstellationConfig smallConv4(bool constellation = true, bool multi = false) {
     c.imageSize = 32;
     return c;
 }
+
+// Images whose top-left quadrant is white for class 1 and black for class 0.
+class QuadrantDataset : public data::ClassificationDataset {
+public:
+    QuadrantDataset() { classNames_ = {"dark", "bright"}; }
+    int64_t size() const override { return 6; }
+    data::ClassSample get(int64_t i) const override {
+        cv::Mat m = testing::randomImage(32, 32, uint64_t(i));
+        m(cv::Rect(0, 0, 16, 16)).setTo(cv::Scalar::all(i % 2 ? 255 : 0));
+        return {m, i % 2};
+    }
+    std::string describe() const override { return "quadrants"; }
+};
 
 } // namespace
 
@@ -270,6 +285,72 @@ private Q_SLOTS:
         ck.family = "coat";
         saveCheckpoint(bad, ck);
         QVERIFY(contains(errorOf([&] { loadConstellation(bad); }), {"bad.h5", "coat", "not a ConstellationNet"}));
+    }
+
+    void traceRoundTripAndViews() {
+        ConstellationConfig c = smallConv4();
+        ConstellationModel m(c, 1);
+        m.train();
+        auto img = testing::randomImage(40, 60, 7);
+        auto tr = ConstellationTrace::capture(m, img);
+        QVERIFY(m.is_training());   // mode restored
+        QCOMPARE(tr.numModules(), 4);
+        QCOMPARE(tr.clusters(), int64_t(16));
+        QCOMPARE(tr.numHeads(), 4);
+        QCOMPARE(tr.originalSize(), (std::pair<int64_t, int64_t>(40, 60)));
+        QCOMPARE(tr.module(2).h, int64_t(8));
+        // The trace holds exactly what the model computes in eval mode.
+        m.eval();
+        torch::NoGradGuard ng;
+        auto out = m.forward(m.preprocess(img).tensor.unsqueeze(0), {true, -1});
+        QVERIFY(maxDiff(tr.similarity(1), out.records[1].similarity[0]) < 1e-6);
+        auto top = tr.topClusters(2, 3, 5);
+        QCOMPARE(top.size(), size_t(3));
+        QCOMPARE(top[0].cluster, tr.assignment(2)[3][5].item<int64_t>());
+        QVERIFY(top[0].similarity >= top[1].similarity && top[1].similarity >= top[2].similarity);
+        QVERIFY(std::abs(top[0].similarity - tr.similarity(2)[top[0].cluster][3][5].item<float>()) < 1e-6);
+        auto rel = tr.relation(3, -1, 1, 2);
+        QCOMPARE(rel.sizes().vec(), (std::vector<int64_t>{4, 4}));
+        QVERIFY(std::abs(rel.sum().item<double>() - 1.0) < 1e-5);
+        QVERIFY(maxDiff(tr.relation(3, 1, 1, 2).flatten(), out.records[3].attention[0][1][1 * 4 + 2]) < 1e-6);
+        QVERIFY(contains(errorOf([&] { tr.relation(0, -1, 0, 0); }), {"no cell relation"}));
+        QVERIFY(contains(errorOf([&] { tr.topClusters(0, 40, 0); }), {"outside"}));
+
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("t.h5").toStdString();
+        tr.save(path);
+        auto back = ConstellationTrace::load(path);
+        QVERIFY(torch::equal(back.similarity(3), tr.similarity(3)));
+        QCOMPARE(back.top5().size(), size_t(5));
+        Trace foreign("coat");
+        foreign.save(path);
+        QVERIFY(contains(errorOf([&] { ConstellationTrace::load(path); }), {"t.h5", "coat"}));
+
+        // Stable, distinct palette.
+        QCOMPARE(clusterColour(5), clusterColour(5));
+        for (int a = 0; a < 16; ++a)
+            for (int b = a + 1; b < 16; ++b) QVERIFY(clusterColour(a) != clusterColour(b));
+    }
+
+    // The gallery's patches are the cells most similar to the cluster, best first, and their
+    // scores are the similarities the model computes for those cells.
+    void clusterGalleryPicksMostSimilarCells() {
+        ConstellationModel m(smallConv4(), 2);
+        m.eval();
+        QuadrantDataset ds;
+        auto g = clusterGallery(m, ds, "branch1.1", 3, 4, 0);
+        QCOMPARE(g.size(), size_t(4));
+        torch::NoGradGuard ng;
+        for (size_t i = 0; i < g.size(); ++i) {
+            if (i) QVERIFY(g[i - 1].similarity >= g[i].similarity);
+            auto out = m.forward(m.preprocess(ds.get(g[i].imageIndex).image).tensor.unsqueeze(0), {true, -1});
+            auto sim = out.records[1].similarity[0][3];
+            QVERIFY(std::abs(sim.max().item<float>() - g[i].similarity) < 1e-5);
+            QVERIFY(std::abs(sim[g[i].y][g[i].x].item<float>() - g[i].similarity) < 1e-5);
+            QVERIFY(!g[i].patch.empty() && g[i].patch.type() == CV_8UC3);
+        }
+        QVERIFY(contains(errorOf([&] { clusterGallery(m, ds, "nope", 0, 3, 0); }), {"nope"}));
+        QVERIFY(contains(errorOf([&] { clusterGallery(m, ds, "branch1.0", 99, 3, 0); }), {"cluster 99"}));
     }
 
     void configErrors() {
