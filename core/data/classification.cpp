@@ -164,6 +164,13 @@ ClassSample FashionMnistDataset::get(int64_t index) const {
     return s;
 }
 
+int64_t FashionMnistDataset::labelOf(int64_t index) const {
+    if (index < 0 || index >= n_)
+        throw Error("Fashion-MNIST " + split_ + ": index " + std::to_string(index) + " out of range (size " +
+                    std::to_string(n_) + ")");
+    return labels_[size_t(index)];
+}
+
 std::string FashionMnistDataset::describe() const {
     return "Fashion-MNIST " + split_ + " (" + std::to_string(n_) + " images " + std::to_string(w_) + "x" +
            std::to_string(h_) + ", " + dir_ + ")";
@@ -186,6 +193,13 @@ ClassSample ClassFolderDataset::get(int64_t index) const {
     s.image = loadImageRGB(it.path);   // throws Error naming the file
     s.label = it.label;
     return s;
+}
+
+int64_t ClassFolderDataset::labelOf(int64_t index) const {
+    if (index < 0 || index >= size())
+        throw Error(root_ + " (" + split_ + "): index " + std::to_string(index) + " out of range (size " +
+                    std::to_string(size()) + ")");
+    return items_[size_t(index)].label;
 }
 
 std::string ClassFolderDataset::describe() const {

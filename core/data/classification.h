@@ -33,6 +33,9 @@ public:
     virtual ~ClassificationDataset() = default;
     virtual int64_t size() const = 0;
     virtual ClassSample get(int64_t index) const = 0;   // throws Error for a bad index / unreadable file
+    // The label of sample `index` (== get(index).label). Datasets that know labels without
+    // decoding the image override it, so samplers (core/data/fewshot.h) stay cheap.
+    virtual int64_t labelOf(int64_t index) const { return get(index).label; }
     virtual std::string describe() const = 0;
     const std::vector<std::string>& classNames() const { return classNames_; }
     int64_t numClasses() const { return int64_t(classNames_.size()); }
@@ -69,6 +72,7 @@ public:
     FashionMnistDataset(const std::string& dir, const std::string& split);
     int64_t size() const override { return n_; }
     ClassSample get(int64_t index) const override;
+    int64_t labelOf(int64_t index) const override;
     std::string describe() const override;
 
 private:
@@ -88,6 +92,7 @@ public:
                        std::string splitName);
     int64_t size() const override { return int64_t(items_.size()); }
     ClassSample get(int64_t index) const override;
+    int64_t labelOf(int64_t index) const override;
     std::string describe() const override;
     const std::vector<Item>& items() const { return items_; }
 

@@ -1,0 +1,2 @@
+# Few-shot data (core/data/fewshot.h): procedural family, split specs, class subsets, episodes.
+glimpse_add_test(test_fewshot_data SOURCES test_fewshot_data.cpp LIBS glimpse_core TIMEOUT 300 LABELS constellation)
