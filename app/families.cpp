@@ -9,9 +9,11 @@ namespace glimpse::app {
 ModelFamily letrFamily();           // app/letr/family.cpp
 ModelFamily coatFamily();           // app/coat/family.cpp
 ModelFamily efficientZeroFamily();  // app/efficientzero/family.cpp
+ModelFamily constellationFamily();  // app/constellation/family.cpp
 
 const std::vector<ModelFamily>& modelFamilies() {
-    static const std::vector<ModelFamily> all{letrFamily(), coatFamily(), efficientZeroFamily()};
+    static const std::vector<ModelFamily> all{letrFamily(), coatFamily(), efficientZeroFamily(),
+                                              constellationFamily()};
     return all;
 }
 
