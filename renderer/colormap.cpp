@@ -225,6 +225,33 @@ void colorHeatTexture(const float* grid, int w, int h, float vmin, float vmax, C
     }
 }
 
+void colorPaletteTexture(const float* grid, int w, int h, const uint8_t* paletteRgb, int entries, int texW, int texH,
+                         uint8_t* rgba) {
+    if (texW <= 0 || texH <= 0)
+        return;
+    std::memset(rgba, 0, size_t(texW) * size_t(texH) * 4);
+    if (w <= 0 || h <= 0 || !grid || !paletteRgb || entries <= 0)
+        return;
+    // Texel i of an axis covers the cell floor((i + 0.5) * cells / texels).
+    std::vector<int> col(static_cast<size_t>(texW));
+    for (int x = 0; x < texW; ++x)
+        col[size_t(x)] = std::min(w - 1, int((double(x) + 0.5) * w / texW));
+    for (int y = 0; y < texH; ++y) {
+        const float* row = grid + size_t(std::min(h - 1, int((double(y) + 0.5) * h / texH))) * size_t(w);
+        uint8_t* out = rgba + size_t(y) * size_t(texW) * 4;
+        for (int x = 0; x < texW; ++x) {
+            const float v = row[col[size_t(x)]];
+            if (!(v == v) || v < -0.5f || v >= float(entries) - 0.5f)
+                continue;
+            const uint8_t* c = paletteRgb + size_t(std::lround(v)) * 3;
+            out[size_t(x) * 4 + 0] = c[0];
+            out[size_t(x) * 4 + 1] = c[1];
+            out[size_t(x) * 4 + 2] = c[2];
+            out[size_t(x) * 4 + 3] = 255;
+        }
+    }
+}
+
 void buildHeatTexture(const float* grid, int w, int h, float vmin, float vmax, Colormap map, int texW, int texH,
                       HeatTexture& out) {
     out.width = std::max(1, texW);

@@ -35,6 +35,13 @@ void heatTextureSize(int imageW, int imageH, int& texW, int& texH);
 // Writes the texW x texH texels (rows tightly packed) to `rgba`. w, h >= 1.
 void colorHeatTexture(const float* grid, int w, int h, float vmin, float vmax, Colormap map, int texW, int texH,
                       uint8_t* rgba);
+// A categorical heatmap (a palette instead of a colour map, e.g. cluster assignments): each
+// texel takes the value of the grid cell under its centre (no interpolation: a blend of two
+// categories means nothing), rounded to the nearest integer, as an index into `paletteRgb`
+// (RGB8, `entries` colours); NaN or an index outside 0..entries-1 is transparent. RGBA8 as
+// colorHeatTexture writes it ((rgb, 255) or (0, 0, 0, 0)), same texel layout.
+void colorPaletteTexture(const float* grid, int w, int h, const uint8_t* paletteRgb, int entries, int texW, int texH,
+                         uint8_t* rgba);
 // The same into `out` (reusing its storage); texW, texH below 1 count as 1.
 void buildHeatTexture(const float* grid, int w, int h, float vmin, float vmax, Colormap map, int texW, int texH,
                       HeatTexture& out);

@@ -106,7 +106,8 @@ void HeatmapLayer::upload(vk::UploadBatch& batch, vk::Retirer& retirer, int imag
     int tw = 0, th = 0;
     if (has())
         heatTextureSize(imageW, imageH, tw, th);
-    const bool stale = gridChanged_ || colormap != builtMap_ || tw != builtW_ || th != builtH_;
+    const bool stale =
+        gridChanged_ || colormap != builtMap_ || palette != builtPalette_ || tw != builtW_ || th != builtH_;
     if (!stale)
         return;
     const bool drawn = has() && tw > 0 && th > 0;
@@ -130,7 +131,12 @@ void HeatmapLayer::upload(vk::UploadBatch& batch, vk::Retirer& retirer, int imag
             stagingBytes_ = bytes;
         }
         const auto t0 = std::chrono::steady_clock::now();
-        colorHeatTexture(grid_.data(), w_, h_, vmin_, vmax_, colormap, tw, th, static_cast<uint8_t*>(staging_.mapped));
+        if (palette.empty())
+            colorHeatTexture(grid_.data(), w_, h_, vmin_, vmax_, colormap, tw, th,
+                             static_cast<uint8_t*>(staging_.mapped));
+        else
+            colorPaletteTexture(grid_.data(), w_, h_, palette.data(), int(palette.size() / 3), tw, th,
+                                static_cast<uint8_t*>(staging_.mapped));
         lastBuildMs_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         ++builds_;
         if (reuse) {
@@ -156,6 +162,7 @@ void HeatmapLayer::upload(vk::UploadBatch& batch, vk::Retirer& retirer, int imag
     }
     gridChanged_ = false;
     builtMap_ = colormap;
+    builtPalette_ = palette;
     builtW_ = tw;
     builtH_ = th;
 }

@@ -27,6 +27,9 @@ public:
     void clear();
     bool has() const { return w_ > 0 && h_ > 0; }
     Colormap colormap = Colormap::Viridis;   // a change rebuilds the heat texture at upload()
+    // RGB8 per category; not empty: a categorical heatmap (colorPaletteTexture) instead of the
+    // colour map. A change rebuilds the heat texture at upload().
+    std::vector<uint8_t> palette;
     float opacity = 0.6f;                    // per frame (push constant)
 
     // Outside any render pass: (re)builds and uploads the heat texture when the grid, its
@@ -72,6 +75,7 @@ private:
     bool gridChanged_ = false;
     // What the resident texture was built from.
     Colormap builtMap_ = Colormap::Viridis;
+    std::vector<uint8_t> builtPalette_;
     int builtW_ = 0, builtH_ = 0;
     vk::Buffer staging_;          // the colours, built here and copied to the texture
     VkDeviceSize stagingBytes_ = 0;

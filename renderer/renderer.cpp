@@ -97,6 +97,8 @@ void Renderer::clearHeatmap() { d->heatmap->clear(); }
 bool Renderer::hasHeatmap() const { return d->heatmap->has(); }
 void Renderer::setColormap(Colormap c) { d->heatmap->colormap = c; }
 Colormap Renderer::colormap() const { return d->heatmap->colormap; }
+void Renderer::setHeatPalette(std::vector<uint8_t> rgb) { d->heatmap->palette = std::move(rgb); }
+const std::vector<uint8_t>& Renderer::heatPalette() const { return d->heatmap->palette; }
 void Renderer::setHeatmapOpacity(float opacity) { d->heatmap->opacity = std::clamp(opacity, 0.0f, 1.0f); }
 float Renderer::heatmapOpacity() const { return d->heatmap->opacity; }
 uint64_t Renderer::heatmapBuilds() const { return d->heatmap->builds(); }

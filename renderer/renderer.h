@@ -102,6 +102,10 @@ public:
     bool hasHeatmap() const;
     void setColormap(Colormap c);
     Colormap colormap() const;
+    // A categorical heatmap: RGB8 colours (3 bytes each); the grid's values are then indices into
+    // them, each pixel taking the cell under it (see colorPaletteTexture). Empty: the colour map.
+    void setHeatPalette(std::vector<uint8_t> rgb);
+    const std::vector<uint8_t>& heatPalette() const;
     void setHeatmapOpacity(float opacity);   // clamped to 0..1, default 0.6
     float heatmapOpacity() const;
     // Heat textures built so far, and the last build's colouring time (wall clock, ms).

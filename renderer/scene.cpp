@@ -13,6 +13,11 @@ namespace glimpse::render {
 
 float ViewportScene::heatAt(double ix, double iy, int imageW, int imageH) const {
     if (!hasHeatmap() || imageW <= 0 || imageH <= 0) return std::numeric_limits<float>::quiet_NaN();
+    if (!heatPalette.empty()) {
+        const int cx = std::clamp(int(std::floor(ix * heatW / imageW)), 0, heatW - 1);
+        const int cy = std::clamp(int(std::floor(iy * heatH / imageH)), 0, heatH - 1);
+        return heat[size_t(cy) * heatW + cx];
+    }
     // Cell (i, j) has its centre at image ((j + 0.5) * W / w, (i + 0.5) * H / h).
     const double gx = std::clamp(ix * heatW / imageW - 0.5, 0.0, double(heatW - 1));
     const double gy = std::clamp(iy * heatH / imageH - 0.5, 0.0, double(heatH - 1));
@@ -52,12 +57,13 @@ void ViewportScene::applyTo(Renderer& r, const ViewportScene* previous) const {
     auto sameHeat = [&] {
         return previous && previous->hasHeatmap() == hasHeatmap() && previous->heatW == heatW &&
                previous->heatH == heatH && previous->heatMin == heatMin && previous->heatMax == heatMax &&
-               previous->heat == heat;
+               previous->heat == heat && previous->heatPalette == heatPalette;
     };
     if (!sameLines()) r.setLines(lines);
     if (!sameHeat()) {
         if (hasHeatmap()) r.setHeatmap(heatW, heatH, heat.data(), heatMin, heatMax);
         else r.clearHeatmap();
+        if (r.heatPalette() != heatPalette) r.setHeatPalette(heatPalette);
     }
     r.setColormap(colormap);
     r.setHeatmapOpacity(opacity);

@@ -31,11 +31,16 @@ struct ViewportScene {
     float heatMin = 0.f, heatMax = 1.f;
     std::string heatLabel = "heat";      // overlay row label of the value under the cursor
     Colormap colormap = Colormap::Viridis;
+    // Not empty: a categorical heatmap (RGB8 per category, e.g. cluster colours): heat values
+    // are category indices, each pixel shows the cell under it in its category's colour
+    // (heatMin/heatMax and the colour map are not used; NaN or an unknown index: transparent).
+    std::vector<uint8_t> heatPalette;
     float opacity = 0.6f;
     std::vector<std::pair<std::string, std::string>> overlayRows;   // appended to the overlay
     bool hasHeatmap() const { return heatW > 0 && heatH > 0 && heat.size() == size_t(heatW) * heatH; }
     // Heatmap value at continuous image coordinate (ix, iy) for an image of imageW x imageH,
-    // bilinear between cell centres as the renderer draws it; NaN when there is no heatmap.
+    // bilinear between cell centres as the renderer draws it (with a palette: the value of the
+    // cell under the point); NaN when there is no heatmap.
     float heatAt(double ix, double iy, int imageW, int imageH) const;
     // Index into `lines` of the pickable line nearest to image point (ix, iy) within
     // `maxDist` image pixels, or -1.
