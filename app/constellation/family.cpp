@@ -1,18 +1,28 @@
 // ConstellationNet's entry in the model-family registry (app/family.h).
 #include "app/constellation/cli.h"
+#include "app/constellation/inspector.h"
 #include "app/constellation/trainer.h"
 #include "app/family.h"
 
 namespace glimpse::app {
 
+TrainingPreview constellationTrainingPreview(const std::string& runDir, const std::string& dataSpec);   // training_preview.cpp
+
 ModelFamily constellationFamily() {
     ModelFamily f;
     f.name = "constellation";
     f.title = "ConstellationNet";
+    f.makePanel = panelFactory<ConstellationInspector>();
+    f.runShortcut = QKeySequence("Ctrl+Alt+R");
+    // The small procedural few-shot model (< 1 MB): loaded at start on a worker when installed
+    // (the panel also offers it on first show).
+    f.defaultCheckpoint = "constellation_demo.h5";
+    f.loadDefaultAtStart = true;
     f.trainer = constellationRunner();
     f.training = {"ConstellationNet (few-shot)", "", "procedural",
                   "procedural[:SEED], fashion-mnist[:DIR] or a mini-ImageNet-style folder (train/ val/ test/ class "
                   "folders)"};
+    f.training.preview = constellationTrainingPreview;
     f.commands = {
         {"train", "constellation", constellation::kTrainSynopsis,
          "train ConstellationNet or its ProtoNet baseline (few-shot)", constellation::trainCommand},
