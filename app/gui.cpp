@@ -6,11 +6,14 @@
 #include <QCommandLineParser>
 #include <QPixmap>
 #include <QScreen>
+#include <QTabWidget>
 #include <QTimer>
 #include <iostream>
 #include <optional>
+#include <tuple>
 
 #include "app/coat/inspector.h"
+#include "app/constellation/inspector.h"
 #include "app/letr/inspector.h"
 #include "app/letr/view.h"
 #include "app/mainwindow.h"
@@ -38,7 +41,15 @@ const char* kGuiOptions =
     "  --query X,Y        then set the CoaT query pixel (image pixels)\n"
     "  --coat-view MODE   then show: attention, crpe, cls, cam or key\n"
     "  --coat-scale S     then select scale S (1-4)\n"
-    "  --coat-compare S   then show scale S (1-4) in the compare pane\n";
+    "  --coat-compare S   then show scale S (1-4) in the compare pane\n"
+    "  --constellation-checkpoint C.h5  load this ConstellationNet checkpoint (default:\n"
+    "                     constellation_demo.h5 when installed)\n"
+    "  --run-constellation  run ConstellationNet on the opened image once the model is loaded\n"
+    "  --constellation-module M  then show constellation module M (1-based)\n"
+    "  --cell X,Y         then click the cell under image pixel X,Y\n"
+    "  --constellation-view V  then show: clusters or relation\n"
+    "  --constellation-gallery K  then fill the cluster gallery with cluster K\n"
+    "  --constellation-episode  run a few-shot episode and show the Episode tab\n";
 
 // The GUI options after strict parsing: a bad value is refused before any window is made.
 struct GuiOptions {
@@ -54,6 +65,13 @@ struct GuiOptions {
     std::optional<CoatMode> coatMode;
     double qx = -1, qy = -1;
     int coatScale = -1, coatCompare = -1;
+    QString constellationCheckpoint;
+    bool runConstellation = false;
+    std::optional<ConstellationMode> constellationMode;
+    int constellationModule = -1;
+    double cellX = -1, cellY = -1;
+    int constellationGallery = -1;
+    bool constellationEpisode = false;
 };
 
 struct OptionError {
@@ -90,6 +108,37 @@ void parseCoatOptions(const QCommandLineParser& p, GuiOptions& o) {
     if (p.isSet("coat-compare")) o.coatCompare = parseInt("coat-compare", p.value("coat-compare"), 1, 4) - 1;
 }
 
+std::pair<double, double> parsePoint(const QCommandLineParser& p, const QString& opt) {
+    const QStringList xy = p.value(opt).split(',');
+    bool ok1 = false, ok2 = false;
+    double x = -1, y = -1;
+    if (xy.size() == 2) {
+        x = xy[0].toDouble(&ok1);
+        y = xy[1].toDouble(&ok2);
+    }
+    if (!ok1 || !ok2 || x < 0 || y < 0)
+        throw OptionError{"--" + opt + " wants X,Y (image pixels), got '" + p.value(opt) + "'"};
+    return {x, y};
+}
+
+void parseConstellationOptions(const QCommandLineParser& p, GuiOptions& o) {
+    o.constellationCheckpoint = p.value("constellation-checkpoint");
+    o.runConstellation = p.isSet("run-constellation");
+    if (p.isSet("constellation-view")) {
+        try {
+            o.constellationMode = constellationModeFromName(p.value("constellation-view").toStdString());
+        } catch (const std::exception& e) {
+            throw OptionError{QStringLiteral("--constellation-view: %1").arg(e.what())};
+        }
+    }
+    if (p.isSet("constellation-module"))
+        o.constellationModule = parseInt("constellation-module", p.value("constellation-module"), 1, 1000) - 1;
+    if (p.isSet("cell")) std::tie(o.cellX, o.cellY) = parsePoint(p, "cell");
+    if (p.isSet("constellation-gallery"))
+        o.constellationGallery = parseInt("constellation-gallery", p.value("constellation-gallery"), 0, 1 << 20);
+    o.constellationEpisode = p.isSet("constellation-episode");
+}
+
 GuiOptions parseOptions(const QCommandLineParser& p) {
     GuiOptions o;
     o.files = p.positionalArguments();
@@ -112,6 +161,7 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
     o.coatCheckpoint = p.value("coat-checkpoint");
     o.runCoat = p.isSet("run-coat");
     parseCoatOptions(p, o);
+    parseConstellationOptions(p, o);
     return o;
 }
 
@@ -129,7 +179,14 @@ void addOptions(QCommandLineParser& p) {
                   {"query", "CoaT query pixel after the run.", "x,y"},
                   {"coat-view", "CoaT view after the run.", "mode"},
                   {"coat-scale", "CoaT scale (1-4) after the run.", "s"},
-                  {"coat-compare", "CoaT compare scale (1-4) after the run.", "s"}});
+                  {"coat-compare", "CoaT compare scale (1-4) after the run.", "s"},
+                  {"constellation-checkpoint", "ConstellationNet checkpoint to load.", "h5"},
+                  {"run-constellation", "Run ConstellationNet on the opened image."},
+                  {"constellation-module", "ConstellationNet module (1-based) after the run.", "m"},
+                  {"cell", "ConstellationNet cell to click after the run (image pixels).", "x,y"},
+                  {"constellation-view", "ConstellationNet view after the run.", "view"},
+                  {"constellation-gallery", "ConstellationNet gallery cluster after the run.", "k"},
+                  {"constellation-episode", "Run a ConstellationNet few-shot episode."}});
 }
 
 // After the first LETR trace (--run-letr or the demo's): the compare pane (--compare), checked
@@ -174,6 +231,48 @@ void wireCoatOptions(MainWindow& window, const GuiOptions& o) {
     coat->runWhenReady();
 }
 
+// --run-constellation: run once model and image are there, then apply the view options once;
+// --constellation-episode: an episode once the model is loaded.
+void wireConstellationOptions(MainWindow& window, const GuiOptions& o) {
+    auto* panel = qobject_cast<ConstellationInspector*>(window.panel("constellation"));
+    if (!panel) return;
+    if (!o.constellationCheckpoint.isEmpty()) panel->loadCheckpoint(o.constellationCheckpoint);
+    if (o.constellationEpisode) {
+        auto runEpisode = [panel] {
+            static bool done = false;
+            if (done) return;
+            done = true;
+            Q_EMIT panel->activateRequested();
+            panel->showEpisodeTab();
+            panel->episodeView()->newEpisode();
+        };
+        QObject::connect(panel, &ModelPanel::checkpointLoaded, &window, runEpisode);
+        if (panel->hasModel()) runEpisode();
+    }
+    if (!o.runConstellation) return;
+    QObject::connect(panel, &ModelPanel::traceReady, &window, [panel, o] {
+        static bool done = false;
+        if (done) return;
+        done = true;
+        if (o.constellationModule >= 0) panel->setModule(o.constellationModule);
+        if (o.cellX >= 0) panel->selectPoint(o.cellX + 0.5, o.cellY + 0.5);
+        if (o.constellationMode) panel->setMode(*o.constellationMode);
+        if (o.constellationGallery >= 0) {
+            panel->tabs()->setCurrentIndex(1);   // the Gallery tab
+            panel->showGallery(o.constellationGallery);
+        }
+        if (o.cellX >= 0) panel->hoverAt(o.cellX + 0.5, o.cellY + 0.5);
+    });
+    if (!panel->hasModel() && !panel->modelLoading()) {
+        // Nothing to run with: say so instead of waiting.
+        QObject::connect(&window, &MainWindow::imageLoaded, panel, [panel] {
+            if (!panel->hasModel() && !panel->modelLoading() && panel->lastFailure().isEmpty()) panel->run(false);
+        });
+        return;
+    }
+    panel->runWhenReady();
+}
+
 // --screenshot: once the image (and any asked-for trace) is drawn, grab the window and quit;
 // the exit status says whether everything asked for worked.
 void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
@@ -181,8 +280,10 @@ void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
     auto* vp = window.viewport();
     LetrInspector* letr = window.letrInspector();
     CoatInspector* coat = window.coatInspector();
+    ModelPanel* cst = window.panel("constellation");
     const bool wantLetr = o.runLetr, wantCoat = o.runCoat;
-    auto take = [&window, out, letr, coat, wantLetr, wantCoat] {
+    const bool wantCst = cst && (o.runConstellation || o.constellationEpisode);
+    auto take = [&window, out, letr, coat, cst, wantLetr, wantCoat, wantCst] {
         QPixmap pm = window.screen()->grabWindow(window.winId());
         const bool ok = pm.save(out, "PNG");
         std::cerr << (ok ? "glimpse: screenshot saved to " : "glimpse: cannot write screenshot ") << out.toStdString()
@@ -190,22 +291,27 @@ void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
         // A failed load or run makes the exit status non-zero (the screenshot shows it too).
         const bool letrFailed = wantLetr && !letr->hasTrace();
         const bool coatFailed = wantCoat && !coat->hasTrace();
-        const bool failed = !window.lastError().isEmpty() || letrFailed || coatFailed;
+        const bool cstFailed = wantCst && !cst->hasTrace() && !cst->hasModel();
+        const bool failed = !window.lastError().isEmpty() || letrFailed || coatFailed || cstFailed;
         if (failed)
             std::cerr << "glimpse: "
                       << (!window.lastError().isEmpty() ? window.lastError().toStdString()
                           : letrFailed                  ? std::string("LETR produced no trace")
-                                                        : std::string("CoaT produced no trace"))
+                          : coatFailed                  ? std::string("CoaT produced no trace")
+                                                        : std::string("ConstellationNet has no model"))
                       << "\n";
         QApplication::exit(ok && !failed ? 0 : 1);
     };
     // Wait for the image to be drawn a few times (swapchain settled), then grab.
-    QObject::connect(vp, &widgets::ImageViewport::frameDrawn, &window, [vp, take, waitLetr, letr, wantCoat, coat] {
+    QObject::connect(vp, &widgets::ImageViewport::frameDrawn, &window, [vp, take, waitLetr, letr, wantCoat, coat, wantCst,
+                                                                        cst] {
         static bool scheduled = false;
         const bool letrDone = !waitLetr || letr->hasTrace() || !letr->lastFailure().isEmpty() ||
                               (!letr->busy() && !letr->runPending() && !letr->hasModel());
         const bool coatDone = !wantCoat || (coat->hasTrace() && !coat->busy()) || !coat->lastFailure().isEmpty();
-        if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 && letrDone && coatDone) {
+        const bool cstDone = !wantCst || (!cst->busy() && !cst->runPending() && (cst->hasTrace() || cst->hasModel())) ||
+                             !cst->lastFailure().isEmpty();
+        if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 && letrDone && coatDone && cstDone) {
             scheduled = true;
             QTimer::singleShot(300, take);
         }
@@ -254,6 +360,7 @@ int runGui(int argc, char** argv) {
     LetrInspector* letr = window.letrInspector();
     wireLetrOptions(window, o);
     wireCoatOptions(window, o);
+    wireConstellationOptions(window, o);
     if (o.files.isEmpty()) {
         // The demo scene; with a model, LETR runs on it and the best line is selected.
         window.startDemo(o.checkpoint, o.entity == -2 ? -1 : o.entity);
