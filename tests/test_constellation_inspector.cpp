@@ -316,6 +316,7 @@ private Q_SLOTS:
         QVERIFY2(failed.last().first().toString().contains(QString::fromStdString(expected)),
                  qPrintable(failed.last().first().toString()));
         QVERIFY(r.in.galleryStatus()->text().contains(QString::fromStdString(expected)));
+        QVERIFY(r.in.problemText().contains(QString::fromStdString(expected)));
     }
 
     // The episode view: ways*shots support and ways*queries query tiles, runEpisode's accuracy.
@@ -416,6 +417,7 @@ private Q_SLOTS:
         QVERIFY(QTest::qWaitFor([&] { return !failed.isEmpty(); }, 20000));
         QVERIFY2(failed.last().first().toString().contains("a_coat_model.h5"), qPrintable(failed.last().first().toString()));
         QVERIFY(!r.in.hasModel());
+        QCOMPARE(r.in.problemText(), failed.last().first().toString());   // shown in the panel too
         // Without a model the gallery and episode say what is missing.
         r.in.showGallery(0);
         QVERIFY(failed.last().first().toString().contains("no ConstellationNet checkpoint"));

@@ -130,6 +130,7 @@ ConstellationInspector::ConstellationInspector(widgets::ImageViewport* viewport,
     connect(episode_, &EpisodeView::failed, this, [this](const QString& m) { fail(m); });
     connect(episode_, &EpisodeView::message, this, &ModelPanel::message);
     connect(episode_, &EpisodeView::busyChanged, this, [this] { updateControls(); });
+    connect(episode_, &EpisodeView::episodeReady, problem_, &QLabel::hide);
     // A click on the image (not a drag) selects a cell; hovering names its clusters.
     connect(viewport, &widgets::ImageViewport::imageClicked, this, [this](int px, int py) {
         if (active() && px >= 0) selectPoint(px + 0.5, py + 0.5);
@@ -150,6 +151,21 @@ ConstellationInspector::~ConstellationInspector() {
 }
 
 void ConstellationInspector::buildViewControls(QFormLayout* form) {
+    // Failures (a checkpoint of another family, a data spec that does not open, ...) stay visible
+    // here until something succeeds, besides the main window's message.
+    problem_ = new QLabel(this);
+    problem_->setWordWrap(true);
+    problem_->setStyleSheet("color: #c02020;");
+    problem_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    problem_->hide();
+    form->addRow(problem_);
+    connect(this, &ModelPanel::failed, this, [this](const QString& m) {
+        problem_->setText(m);
+        problem_->show();
+    });
+    for (auto ok : {&ModelPanel::checkpointLoaded, &ModelPanel::traceSaved})
+        connect(this, ok, problem_, &QLabel::hide);
+    connect(this, &ModelPanel::traceReady, problem_, &QLabel::hide);
     shipped_ = new QPushButton("Load the shipped model (constellation_demo.h5)", this);
     shipped_->setToolTip("The small ConstellationNet that ships with Glimpse (trained on the procedural few-shot data)");
     shipped_->hide();
@@ -298,6 +314,8 @@ QString ConstellationInspector::hoverText(double x, double y) const {
 }
 
 QString ConstellationInspector::hoverLabelText() const { return hover_->text(); }
+
+QString ConstellationInspector::problemText() const { return problem_->isHidden() ? QString() : problem_->text(); }
 
 QString ConstellationInspector::relationMessage() const { return relationMsg_->isHidden() ? QString() : relationMsg_->text(); }
 
@@ -636,6 +654,7 @@ void ConstellationInspector::finishGallery(int gen, int64_t cluster, const QStri
         galleryStatus_->setText("Gallery failed: " + error);
         return fail(QStringLiteral("Cluster gallery of cluster %1: %2").arg(cluster).arg(error));
     }
+    problem_->hide();
     Q_EMIT message(galleryStatus_->text());
     Q_EMIT galleryReady(qlonglong(cluster));
 }

@@ -61,6 +61,8 @@ public:
     QString hoverLabelText() const;
     // The panel's message about the relation view ("" when it shows, or there is none to show).
     QString relationMessage() const;
+    // The last failure as the panel shows it (red, under the model rows; "" after a success).
+    QString problemText() const;
     // The gallery: the cluster it shows (-1: none yet) and whether a scan is running.
     int64_t galleryCluster() const { return galleryShown_; }
     bool galleryRunning() const { return galleryPending_ > 0; }
@@ -140,6 +142,7 @@ private:
     QLabel* cell_ = nullptr;
     QLabel* hover_ = nullptr;
     QLabel* relationMsg_ = nullptr;
+    QLabel* problem_ = nullptr;
     QLineEdit* data_ = nullptr;
     QPushButton* shipped_ = nullptr;
     QTabWidget* tabs_ = nullptr;
