@@ -358,6 +358,10 @@ private Q_SLOTS:
         }
         for (int q = 0; q < 12; ++q)
             QCOMPARE(ev->queryList()->item(q)->data(Qt::UserRole).toBool(), direct.predicted[size_t(q)] == q / 4);
+        if (qEnvironmentVariableIsSet("GLIMPSE_SAVE_EPISODE")) {   // a look at the tab (offscreen)
+            ev->resize(380, 760);
+            ev->grab().save(qEnvironmentVariable("GLIMPSE_SAVE_EPISODE"));
+        }
         // "New episode" moves to the next index.
         ready.clear();
         ev->newEpisode();

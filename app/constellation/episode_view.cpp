@@ -132,10 +132,12 @@ void EpisodeView::buildUi() {
     };
     col->addWidget(new QLabel("Support (way-major)", this));
     support_ = list("Support images, way by way");
-    col->addWidget(support_, 1);
+    support_->setMaximumHeight(2 * (kTilePx + 26) + 6);   // two rows; the queries get the room
+    col->addWidget(support_);
     col->addWidget(new QLabel("Queries: true -> predicted way (green: right, red: wrong)", this));
     query_ = list("Query images, way by way, framed by whether the model's prediction is right");
-    col->addWidget(query_, 2);
+    query_->setMinimumHeight(2 * (kTilePx + 26) + 6);
+    col->addWidget(query_, 1);
     connect(runButton_, &QPushButton::clicked, this, &EpisodeView::runEpisode);
     connect(newButton_, &QPushButton::clicked, this, &EpisodeView::newEpisode);
 }
