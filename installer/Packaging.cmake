@@ -6,6 +6,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/resources/imagenet_classes.txt DESTINATION s
 # The demo LETR model, once trained and placed in resources/ (OPTIONAL: skipped when absent at
 # install time); found at <prefix>/share/glimpse/letr_demo.h5 by defaultLetrCheckpoint().
 install(FILES ${PROJECT_SOURCE_DIR}/resources/letr_demo.h5 DESTINATION share/glimpse OPTIONAL)
+install(FILES ${PROJECT_SOURCE_DIR}/resources/constellation_demo.h5 DESTINATION share/glimpse)
 install(FILES ${PROJECT_SOURCE_DIR}/installer/glimpse.desktop DESTINATION share/applications)
 install(FILES ${PROJECT_SOURCE_DIR}/resources/glimpse.svg
         DESTINATION share/icons/hicolor/scalable/apps)
