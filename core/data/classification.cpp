@@ -312,4 +312,22 @@ cv::Mat toRgb(const cv::Mat& image) {
                 std::to_string(image.type()));
 }
 
+cv::Mat flipPadCrop(const cv::Mat& rgb, double hflip, int pad, std::mt19937_64& rng) {
+    cv::Mat out = rgb;
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    if (hflip > 0 && u(rng) < hflip) {
+        cv::Mat f;
+        cv::flip(out, f, 1);
+        out = f;
+    }
+    if (pad > 0) {
+        cv::Mat padded;
+        cv::copyMakeBorder(out, padded, pad, pad, pad, pad, cv::BORDER_CONSTANT, cv::Scalar(0, 0, 0));
+        std::uniform_int_distribution<int> d(0, 2 * pad);
+        const int x = d(rng), y = d(rng);
+        out = padded(cv::Rect(x, y, out.cols, out.rows)).clone();
+    }
+    return out;
+}
+
 } // namespace glimpse::data

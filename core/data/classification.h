@@ -15,6 +15,7 @@
 // Every error names the file and the problem.
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -112,5 +113,10 @@ ClassificationSplits openClassificationDataset(const std::string& spec, int hold
 
 // A sample as the network input: grayscale replicated to RGB, then `rgb` CV_8UC3.
 cv::Mat toRgb(const cv::Mat& image);
+
+// Classification training augmentation (CoaT, ConstellationNet): a horizontal flip with
+// probability `hflip` (one uniform draw from `rng`), then, when pad > 0, black padding by `pad`
+// pixels and a random crop back to the input size (two integer draws: x, then y).
+cv::Mat flipPadCrop(const cv::Mat& rgb, double hflip, int pad, std::mt19937_64& rng);
 
 } // namespace glimpse::data

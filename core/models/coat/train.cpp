@@ -236,21 +236,7 @@ double sampleBeta(double alpha, std::mt19937_64& rng) {
 // One training image: RGB, optional flip and pad-and-crop, preprocess.
 torch::Tensor trainInput(const CoatModel& model, const data::ClassSample& s, const CoatTrainConfig& cfg,
                          std::mt19937_64& rng) {
-    cv::Mat rgb = data::toRgb(s.image);
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    if (cfg.hflip > 0 && u(rng) < cfg.hflip) {
-        cv::Mat f;
-        cv::flip(rgb, f, 1);
-        rgb = f;
-    }
-    if (cfg.padCrop > 0) {
-        const int p = int(cfg.padCrop);
-        cv::Mat padded;
-        cv::copyMakeBorder(rgb, padded, p, p, p, p, cv::BORDER_CONSTANT, cv::Scalar(0, 0, 0));
-        std::uniform_int_distribution<int> d(0, 2 * p);
-        const int x = d(rng), y = d(rng);
-        rgb = padded(cv::Rect(x, y, rgb.cols, rgb.rows)).clone();
-    }
+    const cv::Mat rgb = data::flipPadCrop(data::toRgb(s.image), cfg.hflip, int(cfg.padCrop), rng);
     return inputTensor(model, rgb);
 }
 

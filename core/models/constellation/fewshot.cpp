@@ -8,13 +8,6 @@ namespace glimpse::constellation {
 
 namespace {
 
-struct EvalMode {
-    torch::nn::Module& m;
-    bool was;
-    explicit EvalMode(torch::nn::Module& mod) : m(mod), was(mod.is_training()) { m.eval(); }
-    ~EvalMode() { m.train(was); }
-};
-
 torch::Tensor batchOf(ConstellationModel& model, const data::ClassificationDataset& ds,
                       const std::vector<int64_t>& indices, std::vector<cv::Mat>* inputs) {
     std::vector<torch::Tensor> xs;
@@ -30,7 +23,7 @@ torch::Tensor batchOf(ConstellationModel& model, const data::ClassificationDatas
 
 EpisodeResult runEpisode(ConstellationModel& model, const data::ClassificationDataset& ds, const data::EpisodeSpec& spec,
                          const data::Episode& episode) {
-    EvalMode eval(model);
+    EvalScope eval(model);
     torch::NoGradGuard ng;
     EpisodeResult r;
     r.spec = spec;
@@ -72,7 +65,7 @@ FewShotResult evaluateFewShot(ConstellationModel& model, const data::EpisodeSamp
                               const std::function<void(int64_t, int64_t)>& progress,
                               const std::function<bool()>& cancelled) {
     if (episodes < 1) throw Error("few-shot evaluation: --episodes must be >= 1, got " + std::to_string(episodes));
-    EvalMode eval(model);
+    EvalScope eval(model);
     torch::NoGradGuard ng;
     FewShotResult r;
     r.ways = spec.ways;

@@ -180,6 +180,19 @@ private:
     std::vector<ModuleInfo> modules_;
 };
 
+// Puts a module in eval mode for a scope and restores its training flag after.
+class EvalScope {
+public:
+    explicit EvalScope(torch::nn::Module& m) : m_(m), was_(m.is_training()) { m_.eval(); }
+    ~EvalScope() { m_.train(was_); }
+    EvalScope(const EvalScope&) = delete;
+    EvalScope& operator=(const EvalScope&) = delete;
+
+private:
+    torch::nn::Module& m_;
+    bool was_;
+};
+
 // Cosine prototype logits: support features way-major [ways * shots, D] -> prototypes (mean
 // over shots), query [Q, D]; returns cos(query, prototype) [Q, ways].
 torch::Tensor cosinePrototypeLogits(const torch::Tensor& support, const torch::Tensor& query, int64_t ways,

@@ -10,14 +10,6 @@ namespace glimpse::constellation {
 
 namespace {
 
-// Restores a module's training flag on scope exit.
-struct EvalMode {
-    torch::nn::Module& m;
-    bool was;
-    explicit EvalMode(torch::nn::Module& mod) : m(mod), was(mod.is_training()) { m.eval(); }
-    ~EvalMode() { m.train(was); }
-};
-
 torch::Tensor imageTensor(const cv::Mat& rgb) {
     return torch::from_blob(const_cast<uint8_t*>(rgb.data), {rgb.rows, rgb.cols, 3}, torch::kUInt8).clone();
 }
@@ -42,7 +34,7 @@ cv::Vec3b clusterColour(int64_t cluster) {
 }
 
 ConstellationTrace ConstellationTrace::capture(ConstellationModel& model, const cv::Mat& image) {
-    EvalMode eval(model);
+    EvalScope eval(model);
     torch::NoGradGuard ng;
     auto pre = model.preprocess(image);
     auto out = model.forward(pre.tensor.unsqueeze(0), {true, -1});
@@ -198,7 +190,7 @@ std::vector<GalleryPatch> clusterGallery(ConstellationModel& model, const data::
     if (cluster < 0 || cluster >= model.config().clusters)
         throw Error("ConstellationNet: no cluster " + std::to_string(cluster) + " (the model has " +
                     std::to_string(model.config().clusters) + ")");
-    EvalMode eval(model);
+    EvalScope eval(model);
     torch::NoGradGuard ng;
     const int64_t n = maxImages > 0 ? std::min(maxImages, ds.size()) : ds.size();
     std::vector<GalleryPatch> best;

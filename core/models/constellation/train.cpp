@@ -169,21 +169,8 @@ struct Run {
 
 // One training image: resized to the input size, optional flip and pad-and-crop, normalized.
 torch::Tensor trainInput(const Run& run, const cv::Mat& image, std::mt19937_64& rng) {
-    cv::Mat rgb = data::fewShotInput(image, int(run.mcfg.imageSize));
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    if (run.cfg.hflip > 0 && u(rng) < run.cfg.hflip) {
-        cv::Mat f;
-        cv::flip(rgb, f, 1);
-        rgb = f;
-    }
-    if (run.cfg.padCrop > 0) {
-        const int p = int(run.cfg.padCrop);
-        cv::Mat padded;
-        cv::copyMakeBorder(rgb, padded, p, p, p, p, cv::BORDER_CONSTANT, cv::Scalar(0, 0, 0));
-        std::uniform_int_distribution<int> d(0, 2 * p);
-        const int x = d(rng), y = d(rng);
-        rgb = padded(cv::Rect(x, y, rgb.cols, rgb.rows)).clone();
-    }
+    const cv::Mat rgb = data::flipPadCrop(data::fewShotInput(image, int(run.mcfg.imageSize)), run.cfg.hflip,
+                                          int(run.cfg.padCrop), rng);
     return run.model->preprocess(rgb).tensor;
 }
 
