@@ -11,6 +11,8 @@
 #include <QSignalBlocker>
 #include <QSlider>
 #include <QSplitter>
+#include <QHeaderView>
+#include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -472,6 +474,44 @@ void ModelPanel::updateControls() {
         if (w) w->setEnabled(hasTrace());
     enableControls(hasTrace());
     Q_EMIT busyChanged(busy());
+}
+
+QTableWidget* makeClassTable(QWidget* parent, bool selectable, const QString& toolTip) {
+    auto* table = new QTableWidget(0, 3, parent);
+    table->setHorizontalHeaderLabels({"class", "name", "p"});
+    if (selectable) {
+        table->setSelectionBehavior(QAbstractItemView::SelectRows);
+        table->setSelectionMode(QAbstractItemView::SingleSelection);
+    } else {
+        table->setSelectionMode(QAbstractItemView::NoSelection);
+    }
+    table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    table->verticalHeader()->setVisible(false);
+    table->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
+    // Room for the five rows (the dock may be short: the panel scrolls what follows instead).
+    const int h = table->horizontalHeader()->sizeHint().height() + 5 * table->verticalHeader()->defaultSectionSize() +
+                  2 * table->frameWidth();
+    table->setMinimumHeight(h);
+    table->setMaximumHeight(h);
+    table->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    table->setToolTip(toolTip);
+    return table;
+}
+
+void fillClassTable(QTableWidget* table, const std::vector<ClassRow>& rows) {
+    table->setRowCount(int(rows.size()));
+    for (int i = 0; i < int(rows.size()); ++i) {
+        const ClassRow& r = rows[size_t(i)];
+        auto* c = new QTableWidgetItem(QString::number(r.classIndex));
+        c->setData(Qt::UserRole, qlonglong(r.classIndex));
+        table->setItem(i, 0, c);
+        table->setItem(i, 1, new QTableWidgetItem(QString::fromStdString(r.name)));
+        auto* p = new QTableWidgetItem(QString::number(r.prob, 'f', 4));
+        p->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        table->setItem(i, 2, p);
+    }
+    table->resizeColumnToContents(0);
+    table->resizeColumnToContents(2);
 }
 
 } // namespace glimpse::app

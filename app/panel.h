@@ -30,6 +30,7 @@
 #include "widgets/viewport.h"
 
 class QComboBox;
+class QTableWidget;
 class QFormLayout;
 class QLabel;
 class QMenu;
@@ -244,5 +245,16 @@ private:
     QComboBox* colormapBox_ = nullptr;
     QSlider* opacitySlider_ = nullptr;
 };
+
+// The top-k class table of a classifier panel (CoaT, ConstellationNet): columns class, name,
+// p; five rows tall without scrolling; not editable. `selectable`: single-row selection.
+struct ClassRow {
+    int64_t classIndex = 0;
+    std::string name;
+    double prob = 0;
+};
+QTableWidget* makeClassTable(QWidget* parent, bool selectable, const QString& toolTip);
+// Replaces the rows (class index also stored as Qt::UserRole).
+void fillClassTable(QTableWidget* table, const std::vector<ClassRow>& rows);
 
 } // namespace glimpse::app

@@ -154,20 +154,7 @@ void CoatInspector::buildViewControls(QFormLayout* form) {
 
 void CoatInspector::buildLists() {
     QVBoxLayout* col = column();
-    table_ = new QTableWidget(0, 3, this);
-    table_->setHorizontalHeaderLabels({"class", "name", "p"});
-    table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-    table_->setSelectionMode(QAbstractItemView::SingleSelection);
-    table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    table_->verticalHeader()->setVisible(false);
-    table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
-    // Room for the five rows (the dock may be short: the panel scrolls the gallery instead).
-    const int tableH = table_->horizontalHeader()->sizeHint().height() +
-                       5 * table_->verticalHeader()->defaultSectionSize() + 2 * table_->frameWidth();
-    table_->setMinimumHeight(tableH);
-    table_->setMaximumHeight(tableH);
-    table_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    table_->setToolTip("Top-5 classes; select a row to show its Grad-CAM");
+    table_ = makeClassTable(this, true, "Top-5 classes; select a row to show its Grad-CAM");
     col->addWidget(new QLabel("Top-5", this));
     col->addWidget(table_);
     connect(table_, &QTableWidget::itemSelectionChanged, this, [this] {
@@ -409,19 +396,9 @@ void CoatInspector::refillTable() {
         updating_ = false;
         return;
     }
-    const auto top = view_->trace().top5();
-    table_->setRowCount(int(top.size()));
-    for (int i = 0; i < int(top.size()); ++i) {
-        auto* c = new QTableWidgetItem(QString::number(top[size_t(i)].classIndex));
-        c->setData(Qt::UserRole, qlonglong(top[size_t(i)].classIndex));
-        table_->setItem(i, 0, c);
-        table_->setItem(i, 1, new QTableWidgetItem(QString::fromStdString(top[size_t(i)].name)));
-        auto* p = new QTableWidgetItem(QString::number(double(top[size_t(i)].prob), 'f', 4));
-        p->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-        table_->setItem(i, 2, p);
-    }
-    table_->resizeColumnToContents(0);
-    table_->resizeColumnToContents(2);
+    std::vector<ClassRow> rows;
+    for (const auto& t : view_->trace().top5()) rows.push_back({t.classIndex, t.name, double(t.prob)});
+    fillClassTable(table_, rows);
     updating_ = false;
 }
 

@@ -220,18 +220,7 @@ QWidget* ConstellationInspector::buildClustersTab() {
         tabs_->setCurrentIndex(1);
         showGallery(item->data(Qt::UserRole).toLongLong());
     });
-    table_ = new QTableWidget(0, 3, w);
-    table_->setHorizontalHeaderLabels({"class", "name", "p"});
-    table_->setSelectionMode(QAbstractItemView::NoSelection);
-    table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    table_->verticalHeader()->setVisible(false);
-    table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
-    const int tableH = table_->horizontalHeader()->sizeHint().height() +
-                       5 * table_->verticalHeader()->defaultSectionSize() + 2 * table_->frameWidth();
-    table_->setMinimumHeight(tableH);
-    table_->setMaximumHeight(tableH);
-    table_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    table_->setToolTip("Top-5 base classes of the linear head");
+    table_ = makeClassTable(w, false, "Top-5 base classes of the linear head");
     col->addWidget(new QLabel("Top-5 (base classes)", w));
     col->addWidget(table_);
     return w;
@@ -436,19 +425,9 @@ void ConstellationInspector::refillLegend() {
 
 void ConstellationInspector::refillTable() {
     if (!view_) return table_->setRowCount(0);
-    const auto top = view_->trace().top5();
-    table_->setRowCount(int(top.size()));
-    for (int i = 0; i < int(top.size()); ++i) {
-        auto* c = new QTableWidgetItem(QString::number(top[size_t(i)].classIndex));
-        c->setData(Qt::UserRole, qlonglong(top[size_t(i)].classIndex));
-        table_->setItem(i, 0, c);
-        table_->setItem(i, 1, new QTableWidgetItem(QString::fromStdString(top[size_t(i)].name)));
-        auto* p = new QTableWidgetItem(QString::number(double(top[size_t(i)].prob), 'f', 4));
-        p->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-        table_->setItem(i, 2, p);
-    }
-    table_->resizeColumnToContents(0);
-    table_->resizeColumnToContents(2);
+    std::vector<ClassRow> rows;
+    for (const auto& t : view_->trace().top5()) rows.push_back({t.classIndex, t.name, double(t.prob)});
+    fillClassTable(table_, rows);
 }
 
 // --- view settings -------------------------------------------------------------------
