@@ -8,6 +8,7 @@
 
 #include "core/h5/h5.h"
 #include "core/replay/episode_reader.h"
+#include "core/runlog.h"
 
 namespace glimpse {
 
@@ -172,6 +173,27 @@ std::string describeH5(const std::string& path) {
         };
         list(f.group("series"), "");
         out << "\n";
+        // A "running" log whose writer is gone (killed) must not read as running.
+        try {
+            RunWriterInfo w;
+            if (f.hasAttr("writer_host")) w.host = f.attrString("writer_host");
+            if (f.hasAttr("writer_pid")) w.pid = f.attrInt("writer_pid");
+            if (f.hasAttr("heartbeat_interval")) w.heartbeatInterval = f.attrDouble("heartbeat_interval");
+            if (f.hasDataset("heartbeat")) {
+                const torch::Tensor hb = f.dataset("heartbeat").read(torch::kFloat64);
+                if (hb.numel() == 1) w.heartbeat = hb.item<double>();
+            }
+            const std::string st = f.hasAttr("status") ? f.attrString("status") : "";
+            const RunStatus status = st == "running"    ? RunStatus::Running
+                                     : st == "finished" ? RunStatus::Finished
+                                     : st == "failed"   ? RunStatus::Failed
+                                                        : RunStatus::Stopped;
+            const RunLiveness l = judgeLiveness(status, w, unixTimeNow(), localHostName());
+            if (l.state == Liveness::Dead) out << "  run: DEAD, not running: " << l.description << "\n";
+            else if (l.state != Liveness::Ended) out << "  run: " << l.description << "\n";
+        } catch (const std::exception& e) {
+            out << "  liveness unavailable: " << e.what() << "\n";
+        }
     }
     if (glimpse && f.attrTypeDescription("kind").rfind("string", 0) == 0 && f.attrString("kind") == "glimpse.episode") {
         try {

@@ -1,11 +1,21 @@
 #include "core/runlog.h"
 
 #include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cmath>
+#include <condition_variable>
+#include <csignal>
 #include <cstddef>
+#include <ctime>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include <torch/torch.h>
 
@@ -64,12 +74,23 @@ void checkSeriesNames(const std::vector<std::string>& names, const std::string& 
                             "' clash (a name cannot be the group of another)");
 }
 
-// Writes the root attributes and the (empty) series datasets shared by live and final files.
+void writeHeartbeat(h5::Dataset& ds, double t) {
+    ds.check(H5Dwrite(ds.id(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &t), "cannot write the heartbeat");
+}
+
+// Writes the root attributes, the heartbeat and the (empty) series datasets shared by live and
+// final files.
 void writeSkeleton(h5::File& f, const RunLog& log) {
     f.setAttr("status", statusName(log.status));
     f.setAttr("status_message", log.statusMessage);
     f.setAttr("config", log.config.dump());
     f.setAttr("start_time", log.startTime);
+    f.setAttr("writer_host", log.writer.host);
+    f.setAttr("writer_pid", log.writer.pid);
+    f.setAttr("heartbeat_interval", log.writer.heartbeatInterval);
+    // One chunked element, so that a SWMR writer may overwrite it and readers refresh it.
+    h5::Dataset hb = f.createDataset("heartbeat", H5T_IEEE_F64LE, {1}, {1}, {1});
+    writeHeartbeat(hb, log.writer.heartbeat);
     h5::Group series = f.createGroup("series");
     h5::Id type = rowFileType();
     for (const auto& kv : log.series)
@@ -121,12 +142,26 @@ struct RootInfo {
     RunStatus status = RunStatus::Running;
     std::string message;
     double startTime = 0;
+    RunWriterInfo writer;
 };
+
+// The heartbeat of a file that has one (0 when it cannot be read).
+double readHeartbeat(const h5::Dataset& ds) {
+    double t = 0;
+    if (ds.shape() != std::vector<int64_t>{1}) return 0;
+    if (H5Dread(ds.id(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &t) < 0) return 0;
+    return std::isfinite(t) ? t : 0;
+}
 RootInfo readRoot(const h5::File& f) {
     RootInfo r;
     r.status = parseStatus(f.attrString("status"), f.fileName());
     r.message = f.hasAttr("status_message") ? f.attrString("status_message") : "";
     r.startTime = f.hasAttr("start_time") ? f.attrDouble("start_time") : 0.0;
+    // Writer identity and heartbeat: absent in logs written before heartbeats existed.
+    if (f.hasAttr("writer_host")) r.writer.host = f.attrString("writer_host");
+    if (f.hasAttr("writer_pid")) r.writer.pid = f.attrInt("writer_pid");
+    if (f.hasAttr("heartbeat_interval")) r.writer.heartbeatInterval = f.attrDouble("heartbeat_interval");
+    if (f.hasDataset("heartbeat")) r.writer.heartbeat = readHeartbeat(f.dataset("heartbeat"));
     try {
         r.config = nlohmann::json::parse(f.attrString("config"));
     } catch (const nlohmann::json::exception& e) {
@@ -149,7 +184,79 @@ double unixNow() {
     return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
+bool pidExists(int64_t pid) {
+    if (pid <= 0 || pid > INT_MAX) return false;
+    return ::kill(pid_t(pid), 0) == 0 || errno == EPERM;
+}
+
+std::string utcTime(double t) {
+    const std::time_t s = std::time_t(t);
+    std::tm tm{};
+    gmtime_r(&s, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    return buf;
+}
+
+std::string agoText(double seconds) {
+    char buf[64];
+    if (seconds < 120) std::snprintf(buf, sizeof buf, "%.0f s ago", seconds);
+    else if (seconds < 7200) std::snprintf(buf, sizeof buf, "%.0f min ago", seconds / 60);
+    else std::snprintf(buf, sizeof buf, "%.1f h ago", seconds / 3600);
+    return buf;
+}
+
 } // namespace
+
+std::string livenessName(Liveness l) {
+    switch (l) {
+    case Liveness::Ended: return "ended";
+    case Liveness::Alive: return "alive";
+    case Liveness::Dead: return "dead";
+    case Liveness::Unknown: return "unknown";
+    }
+    return "unknown";
+}
+
+std::string localHostName() {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof buf - 1) != 0) return {};
+    return buf;
+}
+
+double unixTimeNow() { return unixNow(); }
+
+RunLiveness judgeLiveness(RunStatus status, const RunWriterInfo& w, double now, const std::string& host) {
+    RunLiveness r;
+    r.lastSeen = w.heartbeat;
+    r.silentFor = w.heartbeat > 0 ? std::max(0.0, now - w.heartbeat) : 0.0;
+    const std::string who = w.pid > 0 ? "pid " + std::to_string(w.pid) + " on " + (w.host.empty() ? "?" : w.host) : "";
+    if (status != RunStatus::Running) {
+        r.state = Liveness::Ended;
+        r.description = "ended (" + statusName(status) + ")";
+        return r;
+    }
+    r.processGone = !host.empty() && host == w.host && w.pid > 0 && !pidExists(w.pid);
+    if (w.heartbeatInterval <= 0 || w.heartbeat <= 0) {
+        r.state = r.processGone ? Liveness::Dead : Liveness::Unknown;
+        r.description = r.processGone ? "the writing process (" + who + ") is gone - resume with --resume"
+                                      : "running (no heartbeat recorded: written by an older Glimpse)";
+        return r;
+    }
+    const double deadAfter = kDeadAfterIntervals * w.heartbeatInterval;
+    if (r.processGone || r.silentFor > deadAfter) {
+        r.state = Liveness::Dead;
+        r.description = "stopped responding at " + utcTime(w.heartbeat) + " (" + agoText(r.silentFor) + "); " +
+                        (r.processGone ? "the process is gone (" + who + ")"
+                                       : "no heartbeat for more than " + std::to_string(int64_t(std::ceil(deadAfter))) +
+                                             " s (" + who + "): the process is gone or hung") +
+                        " - resume with --resume";
+        return r;
+    }
+    r.state = Liveness::Alive;
+    r.description = "alive (heartbeat " + agoText(r.silentFor) + ", " + who + ")";
+    return r;
+}
 
 std::string statusName(RunStatus s) {
     switch (s) {
@@ -209,6 +316,48 @@ struct RunLogWriter::Impl {
     std::map<std::string, std::vector<Row>> pending;
     std::chrono::steady_clock::time_point start, lastFlush;
     bool closed = false;
+
+    // Heartbeat: a thread overwrites /heartbeat every opts.heartbeatInterval seconds. `mutex`
+    // guards the live file between it and the owner's flush()/close().
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool stopHeartbeat = false;
+    std::optional<h5::Dataset> heartbeat;
+    std::thread heartbeatThread;
+
+    void beat() {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!file || !heartbeat) return;
+        try {
+            const double t = unixNow();
+            writeHeartbeat(*heartbeat, t);
+            heartbeat->check(H5Dflush(heartbeat->id()), "cannot flush the heartbeat");
+            log.writer.heartbeat = t;
+        } catch (...) {
+            // A full disk or a vanished file: readers then see the heartbeat stop.
+        }
+    }
+    void startHeartbeat() {
+        heartbeatThread = std::thread([this] {
+            const auto interval = std::chrono::duration<double>(opts.heartbeatInterval);
+            std::unique_lock<std::mutex> lock(mutex);
+            while (!stopHeartbeat) {
+                if (wake.wait_for(lock, interval, [this] { return stopHeartbeat; })) break;
+                lock.unlock();
+                beat();
+                lock.lock();
+            }
+        });
+    }
+    void endHeartbeat() {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            stopHeartbeat = true;
+        }
+        wake.notify_all();
+        if (heartbeatThread.joinable()) heartbeatThread.join();
+    }
+    ~Impl() { endHeartbeat(); }
 };
 
 RunLogWriter::RunLogWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -238,11 +387,14 @@ RunLogWriter::~RunLogWriter() {
 RunLogWriter RunLogWriter::create(const std::string& path, const nlohmann::json& config,
                                   const std::vector<std::string>& seriesNames, Options opts) {
     checkSeriesNames(seriesNames, path);
+    if (!(opts.heartbeatInterval > 0) || !std::isfinite(opts.heartbeatInterval))
+        throw Error(path + ": the heartbeat interval must be a positive number of seconds");
     auto impl = std::make_unique<Impl>();
     impl->path = path;
     impl->opts = opts;
     impl->log.config = config;
     impl->log.startTime = unixNow();
+    impl->log.writer = {localHostName(), int64_t(::getpid()), opts.heartbeatInterval, impl->log.startTime};
     for (const auto& n : seriesNames) impl->log.series[n];
     impl->start = impl->lastFlush = std::chrono::steady_clock::now();
 
@@ -256,9 +408,11 @@ RunLogWriter RunLogWriter::create(const std::string& path, const nlohmann::json&
         writeSkeleton(*f, impl->log);
         h5::Group g = f->group("series");
         for (const auto& n : seriesNames) impl->datasets.emplace(n, g.dataset(n));
+        impl->heartbeat.emplace(f->dataset("heartbeat"));
         f->check(H5Fstart_swmr_write(f->fileId()), "cannot start SWMR writing");
         impl->file = std::move(f);
     });
+    impl->startHeartbeat();
     return RunLogWriter(std::move(impl));
 }
 
@@ -292,6 +446,7 @@ void RunLogWriter::append(const std::string& series, int64_t step, double value,
 
 void RunLogWriter::flush() {
     if (closed()) return;
+    std::lock_guard<std::mutex> lock(impl_->mutex);
     h5::silenceErrors();
     for (auto& [name, rows] : impl_->pending) {
         if (rows.empty()) continue;
@@ -317,6 +472,7 @@ void RunLogWriter::stop(const std::string& message) { close(RunStatus::Stopped, 
 void RunLogWriter::close(RunStatus status, const std::string& message) {
     if (closed()) throw Error(impl_ ? impl_->path + ": run log is already closed" : "run log writer was moved from");
     impl_->closed = true;   // whatever happens below, the live file is done
+    impl_->endHeartbeat();
     std::exception_ptr error;
     try {
         for (auto& [name, rows] : impl_->pending) {
@@ -328,6 +484,7 @@ void RunLogWriter::close(RunStatus status, const std::string& message) {
         error = std::current_exception();
     }
     impl_->datasets.clear();
+    impl_->heartbeat.reset();
     try {
         impl_->file->close();
     } catch (...) {
@@ -336,6 +493,7 @@ void RunLogWriter::close(RunStatus status, const std::string& message) {
     impl_->file.reset();
     impl_->log.status = status;
     impl_->log.statusMessage = message;
+    impl_->log.writer.heartbeat = unixNow();   // the last sign of life: the end
     // The final file replaces the live one even if the live one could not be completed: it is
     // written from memory.
     impl_->log.save(impl_->path);
@@ -350,6 +508,7 @@ struct RunLogReader::Impl {
     dev_t dev = 0;
     ino_t ino = 0;
     std::map<std::string, h5::Dataset> series;
+    std::optional<h5::Dataset> heartbeat;
     std::map<std::string, int64_t> rows;
     RootInfo root;
     std::vector<std::string> evalNames;
@@ -372,7 +531,11 @@ struct RunLogReader::Impl {
         }
         std::vector<std::string> evals;
         if (f->hasGroup("eval")) collectDatasets(f->group("eval"), "", evals);
+        std::optional<h5::Dataset> hb;
+        if (f->hasDataset("heartbeat")) hb.emplace(f->dataset("heartbeat"));
         series.clear();
+        heartbeat.reset();
+        heartbeat = std::move(hb);
         file = std::move(f);
         series = std::move(s);
         rows = std::move(n);
@@ -403,6 +566,8 @@ bool RunLogReader::refresh() {
         return true;
     }
     if (impl_->root.status != RunStatus::Running) return false;
+    if (impl_->heartbeat && H5Drefresh(impl_->heartbeat->id()) >= 0)
+        impl_->root.writer.heartbeat = std::max(impl_->root.writer.heartbeat, readHeartbeat(*impl_->heartbeat));
     bool changed = false;
     for (auto& [name, ds] : impl_->series) {
         ds.check(H5Drefresh(ds.id()), "cannot refresh the series");
@@ -442,6 +607,11 @@ MetricSeries RunLogReader::series(const std::string& series, int64_t firstRow) c
 }
 
 const nlohmann::json& RunLogReader::config() const { return impl_->root.config; }
+const RunWriterInfo& RunLogReader::writer() const { return impl_->root.writer; }
+
+RunLiveness RunLogReader::liveness(double now) const {
+    return judgeLiveness(impl_->root.status, impl_->root.writer, now < 0 ? unixNow() : now, localHostName());
+}
 RunStatus RunLogReader::status() const { return impl_->root.status; }
 const std::string& RunLogReader::statusMessage() const { return impl_->root.message; }
 double RunLogReader::startTime() const { return impl_->root.startTime; }
@@ -460,6 +630,7 @@ RunLog RunLogReader::snapshot() const {
     log.status = impl_->root.status;
     log.statusMessage = impl_->root.message;
     log.startTime = impl_->root.startTime;
+    log.writer = impl_->root.writer;
     for (const auto& kv : impl_->series) log.series[kv.first] = series(kv.first);
     for (const auto& n : impl_->evalNames) log.eval[n] = eval(n);
     return log;

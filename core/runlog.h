@@ -13,7 +13,15 @@
 //   * finish() / fail() / stop() close the live file and atomically replace it (rename) with the
 //     final file: the same series plus /eval and status = "finished" / "failed" / "stopped". A RunLogReader
 //     notices the replacement in refresh() (the path names a new inode) and reopens.
-// A writer that crashes leaves a readable file whose status stays "running".
+// A writer that crashes leaves a readable file whose status stays "running"; the heartbeat tells
+// readers it is dead (liveness()).
+//
+// Heartbeat: the writer records its host name and pid (root attributes writer_host, writer_pid,
+// heartbeat_interval) and a background thread overwrites the scalar-like dataset /heartbeat
+// (Unix time) every heartbeatInterval seconds, also during long steps and evaluations. A
+// reader calls a run whose status is "running" dead when its process is gone (same host, pid
+// no longer exists) or when the heartbeat is older than kDeadAfterIntervals intervals.
+// Logs written before heartbeats existed have none: liveness() says Unknown.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -28,6 +36,41 @@ namespace glimpse {
 // Stopped: ended on request (pause/stop/Ctrl-C) with a checkpoint to resume from, not an error.
 enum class RunStatus { Running, Finished, Failed, Stopped };
 std::string statusName(RunStatus s);               // "running", "finished", "failed", "stopped"
+
+// Whether the writer of a log whose status is "running" is still there.
+enum class Liveness {
+    Ended,     // status is not "running": the run ended (finished, failed or stopped)
+    Alive,     // running, heartbeat recent (and, on the writer's host, its process exists)
+    Dead,      // running, but the process is gone or the heartbeat stopped
+    Unknown,   // running, no heartbeat recorded (a log written before heartbeats existed)
+};
+std::string livenessName(Liveness l);   // "ended", "alive", "dead", "unknown"
+
+struct RunLiveness {
+    Liveness state = Liveness::Unknown;
+    double lastSeen = 0;    // Unix time of the last heartbeat; 0 when none is recorded
+    double silentFor = 0;   // seconds from lastSeen to the time asked about (>= 0)
+    bool processGone = false;   // same host and the writer's pid no longer exists
+    // One line for people: "alive (heartbeat 1 s ago, pid 123 on host h)", "stopped responding
+    // at 2026-11-24 18:55:12 UTC (40 s ago); the process is gone - resume with --resume", ...
+    std::string description;
+};
+
+// Writer identity and heartbeat as stored in a run log (all empty/0 in logs without them).
+struct RunWriterInfo {
+    std::string host;
+    int64_t pid = 0;
+    double heartbeatInterval = 0;   // seconds; 0: no heartbeat recorded
+    double heartbeat = 0;           // Unix time of the last heartbeat
+};
+
+// The rule readers apply (exposed for `glimpse info` and tests): `now` is Unix time, `host`
+// the reader's host name. Dead after kDeadAfterIntervals heartbeat intervals of silence, or at
+// once when `host` is the writer's and its pid does not exist.
+constexpr double kDeadAfterIntervals = 5;
+RunLiveness judgeLiveness(RunStatus status, const RunWriterInfo& writer, double now, const std::string& host);
+std::string localHostName();
+double unixTimeNow();
 
 // One metric series, column-wise (what charts want).
 struct MetricSeries {
@@ -48,16 +91,19 @@ struct RunLog {
     double startTime = 0;                           // Unix time (seconds) of the run start
     std::map<std::string, MetricSeries> series;
     std::map<std::string, torch::Tensor> eval;      // '/' in a name makes sub-groups
+    RunWriterInfo writer;                           // host, pid, heartbeat of the (last) writer
 
     void save(const std::string& path) const;       // atomic
     static RunLog load(const std::string& path);    // also reads a live file (SWMR)
 };
 
-// Appends to a live run log. Not thread-safe: use it from one thread.
+// Appends to a live run log. Not thread-safe: use it from one thread (its own heartbeat thread
+// is synchronized internally).
 class RunLogWriter {
 public:
     struct Options {
-        double flushInterval = 1.0;   // append() flushes when this many seconds have passed
+        double flushInterval = 1.0;       // append() flushes when this many seconds have passed
+        double heartbeatInterval = 2.0;   // /heartbeat is refreshed this often (> 0)
     };
     // Creates (replacing any file at `path`) a live run log with the given series.
     static RunLogWriter create(const std::string& path, const nlohmann::json& config,
@@ -120,6 +166,11 @@ public:
     std::vector<std::string> evalNames() const;
     torch::Tensor eval(const std::string& name) const;
     RunLog snapshot() const;   // everything as it is now
+    // The writer's host, pid and last heartbeat as of the last open()/refresh().
+    const RunWriterInfo& writer() const;
+    // Whether a "running" log's writer is still there, judged at Unix time `now` (default:
+    // the current time) from the heartbeat read by the last refresh().
+    RunLiveness liveness(double now = -1) const;
 
 private:
     struct Impl;

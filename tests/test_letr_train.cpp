@@ -328,8 +328,23 @@ private Q_SLOTS:
         c.coarseSteps = 1;
         c.fineSteps = 0;
         train::Control control;
-        QVERIFY(contains(errorOf([&] { trainLetr(c, "procedural:2:0:64x64", out, true, control, {}); }),
-                         {out + "/checkpoint.h5"}));
+        // --resume before the first checkpoint (a run killed early): starts from step 0 and
+        // replaces the stale live log, which a killed writer left "running".
+        {
+            std::filesystem::create_directories(out);
+            RunLog stale;   // status "running", like the log of a killed writer
+            stale.series["stale"].append(7, 1.0, 1.0);
+            stale.save(out + "/run.h5");
+            trainLetr(c, "procedural:2:0:64x64", out, true, control, {});
+        }
+        {
+            const RunLog fresh = RunLog::load(out + "/run.h5");
+            QCOMPARE(fresh.status, RunStatus::Finished);
+            QVERIFY(!fresh.series.count("stale"));
+            QCOMPARE(fresh.series.at("loss/total").steps, std::vector<int64_t>({1}));
+            std::filesystem::remove(out + "/model.h5");
+            std::filesystem::remove(out + "/checkpoint.h5");
+        }
         trainLetr(c, "procedural:2:0:64x64", out, false, control, {});
         auto d = c;
         d.lr = 3e-4;

@@ -10,6 +10,7 @@
 #include "core/util/json_file.h"
 #include "core/error.h"
 #include "core/models/efficientzero/train.h"
+#include "core/train/run.h"
 
 namespace glimpse::cli {
 
@@ -19,7 +20,9 @@ const char* kTrainUsage =
     "usage: glimpse train efficientzero --env NAME --steps S --out RUN [options]\n"
     "Trains EfficientZero on a built-in arcade game (glimpse env list). RUN gets model.h5\n"
     "(for glimpse play), state.h5 (resume state) and runlog.h5. Running the same command\n"
-    "again with an existing RUN resumes it up to S learner updates.\n"
+    "again with an existing RUN resumes it up to S learner updates (--resume says so explicitly;\n"
+    "without a state.h5 yet, e.g. killed before its first checkpoint, the run starts anew).\n"
+    "  --resume                 continue RUN (what happens anyway when RUN has a state.h5)\n"
     "  --seed N                 run seed (default 0)\n"
     "  --config FILE.json       training config (docs/rl.md keys); flags below override it\n"
     "  --envs K                 self-play environments (default 8)\n"
@@ -38,8 +41,8 @@ int trainEfficientZero(const std::vector<std::string>& args) {
         std::cerr << kTrainUsage;
         return args.empty() ? 2 : 0;
     }
-    Args a(args);
-    a.checkKnown({"--env", "--steps", "--out", "--seed", "--config", "--envs", "--simulations", "--batch", "--ratio",
+    Args a(args, {"--resume"});
+    a.checkKnown({"--resume", "--env", "--steps", "--out", "--seed", "--config", "--envs", "--simulations", "--batch", "--ratio",
                   "--min-replay", "--lr", "--max-episode-steps", "--threads"});
     nlohmann::json j = nlohmann::json::object();
     if (auto path = a.get("--config")) {
@@ -58,6 +61,7 @@ int trainEfficientZero(const std::vector<std::string>& args) {
     if (a.has("--max-episode-steps")) j["max_episode_steps"] = a.getInt("--max-episode-steps", 1000);
     const auto cfg = efficientzero::TrainConfig::fromJson(j);
     const std::string out = a.require("--out");
+    if (a.has("--resume")) train::resumeFrom(out + "/state.h5", true);   // the note when there is none yet
     const long long threads = a.getInt("--threads", 2);
     if (threads < 1 || threads > 256) throw Error("--threads must be in 1..256");
     torch::set_num_threads(int(threads));

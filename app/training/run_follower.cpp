@@ -50,6 +50,9 @@ RunFollower::Update RunFollower::poll(bool mustExist) {
         for (size_t i = 0; i < s.size(); ++i) pts.push_back(QPointF(double(s.steps[i]), s.values[i]));
         seen = n;
     }
+    const RunLiveness live = reader_->liveness();
+    dead_ = live.state == Liveness::Dead;
+    deadText_ = dead_ ? QString::fromStdString(live.description) : QString();
     const QString st = status();
     if (st != lastStatus_) {
         u.statusChanged = true;
@@ -66,7 +69,7 @@ RunFollower::Progress RunFollower::progress() const {
     if (it != c.end() && it->is_number_integer()) p.total = it->get<int64_t>();
     if (recent_.empty()) return p;
     p.step = recent_.back().first;
-    if (reader_->status() != RunStatus::Running) {
+    if (reader_->status() != RunStatus::Running || dead_) {
         p.eta = 0;
     } else if (p.total >= 0 && recent_.size() >= 2) {
         const auto& a = recent_.front();
@@ -78,11 +81,15 @@ RunFollower::Progress RunFollower::progress() const {
 }
 
 QString RunFollower::status() const {
-    return reader_ ? QString::fromStdString(statusName(reader_->status())) : QStringLiteral("waiting");
+    if (!reader_) return QStringLiteral("waiting");
+    if (dead_ && reader_->status() == RunStatus::Running) return QStringLiteral("dead");
+    return QString::fromStdString(statusName(reader_->status()));
 }
 
 QString RunFollower::statusMessage() const {
-    return reader_ ? QString::fromStdString(reader_->statusMessage()) : QString();
+    if (!reader_) return {};
+    if (dead_ && reader_->status() == RunStatus::Running) return deadText_;
+    return QString::fromStdString(reader_->statusMessage());
 }
 
 QString RunFollower::configText() const {

@@ -34,8 +34,10 @@ public:
 
     const QString& path() const { return path_; }
     bool isOpen() const { return reader_ != nullptr; }
-    QString status() const;          // "running", "finished", "failed"; "waiting" before open
-    QString statusMessage() const;
+    // "running", "finished", "failed", "stopped"; "dead" for a "running" log whose writer is
+    // gone (killed: process gone or heartbeat stopped, as of the last poll); "waiting" before open.
+    QString status() const;
+    QString statusMessage() const;   // for "dead": "stopped responding at ...; ... resume with --resume"
     QString configText() const;      // the run's config JSON, pretty-printed
     std::string dataSpec() const;    // config's "data" (or "data_spec") string, "" if none
 
@@ -53,6 +55,8 @@ private:
     std::unique_ptr<RunLogReader> reader_;
     QMap<QString, int64_t> rows_;
     QString lastStatus_;
+    bool dead_ = false;
+    QString deadText_;
     QString progressSeries_;
     std::deque<std::pair<int64_t, double>> recent_;   // (step, wall time) of the last rows
 };

@@ -380,6 +380,7 @@ void TrainingPanel::rebuildRunList() {
     runList_->clear();
     for (const auto& r : runs_) {
         QString text = QStringLiteral("%1  [%2]  %3").arg(r->label, r->follower->status(), r->follower->path());
+        if (r->follower->status() == "dead") text += "  - " + r->follower->statusMessage();
         if (!r->error.isEmpty()) text += "  - " + r->error;
         auto* item = new QListWidgetItem(text, runList_);
         item->setForeground(widgets::runColor(r->index));
@@ -454,6 +455,7 @@ void TrainingPanel::showFollowedProgress() {
         progress_->setValue(int(1000 * std::min(p.step, p.total) / p.total));
     }
     if (status == "running") text += QStringLiteral("   ETA %1").arg(formatSeconds(p.eta));
+    else if (status == "dead") text += QStringLiteral("  (dead: %1)").arg(pick->follower->statusMessage());
     else text += QStringLiteral("  (%1)").arg(status);
     progressLabel_->setText(text);
 }

@@ -1,7 +1,13 @@
 #include "core/train/run.h"
 
+#include <signal.h>
+
+#include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <iostream>
 
 #include "core/error.h"
 
@@ -17,7 +23,37 @@ RunFiles runFiles(const std::string& outDir) {
     f.checkpoint = (fs::path(outDir) / "checkpoint.h5").string();
     f.runLog = (fs::path(outDir) / "run.h5").string();
     f.model = (fs::path(outDir) / "model.h5").string();
+    removeStaleTemps(outDir);
     return f;
+}
+
+int removeStaleTemps(const std::string& dir) {
+    int removed = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        const size_t at = name.rfind(".tmp-");
+        if (at == std::string::npos || at == 0) continue;
+        // ".tmp-<pid>-<n>"
+        const std::string rest = name.substr(at + 5);
+        const size_t dash = rest.find('-');
+        if (dash == std::string::npos || dash == 0 || dash + 1 == rest.size()) continue;
+        if (rest.find_first_not_of("0123456789-") != std::string::npos) continue;
+        const long long pid = std::atoll(rest.substr(0, dash).c_str());
+        if (pid <= 0 || pid > INT_MAX) continue;
+        if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;   // its writer may still be at work
+        std::error_code rm;
+        if (fs::remove(it->path(), rm)) ++removed;
+    }
+    return removed;
+}
+
+bool resumeFrom(const std::string& checkpoint, bool resume) {
+    if (!resume) return false;
+    std::error_code ec;
+    if (fs::exists(checkpoint, ec)) return true;
+    std::cerr << checkpoint << ": no checkpoint yet (the run ended before its first one); starting from step 0\n";
+    return false;
 }
 
 TrainState loadResumeState(const std::string& path, const std::string& family, const nlohmann::json& config,

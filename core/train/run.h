@@ -20,7 +20,18 @@ struct RunFiles {
 };
 
 // Creates `outDir` when needed (glimpse::Error naming it when that fails) and names its files.
+// Also removes temp files that killed writers left there (removeStaleTemps).
 RunFiles runFiles(const std::string& outDir);
+
+// Removes `<file>.tmp-<pid>-<n>` files in `dir` (the atomic writes' temp files) whose writer
+// process no longer exists: a run killed while writing a checkpoint leaves one behind.
+// Returns how many were removed.
+int removeStaleTemps(const std::string& dir);
+
+// Whether a run asked to resume (`resume`) can: true when `checkpoint` exists. A run killed
+// before its first checkpoint has none: it then starts from step 0 (its stale run log is
+// replaced) and a one-line note saying so goes to stderr. False when !resume.
+bool resumeFrom(const std::string& checkpoint, bool resume);
 
 // The state a resumed run continues from: the training state at `path` of `family`. Errors name
 // the file when it is missing or corrupt, was written with another config (`config` compared

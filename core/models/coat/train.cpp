@@ -412,6 +412,7 @@ CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpe
     run.mcfg = cfg.modelConfig(run.trainSet().classNames());
     run.trainSize = cfg.trainSubset > 0 ? std::min(cfg.trainSubset, run.trainSet().size()) : run.trainSet().size();
     run.files = train::runFiles(outDir);
+    resume = train::resumeFrom(run.files.checkpoint, resume);   // none yet: start from step 0
     if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
     run.model = std::make_shared<CoatModel>(run.mcfg, cfg.seed);
     run.model->train(true);

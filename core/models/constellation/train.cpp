@@ -331,6 +331,7 @@ ConstellationTrainResult trainConstellation(const ConstellationTrainConfig& cfg,
     if (run.mcfg.multiBranch) run.baseEpisodes->sample({cfg.protoWays, cfg.protoShots, cfg.protoQueries}, 0, 0);
     run.valEpisodes->sample({5, cfg.valShots, 15}, 0, 0);   // too few classes / samples: fail now
     run.files = train::runFiles(outDir);
+    resume = train::resumeFrom(run.files.checkpoint, resume);   // none yet: start from step 0
     if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
     run.model = std::make_shared<ConstellationModel>(run.mcfg, cfg.seed);
     run.model->train(true);

@@ -20,6 +20,7 @@
 #include "core/rl/replay.h"
 #include "core/runlog.h"
 #include "core/train/loop.h"
+#include "core/train/run.h"
 #include "core/train/state.h"
 
 namespace glimpse::efficientzero {
@@ -442,6 +443,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& runDir, train::Contr
       statePath_((fs::path(runDir) / "state.h5").string()), modelPath_((fs::path(runDir) / "model.h5").string()),
       logPath_((fs::path(runDir) / "runlog.h5").string()), l_(newLearner(cfg, netCfg_)) {
     fs::create_directories(runDir);
+    train::removeStaleTemps(runDir);   // left by a run killed while writing a checkpoint
     resumeOrStart();
     histories_.resize(size_t(cfg.numEnvs));
     episodeReturn_.assign(size_t(cfg.numEnvs), 0.0);

@@ -479,12 +479,13 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     LetrRun run{cfg, dataSpec, control, {}, data::openLineDataset(dataSpec), nullptr, nullptr, cfg.toJson(), resume};
     if (run.ds->size() < 1) throw Error("dataset '" + dataSpec + "' is empty");
     run.files = train::runFiles(outDir);
+    run.resume = train::resumeFrom(run.files.checkpoint, resume);   // none yet: start from step 0
     if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
     run.valDs = openValidation(cfg, *run.ds);
     run.model = std::make_shared<LetrModel>(cfg.model, cfg.seed);
     run.model->train(true);
     run.model->setTrainBackboneBn(cfg.trainBackboneBn);
-    if (resume) resumeRun(run);
+    if (run.resume) resumeRun(run);
     const std::vector<Phase> phases = phasesOf(cfg);
     RunLogWriter log = openLetrRunLog(run);
     train::StepReporter rep(log, progress, cfg.totalSteps(), run.step);
