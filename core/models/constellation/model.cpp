@@ -226,7 +226,9 @@ void ConstellationModel::resetParameters(uint64_t seed) {
                  name.find("downsample.1") != std::string::npos)
             v.fill_(name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 ? 1.0 : 0.0);
         else {   // linear biases: U(+-1/sqrt(fan_in)) of their weight
-            auto w = named_parameters(true).find(name.substr(0, name.size() - 4) + "weight");
+            // Keep the dict alive: find() points into it (a temporary dict here left w dangling).
+            const auto params = named_parameters(true);
+            const auto* w = params.find(name.substr(0, name.size() - 4) + "weight");
             const double bound = w ? 1.0 / std::sqrt(double(w->size(1))) : 0.0;
             v.uniform_(-bound, bound, gen);
         }

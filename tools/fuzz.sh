@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer targets (docs/fuzzing.md) and prints one table row per target.
+#   tools/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      (default: 60 s, every target)
+#   tools/fuzz.sh -runs=N [TARGET...]                    (N executions per target instead)
+# Environment: BUILD (default build-asan), FUZZ_OUT (default /tmp/glimpse-fuzz: working corpora,
+# logs, crash/leak/timeout artifacts; outside the tree), JOBS (targets run at once, default 1).
+# The seed corpora fuzz/corpus/<target>/ are read, never written; new inputs go to FUZZ_OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+limit=${1:-60}
+shift || true
+build=${BUILD:-build-asan}
+out=$(realpath -m "${FUZZ_OUT:-/tmp/glimpse-fuzz}")
+build=$(realpath -m "$build")
+jobs=${JOBS:-1}
+if [ $# -gt 0 ]; then targets=("$@"); else
+  mapfile -t targets < <(ls fuzz/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//')
+fi
+if [[ $limit == -runs=* ]]; then budget=$limit; else budget=-max_total_time=$limit; fi
+
+# Options every run needs (docs/fuzzing.md "Sanitizer options").
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tools/sanitizer/lsan.supp:print_suppressions=0}
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1   # one thread per target: JOBS decides the parallelism
+
+maxlen() {   # the largest input worth mutating, per target
+  case $1 in
+    fuzz_config_json|fuzz_data_spec|fuzz_wireframe|fuzz_import_frames|fuzz_idx) echo 4096 ;;
+    fuzz_image) echo 16384 ;;
+    fuzz_video) echo 32768 ;;
+    *) echo 131072 ;;   # HDF5 files: the seeds are a few KB to ~100 KB
+  esac
+}
+
+run_one() {
+  local t=$1 bin=$build/fuzz/$1
+  mkdir -p "$out/corpus/$t" "$out/artifacts/$t" "$out/logs"
+  if [ ! -x "$bin" ]; then echo "$t: $bin missing" > "$out/logs/$t.log"; return; fi
+  local before; before=$(ls "$out/artifacts/$t" | wc -l)
+  "$bin" "$out/corpus/$t" "$root/fuzz/corpus/$t" $budget -max_len="$(maxlen "$t")" -timeout=10 \
+    -rss_limit_mb=3072 -malloc_limit_mb=3072 -artifact_prefix="$out/artifacts/$t/" -print_final_stats=1 \
+    > "$out/logs/$t.log" 2>&1
+  echo "$?" > "$out/logs/$t.rc"
+  echo "$before" > "$out/logs/$t.before"
+}
+export -f run_one maxlen
+export build out budget root
+printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
+
+printf '%-32s %12s %8s %6s %6s %8s %5s  %s\n' target executions exec/s crash leak timeout oom "new artifacts"
+status=0
+for t in "${targets[@]}"; do
+  log=$out/logs/$t.log
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" 2>/dev/null | awk '{print $2}' | tail -1)
+  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" 2>/dev/null | awk '{print $2}' | tail -1)
+  new=$(ls -t "$out/artifacts/$t" 2>/dev/null | head -n $(( $(ls "$out/artifacts/$t" 2>/dev/null | wc -l) - $(cat "$out/logs/$t.before" 2>/dev/null || echo 0) )) | tr '\n' ' ')
+  c() { ls "$out/artifacts/$t" 2>/dev/null | grep -c "^$1-" ; }
+  printf '%-32s %12s %8s %6s %6s %8s %5s  %s\n' "$t" "${execs:-?}" "${rate:-?}" "$(c crash)" "$(c leak)" "$(c timeout)" "$(c oom)" "$new"
+  rc=$(cat "$out/logs/$t.rc" 2>/dev/null || echo 1)
+  [ "$rc" = 0 ] || status=1
+done
+echo "logs: $out/logs   artifacts: $out/artifacts   (counts are all artifacts so far; 'new' this run)"
+exit $status
