@@ -19,6 +19,8 @@ std::vector<Command> generalCommands() {
         {"env", "", "list | score [--episodes K]", "the built-in arcade games", env},
         {"bench", "rl", "[--threads T]", "environment and MCTS throughput", benchRl},
         {"data", "export", "--data SPEC --out DIR", "write a line dataset as images + JSON", dataExport},
+        {"data", "verify", "FILE.h5 ...", "read every dataset, verifying every checksum", dataVerify},
+        {"data", "resave", "IN.h5 [--out OUT.h5]", "rewrite a checkpoint with checksums (tensors bit-identical)", dataResave},
         {"data", "import-episode", "(--minari F.hdf5 [--episode N] | --frames DIR [--csv F]) --out E.h5",
          "import a Minari or PNG-folder episode", importEpisode},
         {"bench", "replay", "[--steps N] [--file EPISODE.h5]", "episode open time, memory and scrub times",

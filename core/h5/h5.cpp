@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -21,8 +22,35 @@ namespace {
     throw Error(file + ": " + what);
 }
 
+// What the calling thread's HDF5 error stack says about corruption: a failed Fletcher-32 check
+// of raw data ("data error detected by Fletcher32 checksum"), a failed checksum of metadata
+// (superblock, object header, chunk index: "incorrect metadata checksum ..."), or compressed
+// data that does not inflate. "" when the stack reports none of these.
+std::string corruptionOf() {
+    std::string found;
+    H5Ewalk2(
+        H5E_DEFAULT, H5E_WALK_UPWARD,
+        [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+            auto& f = *static_cast<std::string*>(out);
+            if (!f.empty() || !e || !e->desc) return 0;
+            const std::string d = e->desc;
+            if (d.find("Fletcher32") != std::string::npos) f = "checksum mismatch (the file is corrupt)";
+            else if (d.find("checksum") != std::string::npos)
+                f = "metadata checksum mismatch (the file is corrupt)";
+            else if (d.find("inflate() failed") != std::string::npos)
+                f = "compressed data is damaged (the file is corrupt)";
+            return 0;
+        },
+        &found);
+    return found;
+}
+
+// `what`, and when HDF5 reported corruption, that first: "cannot read the data: checksum
+// mismatch (the file is corrupt; HDF5: data error detected by Fletcher32 checksum)".
 std::string withDetail(const std::string& what) {
-    std::string d = lastErrorDetail();
+    const std::string d = lastErrorDetail();
+    const std::string c = corruptionOf();
+    if (!c.empty()) return what + ": " + c.substr(0, c.size() - 1) + "; HDF5: " + d + ")";
     return d.empty() ? what : what + " (HDF5: " + d + ")";
 }
 
@@ -319,9 +347,15 @@ void Object::setAttr(const std::string& name, double value) {
 void Object::setAttr(const std::string& name, const std::string& value) {
     if (value.find('\0') != std::string::npos)
         fail("attribute '" + name + "': strings with NUL characters cannot be stored");
-    Id type = stringType();
-    const char* p = value.c_str();
-    replaceAttr(*this, name, type.get(), [&](hid_t a) { return H5Awrite(a, type.get(), &p); });
+    // Fixed length: the bytes live in the attribute message inside the object header, which the
+    // file format checksums (a variable-length string's bytes live in the unchecked global heap).
+    Id type(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(type.get(), std::max<size_t>(1, value.size()));
+    H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+    H5Tset_cset(type.get(), H5T_CSET_UTF8);
+    std::string padded = value;
+    padded.resize(std::max<size_t>(1, value.size()), '\0');
+    replaceAttr(*this, name, type.get(), [&](hid_t a) { return H5Awrite(a, type.get(), padded.data()); });
 }
 
 std::string Object::attrTypeDescription(const std::string& name) const {
@@ -468,8 +502,11 @@ torch::Tensor Dataset::read() const {
         Id mem = H5Tget_class(type.get()) == H5T_ENUM
                      ? Id(H5Tget_native_type(type.get(), H5T_DIR_ASCEND), H5Tclose)
                      : Id(H5Tcopy(memTypeFor(dt)), H5Tclose);
-        check(H5Dread(id(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()),
-              "cannot read the data (truncated or corrupt file, or its checksum does not match?)");
+        if (H5Dread(id(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()) < 0) {
+            const std::string c = corruptionOf();
+            if (!c.empty()) fail(c.substr(0, c.size() - 1) + "; HDF5: " + lastErrorDetail() + ")");
+            fail(withDetail("cannot read the data (truncated or corrupt file)"));
+        }
     }
     return isBool ? t.ne(0) : t;
 }
@@ -500,9 +537,12 @@ Group::Type Group::typeOf(const std::string& path) const {
     for (size_t n = 1; n <= parts.size(); ++n) {
         if (parts[n - 1] == ".") fail("invalid name '" + path + "' ('.' is not a name)");
         htri_t e = H5Lexists(id(), joinPath(absolute, parts, n).c_str(), H5P_DEFAULT);
-        if (e <= 0) return Type::None;
+        if (e < 0) raise(file_, withDetail("cannot look up '" + childPath(joinPath(absolute, parts, n)) + "'"));
+        if (e == 0) return Type::None;
     }
     Id obj(H5Oopen(id(), joinPath(absolute, parts, parts.size()).c_str(), H5P_DEFAULT), H5Oclose);
+    if (!obj.valid() && !corruptionOf().empty())
+        raise(file_, withDetail("cannot open '" + childPath(path) + "'"));
     if (!obj.valid()) return Type::None;   // e.g. a dangling soft link
     switch (H5Iget_type(obj.get())) {
     case H5I_GROUP: return Type::Group;
@@ -621,6 +661,22 @@ Dataset Group::createDataset(const std::string& path, hid_t fileType, const std:
     return Dataset(std::move(ds), file_, abs);
 }
 
+// A scalar dataset with compact layout: its value is stored in the object header, which the
+// file format checksums (Fletcher-32 needs chunks, and a 0-d dataset cannot be chunked).
+Dataset Group::createCompact(const std::string& path, hid_t fileType) {
+    silenceErrors();
+    const std::string abs = childPath(path);
+    if (exists(path)) raise(file_, "cannot create dataset '" + abs + "': it already exists");
+    const auto slash = path.find_last_of('/');
+    if (slash != std::string::npos && slash > 0) createGroup(path.substr(0, slash));
+    Id space(H5Screate(H5S_SCALAR), H5Sclose);
+    Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_layout(dcpl.get(), H5D_COMPACT);
+    Id ds(H5Dcreate2(id(), path.c_str(), fileType, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
+    if (!ds.valid()) raise(file_, withDetail("cannot create dataset '" + abs + "'"));
+    return Dataset(std::move(ds), file_, abs);
+}
+
 Dataset Group::writeTensor(const std::string& path, const torch::Tensor& tensor, const WriteOptions& opts) {
     if (!tensor.defined()) raise(file_, "cannot write an undefined tensor to '" + childPath(path) + "'");
     const bool isBool = tensor.scalar_type() == torch::kBool;
@@ -649,7 +705,7 @@ Dataset Group::writeTensor(const std::string& path, const torch::Tensor& tensor,
         for (size_t i = 0; i < chunk.size() && chunkBytes() > (int64_t(1) << 20); ++i)
             while (chunk[i] > 1 && chunkBytes() > (int64_t(1) << 20)) chunk[i] = (chunk[i] + 1) / 2;
     }
-    Dataset ds = createDataset(path, ft, dims, dims, chunk, gzip ? opts.gzipLevel : -1, checksum);
+    Dataset ds = t.dim() == 0 ? createCompact(path, ft) : createDataset(path, ft, dims, dims, chunk, gzip ? opts.gzipLevel : -1, checksum);
     if (t.numel() > 0)
         ds.check(H5Dwrite(ds.id(), memTypeFor(t.scalar_type()), H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr()),
                  "cannot write the data");
@@ -676,11 +732,13 @@ File File::open(const std::string& path, Mode mode) {
                                               : H5F_ACC_RDONLY;
     Id f(H5Fopen(path.c_str(), flags, fapl.get()), H5Fclose);
     std::string detail = lastErrorDetail();
+    const std::string corruption = corruptionOf();
     if (!f.valid() && mode == Mode::Read)   // a run log that a SWMR writer holds open
         f = Id(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
     if (!f.valid()) {
-        const std::string what = mode == Mode::ReadWrite ? "cannot open the HDF5 file for writing"
-                                                         : "truncated or corrupt HDF5 file";
+        const std::string what = !corruption.empty()           ? corruption
+                                 : mode == Mode::ReadWrite ? "cannot open the HDF5 file for writing"
+                                                           : "truncated or corrupt HDF5 file";
         raise(path, detail.empty() ? what : what + " (HDF5: " + detail + ")");
     }
     Id root(H5Gopen2(f.get(), "/", H5P_DEFAULT), H5Gclose);
@@ -744,6 +802,9 @@ File openGlimpse(const std::string& path, const std::string& kind, int64_t maxVe
 
 void writeAtomically(const std::string& path, const std::string& kind, int64_t formatVersion,
                      const std::function<void(File&)>& write, File::CreateOptions opts) {
+    // The latest format: superblock v3, version 2 object headers and the 1.10 chunk indexes,
+    // every one with a checksum (docs/integrity.md).
+    opts.latestFormat = true;
     writeFileAtomically(path, [&](const std::string& tmp) {
         File f = File::create(tmp, opts, path);
         writeHeader(f, kind, formatVersion);

@@ -6,7 +6,13 @@
 //
 // Tensors are stored as plain datasets (little-endian): float32, float64, int8, int16, int32,
 // int64 and uint8 as themselves; bool as uint8 with the attribute dtype = "bool". A 0-d tensor
-// is a scalar dataset. h5py-written bool arrays (an 8-bit enum) read back as bool.
+// is a scalar dataset (compact: its value lives in the object header). h5py-written bool arrays
+// (an 8-bit enum) read back as bool.
+//
+// Integrity (docs/integrity.md): writeTensor checksums every tensor by default (Fletcher-32 per
+// chunk; scalars and string attributes are stored inside object headers, which carry a
+// checksum in the format Glimpse writes), so a flipped bit fails the read with
+// "<file>: dataset '<path>': checksum mismatch (the file is corrupt)".
 //
 // Every file Glimpse writes carries two root attributes: kind (string, e.g.
 // "glimpse.checkpoint") and format_version (int64). openGlimpse() checks both.
@@ -71,8 +77,8 @@ struct WriteOptions {
     int gzipLevel = 4;
     // Fletcher-32 checksum per chunk (HDF5's filter; readers verify it on every read, so a
     // flipped bit fails the read of that dataset). Needs chunked storage: non-empty, non-scalar
-    // tensors are chunked for it; scalars stay unchecked.
-    bool checksum = false;
+    // tensors are chunked for it; scalars are compact (checked with their object header).
+    bool checksum = true;
 };
 
 // A file root, group or dataset: it knows its file name and path so errors can name both.
@@ -88,7 +94,9 @@ public:
     void setAttr(const std::string& name, int64_t value);
     void setAttr(const std::string& name, int value) { setAttr(name, int64_t(value)); }
     void setAttr(const std::string& name, double value);
-    void setAttr(const std::string& name, const std::string& value);   // UTF-8, variable length
+    // UTF-8, fixed length (stored in the object header, so checksummed with it; h5py reads it
+    // as bytes). Variable-length strings (h5py's default) are read too.
+    void setAttr(const std::string& name, const std::string& value);
     void setAttr(const std::string& name, const char* value) { setAttr(name, std::string(value)); }
     // Throw when the attribute is missing or has the wrong type. attrDouble accepts integers;
     // attrString accepts fixed- and variable-length strings.
@@ -174,6 +182,7 @@ public:
 private:
     enum class Type { None, Group, Dataset, Other };
     Type typeOf(const std::string& path) const;
+    Dataset createCompact(const std::string& path, hid_t fileType);   // a scalar, in its header
 };
 
 class File : public Group {
@@ -223,7 +232,8 @@ File openGlimpse(const std::string& path, const std::string& kind, int64_t maxVe
 
 // Atomic write of a Glimpse file: creates `path.tmp-<pid>-<n>` with the header, calls
 // write(file), closes, fsyncs and renames it over `path`. If anything throws, the temp file
-// is removed and `path` is untouched.
+// is removed and `path` is untouched. Always in the latest file format (opts.latestFormat is
+// implied): its superblock, object headers and chunk indexes all carry checksums.
 void writeAtomically(const std::string& path, const std::string& kind, int64_t formatVersion,
                      const std::function<void(File&)>& write,
                      File::CreateOptions opts = File::CreateOptions{});

@@ -230,7 +230,7 @@ void writeEpisode(const std::string& path, const Episode& e, const FrameSource& 
         const int64_t H = src.height, W = src.width, C = src.channels;
         const int64_t k = framesPerChunk(H * W * C);
         if (T > 0) {
-            auto ds = f.createDataset("frames", H5T_STD_U8LE, {T, H, W, C}, {}, {std::min(k, T), H, W, C}, 4);
+            auto ds = f.createDataset("frames", H5T_STD_U8LE, {T, H, W, C}, {}, {std::min(k, T), H, W, C}, 4, true);
             writeBatches(ds, H5T_NATIVE_UINT8, T, batch, {H, W, C}, torch::kUInt8, src.frames);
         } else {
             f.writeTensor("frames", torch::zeros({0, std::max<int64_t>(H, 1), std::max<int64_t>(W, 1), C}, torch::kUInt8));
@@ -240,7 +240,7 @@ void writeEpisode(const std::string& path, const Episode& e, const FrameSource& 
             if (T > 0) {
                 const int64_t ko = framesPerChunk(s[0] * s[1] * s[2] * 4);
                 auto ds = f.createDataset("observations", H5T_IEEE_F32LE, {T, s[0], s[1], s[2]}, {},
-                                          {std::min(ko, T), s[0], s[1], s[2]}, 4);
+                                          {std::min(ko, T), s[0], s[1], s[2]}, 4, true);
                 writeBatches(ds, H5T_NATIVE_FLOAT, T, batch, s, torch::kFloat32, src.observations);
             } else {
                 f.writeTensor("observations", torch::zeros({0, s[0], s[1], s[2]}));
