@@ -727,6 +727,10 @@ File File::open(const std::string& path, Mode mode) {
     if (!hasHdf5Signature(path, st.st_size)) raise(path, "not an HDF5 file");
 
     Id fapl = accessPlist(false);
+    // SWMR reads retry a metadata block whose checksum fails, sleeping 1 ns, 2 ns, 4 ns, ...
+    // between tries; HDF5's default of 100 tries makes a corrupt file hang for ages (fuzz
+    // finding, docs/fuzzing.md). 24 tries wait at most ~17 ms in all for a writer's torn block.
+    H5Pset_metadata_read_attempts(fapl.get(), 24);
     unsigned flags = mode == Mode::ReadWrite ? H5F_ACC_RDWR
                      : mode == Mode::SwmrRead ? (H5F_ACC_RDONLY | H5F_ACC_SWMR_READ)
                                               : H5F_ACC_RDONLY;
