@@ -92,4 +92,8 @@ void endStoppedRun(RunLogWriter& log, StepReporter& reporter, int64_t step, cons
     log.stop("stopped at step " + std::to_string(step) + "; --resume continues from " + checkpoint);
 }
 
+void noteResumed(const std::string& checkpoint, int64_t step) {
+    std::cerr << checkpoint << ": resuming at step " << step << "\n";
+}
+
 } // namespace glimpse::train

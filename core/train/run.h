@@ -32,6 +32,8 @@ int removeStaleTemps(const std::string& dir);
 // before its first checkpoint has none: it then starts from step 0 (its stale run log is
 // replaced) and a one-line note saying so goes to stderr. False when !resume.
 bool resumeFrom(const std::string& checkpoint, bool resume);
+// The one-line note of a resumed run on stderr: "<checkpoint>: resuming at step <step>".
+void noteResumed(const std::string& checkpoint, int64_t step);
 
 // The state a resumed run continues from: the training state at `path` of `family`. Errors name
 // the file when it is missing or corrupt, was written with another config (`config` compared

@@ -422,6 +422,7 @@ CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpe
         resumed = train::loadResumeState(run.files.checkpoint, "coat-train", run.cfgJson, kResumeMayChange, dataSpec);
         train::loadModuleTensors(*run.model, resumed.model, run.files.checkpoint);
         run.step = resumed.meta.value("step", int64_t(0));
+        train::noteResumed(run.files.checkpoint, run.step);
         if (run.step < 0 || run.step > cfg.steps) throw Error(run.files.checkpoint + ": bad step " + std::to_string(run.step));
     }
     const auto params = coatParams(*run.model);

@@ -469,6 +469,7 @@ void Trainer::resumeOrStart() {
         loadState(statePath_, cfg_, netCfg_, l_);
         if (int(l_.n.envEpisodes.size()) != cfg_.numEnvs) l_.n.envEpisodes.resize(size_t(cfg_.numEnvs), 0);
         previous = train::previousRunLog(logPath_);
+        train::noteResumed(statePath_, l_.n.updates);
     } else {
         copyWeights(l_.net, l_.target);
     }

@@ -342,6 +342,7 @@ void resumeRun(LetrRun& run) {
     train::loadModuleTensors(*run.model, run.resumed.model, path);
     run.step = run.resumed.meta.value("step", int64_t(0));
     run.optimPhase = run.resumed.meta.value("optim_phase", -1);
+    train::noteResumed(path, run.step);
     if (run.step < 0 || run.step > old.totalSteps()) throw Error(path + ": bad step " + std::to_string(run.step));
     if (run.step > run.cfg.totalSteps() || !sameHistory(old, run.cfg, run.step))
         throw Error(path + ": the new schedule (step counts, lr drops) differs from the old one within the " +
