@@ -3,7 +3,9 @@
 #   tools/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      (default: 60 s, every target)
 #   tools/fuzz.sh -runs=N [TARGET...]                    (N executions per target instead)
 # Environment: BUILD (default build-asan), FUZZ_OUT (default /tmp/glimpse-fuzz: working corpora,
-# logs, crash/leak/timeout artifacts; outside the tree), JOBS (targets run at once, default 1).
+# logs, crash/leak/timeout artifacts; outside the tree), JOBS (targets run at once, default 1),
+# FORK=1 (libFuzzer's fork mode with -ignore_crashes etc.: keeps fuzzing after a finding, e.g.
+# a crash inside libhdf5 that Glimpse cannot fix; every finding is still saved as an artifact).
 # The seed corpora fuzz/corpus/<target>/ are read, never written; new inputs go to FUZZ_OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +22,7 @@ fi
 if [[ $limit == -runs=* ]]; then budget=$limit; else budget=-max_total_time=$limit; fi
 
 # Options every run needs (docs/fuzzing.md "Sanitizer options").
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tools/sanitizer/lsan.supp:print_suppressions=0}
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1   # one thread per target: JOBS decides the parallelism
@@ -39,14 +41,16 @@ run_one() {
   mkdir -p "$out/corpus/$t" "$out/artifacts/$t" "$out/logs"
   if [ ! -x "$bin" ]; then echo "$t: $bin missing" > "$out/logs/$t.log"; return; fi
   local before; before=$(ls "$out/artifacts/$t" | wc -l)
-  "$bin" "$out/corpus/$t" "$root/fuzz/corpus/$t" $budget -max_len="$(maxlen "$t")" -timeout=10 \
+  local fork=""
+  [ "${FORK:-0}" = 1 ] && fork="-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1"
+  "$bin" "$out/corpus/$t" "$root/fuzz/corpus/$t" $budget $fork -max_len="$(maxlen "$t")" -timeout=10 \
     -rss_limit_mb=3072 -malloc_limit_mb=3072 -artifact_prefix="$out/artifacts/$t/" -print_final_stats=1 \
     > "$out/logs/$t.log" 2>&1
   echo "$?" > "$out/logs/$t.rc"
   echo "$before" > "$out/logs/$t.before"
 }
 export -f run_one maxlen
-export build out budget root
+export build out budget root FORK
 printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
 
 printf '%-32s %12s %8s %6s %6s %8s %5s  %s\n' target executions exec/s crash leak timeout oom "new artifacts"
@@ -55,6 +59,11 @@ for t in "${targets[@]}"; do
   log=$out/logs/$t.log
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" 2>/dev/null | awk '{print $2}' | tail -1)
   rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" 2>/dev/null | awk '{print $2}' | tail -1)
+  if [ -z "$execs" ]; then   # fork mode: "#N: cov: .. exec/s: R oom/timeout/crash: a/b/c time: Ts"
+    line=$(grep -E '^#[0-9]+: cov:' "$log" 2>/dev/null | tail -1)
+    execs=$(sed -E 's/^#([0-9]+):.*/\1/' <<< "$line")
+    rate=$(grep -oE 'exec/s: [0-9]+' <<< "$line" | awk '{print $2}')
+  fi
   new=$(ls -t "$out/artifacts/$t" 2>/dev/null | head -n $(( $(ls "$out/artifacts/$t" 2>/dev/null | wc -l) - $(cat "$out/logs/$t.before" 2>/dev/null || echo 0) )) | tr '\n' ' ')
   c() { ls "$out/artifacts/$t" 2>/dev/null | grep -c "^$1-" ; }
   printf '%-32s %12s %8s %6s %6s %8s %5s  %s\n' "$t" "${execs:-?}" "${rate:-?}" "$(c crash)" "$(c leak)" "$(c timeout)" "$(c oom)" "$new"

@@ -77,14 +77,21 @@ IdxArray readIdx(const std::string& path, int expectedDims) {
         const int64_t v = bigEndian(d);
         if (v < 0 || v > (int64_t(1) << 31)) throw Error(path + ": idx dimension " + std::to_string(i) + " is absurd");
         a.dims.push_back(v);
+        if (v > 0 && total > (int64_t(1) << 33) / v) throw Error(path + ": idx array is larger than 8 GiB");
         total *= v;
-        if (total > (int64_t(1) << 33)) throw Error(path + ": idx array is larger than 8 GiB");
     }
-    a.data.resize(size_t(total));
-    const size_t got = readSome(gz.f, a.data.data(), a.data.size(), path);
-    if (got != a.data.size())
-        throw Error(path + ": idx file is truncated (" + std::to_string(got) + " of " + std::to_string(total) +
-                    " data bytes)");
+    // Read in pieces, so a short file claiming gigabytes fails after reading what it holds
+    // instead of allocating (and zeroing) the announced size first.
+    constexpr size_t kPiece = size_t(16) << 20;
+    a.data.reserve(std::min(size_t(total), kPiece));
+    while (a.data.size() < size_t(total)) {
+        const size_t have = a.data.size(), want = std::min(kPiece, size_t(total) - have);
+        a.data.resize(have + want);
+        const size_t got = readSome(gz.f, a.data.data() + have, want, path);
+        if (got != want)
+            throw Error(path + ": idx file is truncated (" + std::to_string(have + got) + " of " +
+                        std::to_string(total) + " data bytes)");
+    }
     uint8_t extra;
     if (readSome(gz.f, &extra, 1, path) != 0)
         throw Error(path + ": idx file has trailing bytes after the " + std::to_string(total) +

@@ -29,7 +29,10 @@ VideoReader::VideoReader(const std::string& path) : path_(path) {
     cap_ = std::make_unique<cv::VideoCapture>();
     bool opened = false;
     try {
-        opened = cap_->open(path, cv::CAP_ANY);
+        // Files only: FFmpeg, then OpenCV's own MJPEG reader. Not CAP_ANY, which also hands a
+        // file that FFmpeg refuses to GStreamer and to the gPhoto2 camera backend (it probes
+        // USB devices and leaks libusb device lists; fuzz finding, docs/fuzzing.md).
+        opened = cap_->open(path, cv::CAP_FFMPEG) || cap_->open(path, cv::CAP_OPENCV_MJPEG);
     } catch (const cv::Exception& e) {
         throw Error(path + ": cannot open as video (" + e.what() + ")");
     }
