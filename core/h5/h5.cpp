@@ -45,12 +45,35 @@ std::string corruptionOf() {
     return found;
 }
 
+// The system error text of a failed read or write in the calling thread's HDF5 error stack
+// ("File too large", "No space left on device"); "" when there is none.
+std::string systemErrorOf() {
+    std::string found;
+    H5Ewalk2(
+        H5E_DEFAULT, H5E_WALK_UPWARD,
+        [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+            auto& f = *static_cast<std::string*>(out);
+            if (!f.empty() || !e || !e->desc) return 0;
+            const std::string d = e->desc;
+            const auto at = d.find("error message = '");
+            if (at == std::string::npos) return 0;
+            const auto end = d.find('\'', at + 17);
+            if (end != std::string::npos) f = d.substr(at + 17, end - at - 17);
+            return 0;
+        },
+        &found);
+    return found;
+}
+
 // `what`, and when HDF5 reported corruption, that first: "cannot read the data: checksum
-// mismatch (the file is corrupt; HDF5: data error detected by Fletcher32 checksum)".
+// mismatch (the file is corrupt; HDF5: data error detected by Fletcher32 checksum)"; when a
+// system call failed, its error: "cannot write the data: No space left on device".
 std::string withDetail(const std::string& what) {
     const std::string d = lastErrorDetail();
     const std::string c = corruptionOf();
     if (!c.empty()) return what + ": " + c.substr(0, c.size() - 1) + "; HDF5: " + d + ")";
+    const std::string sys = systemErrorOf();
+    if (!sys.empty()) return what + ": " + sys;
     return d.empty() ? what : what + " (HDF5: " + d + ")";
 }
 

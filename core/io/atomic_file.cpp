@@ -45,7 +45,14 @@ void writeFileAtomically(const std::string& path,
     const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
                             std::to_string(counter.fetch_add(1));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) throw Error(path + ": cannot create " + tmp + ": " + errnoText());
+    if (fd < 0) {
+        const int err = errno;
+        const std::string dir = parentDir(path);
+        if (err == EACCES || err == EPERM || err == EROFS)
+            throw Error(path + ": cannot write into the folder " + dir + ": " + std::strerror(err));
+        if (err == ENOENT) throw Error(path + ": the folder " + dir + " does not exist");
+        throw Error(path + ": cannot create " + tmp + ": " + std::strerror(err));
+    }
     ::close(fd);
     try {
         write(tmp);
