@@ -181,7 +181,9 @@ def write_h5_atomically(path, fill):
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".h5", dir=d)
     os.close(fd)
     try:
-        with h5py.File(tmp, "w") as f:
+        # The latest format, as Glimpse writes: superblock, object headers and chunk indexes
+        # carry checksums (docs/integrity.md).
+        with h5py.File(tmp, "w", libver="latest") as f:
             fill(f)
         os.replace(tmp, path)
     except BaseException:
@@ -190,31 +192,53 @@ def write_h5_atomically(path, fill):
         raise
 
 
+def checked_dataset(group, name, array):
+    """A dataset whose every bit is checksummed, as Glimpse's own writer stores tensors:
+    Fletcher-32 per chunk, or (0-d and empty arrays, which cannot be chunked) compact, inside
+    the checksummed object header."""
+    array = np.asarray(array, order="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
+    if array.ndim > 0 and array.size > 0:
+        return group.create_dataset(name, data=array, fletcher32=True)
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_layout(h5py.h5d.COMPACT)
+    space = h5py.h5s.create(h5py.h5s.SCALAR) if array.ndim == 0 else h5py.h5s.create_simple(array.shape)
+    dsid = h5py.h5d.create(group.id, name.encode(), h5py.h5t.py_create(array.dtype, logical=1), space, dcpl=dcpl)
+    if array.size > 0:
+        dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, array)
+    return group[name]
+
+
+def fixed_string(s):
+    """A string attribute stored fixed-length (inside the checksummed object header; h5py's
+    default variable-length strings live in the unchecked global heap). Glimpse reads both."""
+    return np.bytes_(s.encode("utf-8"))
+
+
 def write_checkpoint(path, family, config, tensors):
     def fill(f):
-        f.attrs["kind"] = "glimpse.checkpoint"
+        f.attrs["kind"] = fixed_string("glimpse.checkpoint")
         f.attrs["format_version"] = np.int64(FORMAT_VERSION)
         meta = f.create_group("meta")
-        meta.attrs["family"] = family
-        meta.attrs["config"] = json.dumps(config)
+        meta.attrs["family"] = fixed_string(family)
+        meta.attrs["config"] = fixed_string(json.dumps(config))
         meta.attrs["format_version"] = np.int64(FORMAT_VERSION)
         params = f.create_group("params")
         for name in sorted(tensors):
-            params.create_dataset(name, data=tensors[name].detach().cpu().to(torch.float32).contiguous().numpy())
+            checked_dataset(params, name, tensors[name].detach().cpu().to(torch.float32).contiguous().numpy())
 
     write_h5_atomically(path, fill)
 
 
 def write_trace(path, family, meta, tensors):
     def fill(f):
-        f.attrs["kind"] = "glimpse.trace"
+        f.attrs["kind"] = fixed_string("glimpse.trace")
         f.attrs["format_version"] = np.int64(FORMAT_VERSION)
         m = f.create_group("meta")
-        m.attrs["family"] = family
-        m.attrs["meta"] = json.dumps(meta)
+        m.attrs["family"] = fixed_string(family)
+        m.attrs["meta"] = fixed_string(json.dumps(meta))
         t = f.create_group("tensors")
         for name in sorted(tensors):
-            t.create_dataset(name, data=tensors[name].detach().cpu().contiguous().numpy())
+            checked_dataset(t, name, tensors[name].detach().cpu().contiguous().numpy())
 
     write_h5_atomically(path, fill)
 
