@@ -45,6 +45,36 @@ private Q_SLOTS:
         QCOMPARE(c.pointCount(0), 5);
     }
 
+    // A long run keeps every point but draws at most kShownPoints: each slice's first, last,
+    // lowest and highest, so a one-step spike and both ends are still on the line (a line of
+    // every row made each refresh of a long run stall the UI thread, docs/ui-latency.md).
+    void longRunsDrawADecimatedLine() {
+        LiveChart c("loss/total");
+        const int n = 20000;
+        for (int first = 0; first < n; first += 1000) {   // refreshes of 1000 rows
+            QVector<QPointF> rows;
+            for (int i = first; i < first + 1000; ++i) rows.push_back({double(i), i == 12345 ? 9.0 : (i == 777 ? -3.0 : 1.0 / (1 + i))});
+            c.appendPoints(0, rows);
+        }
+        QCOMPARE(c.pointCount(0), n);
+        QCOMPARE(c.points(0).size(), n);
+        QCOMPARE(c.lastPoint(0), QPointF(n - 1, 1.0 / n));
+        const QVector<QPointF> shown = c.shownPoints(0);
+        QVERIFY2(shown.size() <= LiveChart::kShownPoints && shown.size() >= LiveChart::kShownPoints / 2,
+                 qPrintable(QString::number(shown.size())));
+        QCOMPARE(shown.front(), QPointF(0, 1.0));
+        QCOMPARE(shown.back(), c.lastPoint(0));
+        QVERIFY(shown.contains(QPointF(12345, 9.0)));
+        QVERIFY(shown.contains(QPointF(777, -3.0)));
+        for (int i = 1; i < shown.size(); ++i) QVERIFY(shown[i].x() > shown[i - 1].x());
+        QCOMPARE(c.xRange(), QPointF(0, n - 1));
+        QVERIFY(std::abs(c.yRange().y() - (9.0 + 0.6)) < 1e-9);   // every point counts for the axes
+        // A short run draws all its points.
+        LiveChart s("lr");
+        s.appendPoints(0, {{0, 1.0}, {1, 2.0}, {2, 3.0}});
+        QCOMPARE(s.shownPoints(0), s.points(0));
+    }
+
     void stepAxisTicksAreWholeNumbers() {
         QCOMPARE(niceIntegerTickInterval(1), 1.0);
         QCOMPARE(niceIntegerTickInterval(3), 1.0);

@@ -6,11 +6,14 @@
 #include <QLegendMarker>
 #include <QLineSeries>
 #include <QPen>
+#include <QCoreApplication>
+#include <QPointer>
 #include <QValueAxis>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace glimpse::widgets {
 
@@ -33,6 +36,60 @@ double niceIntegerTickInterval(double span, int maxTicks) {
         if (m * p >= raw * (1 - 1e-9)) return std::max(1.0, m * p);
     return 10.0 * p;
 }
+
+namespace {
+
+// At most LiveChart::kShownPoints points of `all` (x ascending): all of them when few enough,
+// else per slice of consecutive points its first, lowest, highest and last, in x order.
+QVector<QPointF> decimate(const QVector<QPointF>& all) {
+    const int n = int(all.size());
+    if (n <= LiveChart::kShownPoints) return all;
+    const int slices = LiveChart::kShownPoints / 4;
+    QVector<QPointF> out;
+    out.reserve(LiveChart::kShownPoints);
+    for (int k = 0; k < slices; ++k) {
+        const int a = int(int64_t(n) * k / slices), b = int(int64_t(n) * (k + 1) / slices);
+        int lo = a, hi = a;
+        for (int i = a; i < b; ++i) {
+            if (all[i].y() < all[lo].y()) lo = i;
+            if (all[i].y() > all[hi].y()) hi = i;
+        }
+        int idx[4] = {a, std::min(lo, hi), std::max(lo, hi), b - 1};
+        for (int j = 0; j < 4; ++j)
+            if (j == 0 || idx[j] != idx[j - 1]) out.push_back(all[idx[j]]);
+    }
+    return out;
+}
+
+// Charts waiting for flush(), drawn one per event-loop iteration: each next one is posted by
+// the previous, and Qt handles events posted meanwhile in the next iteration, after timers
+// and input (one refresh of eight charts: eight short slices of the UI thread, not one long).
+QList<QPointer<LiveChart>>& flushQueue() {
+    static QList<QPointer<LiveChart>> q;
+    return q;
+}
+
+void flushNext() {
+    auto& q = flushQueue();
+    while (!q.isEmpty()) {
+        QPointer<LiveChart> c = q.takeFirst();
+        if (!c) continue;
+        LiveChart::flushPending(c);
+        break;
+    }
+    if (!q.isEmpty()) QMetaObject::invokeMethod(QCoreApplication::instance(), &flushNext, Qt::QueuedConnection);
+}
+
+void queueFlush(LiveChart* c) {
+    auto& q = flushQueue();
+    q.push_back(c);
+    if (q.size() == 1 && QCoreApplication::instance())
+        QMetaObject::invokeMethod(QCoreApplication::instance(), &flushNext, Qt::QueuedConnection);
+}
+
+} // namespace
+
+void LiveChart::flushPending(LiveChart* c) { c->flush(); }
 
 LiveChart::LiveChart(const QString& title, QWidget* parent) : QWidget(parent), title_(title) {
     chart_ = new QChart();
@@ -91,12 +148,37 @@ void LiveChart::appendPoints(int run, const QVector<QPointF>& points) {
     for (const QPointF& p : points)   // NaN/inf (a diverged loss) would break the axes
         if (std::isfinite(p.x()) && std::isfinite(p.y())) finite.push_back(p);
     if (finite.isEmpty()) return;
-    line(run)->append(QList<QPointF>(finite.begin(), finite.end()));
-    rescale();
+    // Every point is kept (data_); the line draws at most kShownPoints of them, replaced in
+    // one call, in flush() on the event loop. Qt's append(QList) adds point by point and the
+    // line item rebuilds (and strokes) its whole path after each one: quadratic; a path of
+    // every row costs each refresh more the longer the run; and the charts of one refresh
+    // drawn together make one long stall. All three stalled the UI thread (docs/ui-latency.md).
+    data_[run] += finite;
+    line(run);
+    if (!dirty_.contains(run)) dirty_.push_back(run);
+    if (flushQueued_) return;
+    flushQueued_ = true;
+    queueFlush(this);
+}
+
+void LiveChart::flush() const {
+    flushQueued_ = false;
+    if (dirty_.isEmpty()) return;
+    auto* self = const_cast<LiveChart*>(this);   // drawing state only: the points are data_
+    self->rescale();
+    for (int run : std::exchange(dirty_, {}))
+        if (lines_.contains(run)) lines_[run]->replace(QList<QPointF>(decimate(data_.value(run))));
+}
+
+QVector<QPointF> LiveChart::shownPoints(int run) const {
+    flush();
+    return lines_.contains(run) ? QVector<QPointF>(lines_[run]->points()) : QVector<QPointF>();
 }
 
 void LiveChart::clearRun(int run) {
     if (!lines_.contains(run)) return;
+    data_.remove(run);
+    dirty_.removeAll(run);
     QLineSeries* s = lines_.take(run);
     chart_->removeSeries(s);
     delete s;
@@ -109,36 +191,38 @@ void LiveChart::clearAll() {
 
 QList<int> LiveChart::runs() const { return lines_.keys(); }
 
-int LiveChart::pointCount(int run) const {
-    return lines_.contains(run) ? int(lines_[run]->count()) : 0;
-}
+int LiveChart::pointCount(int run) const { return int(data_.value(run).size()); }
 
 QPointF LiveChart::lastPoint(int run) const {
-    if (!lines_.contains(run) || lines_[run]->count() == 0) return {};
-    return lines_[run]->at(lines_[run]->count() - 1);
+    const auto it = data_.find(run);
+    return it == data_.end() || it->isEmpty() ? QPointF() : it->back();
 }
 
-QVector<QPointF> LiveChart::points(int run) const {
-    return lines_.contains(run) ? QVector<QPointF>(lines_[run]->points()) : QVector<QPointF>();
-}
+QVector<QPointF> LiveChart::points(int run) const { return data_.value(run); }
 
 QPen LiveChart::runPen(int run) const {
     return lines_.contains(run) ? lines_[run]->pen() : QPen();
 }
 
-QPointF LiveChart::xRange() const { return {axisX_->min(), axisX_->max()}; }
-QPointF LiveChart::yRange() const { return {axisY_->min(), axisY_->max()}; }
+QPointF LiveChart::xRange() const {
+    flush();
+    return {axisX_->min(), axisX_->max()};
+}
+QPointF LiveChart::yRange() const {
+    flush();
+    return {axisY_->min(), axisY_->max()};
+}
 
 void LiveChart::rescale() {
     double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
-    for (QLineSeries* s : lines_) {
-        const int n = int(s->count());
+    for (const QVector<QPointF>& s : data_) {   // every point, not only the shown ones
+        const int n = int(s.size());
         if (n == 0) continue;
         // x ascends within a run: first and last give its extent.
-        x0 = std::min(x0, s->at(0).x());
-        x1 = std::max(x1, s->at(n - 1).x());
+        x0 = std::min(x0, s[0].x());
+        x1 = std::max(x1, s[n - 1].x());
         for (int i = 0; i < n; ++i) {
-            const double y = s->at(i).y();
+            const double y = s[i].y();
             y0 = std::min(y0, y);
             y1 = std::max(y1, y);
         }
@@ -161,12 +245,20 @@ void LiveChart::rescale() {
         y0 -= pad;
         y1 += pad;
     }
+    // A longer interval before a wider range (and after a narrower one): never the old
+    // interval over the new range (a first refresh of 100k steps with interval 1 laid out
+    // 100k tick labels; 258 of them took 40 ms per chart).
+    const double interval = niceIntegerTickInterval(x1 - x0);
+    if (interval >= axisX_->tickInterval()) axisX_->setTickInterval(interval);
     axisX_->setRange(x0, x1);
-    axisX_->setTickInterval(niceIntegerTickInterval(x1 - x0));
+    axisX_->setTickInterval(interval);
     axisY_->setRange(y0, y1);
 }
 
-double LiveChart::xTickInterval() const { return axisX_->tickInterval(); }
+double LiveChart::xTickInterval() const {
+    flush();
+    return axisX_->tickInterval();
+}
 
 ChartGrid::ChartGrid(QWidget* parent, int columns) : QWidget(parent), columns_(std::max(1, columns)) {
     grid_ = new QGridLayout(this);

@@ -44,7 +44,12 @@ public:
     QList<int> runs() const;
     int pointCount(int run) const;   // 0 for an unknown run
     QPointF lastPoint(int run) const;
-    QVector<QPointF> points(int run) const;   // the run's line (empty for an unknown run)
+    QVector<QPointF> points(int run) const;   // the run's points (empty for an unknown run)
+    // The points the run's line draws: all of them up to kShownPoints, else the first, last,
+    // lowest and highest point of each of kShownPoints / 2 slices (spikes stay visible).
+    QVector<QPointF> shownPoints(int run) const;
+    static void flushPending(LiveChart* c);   // the event-loop queue's entry (live_chart.cpp)
+    static constexpr int kShownPoints = 800;   // about 2 per pixel column of a chart
     QPen runPen(int run) const;      // the pen the run's line is drawn with
     // Axis ranges after the last append (for tests and "fit" behaviour).
     QPointF xRange() const;
@@ -58,6 +63,10 @@ public:
 private:
     QLineSeries* line(int run);
     void rescale();
+    // Draws the points appended since the last call (lines and axes); appendPoints queues it
+    // on the event loop, so a refresh of many charts is many short UI-thread slices, not one
+    // long one. The getters call it first, so they always see every point.
+    void flush() const;
 
     QString title_;
     QChart* chart_ = nullptr;
@@ -65,6 +74,10 @@ private:
     QValueAxis* axisX_ = nullptr;
     QValueAxis* axisY_ = nullptr;
     QMap<int, QLineSeries*> lines_;
+    mutable QList<int> dirty_;           // runs whose line is not redrawn yet
+    mutable bool flushQueued_ = false;
+    QMap<int, QVector<QPointF>> data_;   // every point of each run; lines_ show at most
+                                         // kShownPoints of them (min/max per bucket)
     QMap<int, QString> labels_;
 };
 
