@@ -22,6 +22,7 @@ std::string commandsUsage();
 int info(const std::vector<std::string>& args);        // glimpse info FILE.h5
 int env(const std::vector<std::string>& args);         // glimpse env list | score
 int benchRl(const std::vector<std::string>& args);     // glimpse bench rl [--threads T]
+int benchUi(const std::vector<std::string>& args);     // glimpse bench ui (app/cli/bench_ui.cpp)
 int dataExport(const std::vector<std::string>& args);  // glimpse data export ...
 int dataVerify(const std::vector<std::string>& args);  // glimpse data verify FILE.h5 ... (app/cli/integrity.cpp)
 int dataResave(const std::vector<std::string>& args);  // glimpse data resave IN.h5 [--out OUT.h5]

@@ -25,6 +25,7 @@ std::vector<Command> generalCommands() {
          "import a Minari or PNG-folder episode", importEpisode},
         {"bench", "replay", "[--steps N] [--file EPISODE.h5]", "episode open time, memory and scrub times",
          benchReplay},
+        {"bench", "ui", "[--seconds S] [--repeat N]", "UI-thread event-loop latency (LETR, run follow, scrub)", benchUi},
     };
 }
 
