@@ -350,6 +350,9 @@ ConstellationTrainResult trainConstellation(const ConstellationTrainConfig& cfg,
     RunLogWriter log = openLog(run, resume);
     train::StepReporter rep(log, progress, cfg.steps, run.step);
     auto save = [&] {
+        // Rows up to this step reach the log before the checkpoint does: a kill right after the
+        // checkpoint must not leave a resumed log with a gap (docs/crash-safety.md).
+        log.flush();
         train::saveTrainState(run.files.checkpoint, kTrainFamily,
                               train::stepState(run.cfgJson, dataSpec, run.step, *run.model, opt));
     };

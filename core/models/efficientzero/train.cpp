@@ -714,6 +714,9 @@ void Trainer::reportProgress() {
 }
 
 void Trainer::writeCheckpoints() {
+    // Rows up to this update reach the log before the state does: a kill right after the
+    // checkpoint must not leave a resumed log with a gap (docs/crash-safety.md).
+    log_->flush();
     saveCheckpoint(modelPath_, checkpointFromModule(l_.net.module(), "efficientzero", netCfg_.toJson().dump()));
     saveState(statePath_, cfg_, netCfg_, l_);
 }

@@ -432,6 +432,9 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
     lossCfg.focal = ph.focal;
     const int64_t drop = ph.fineStage ? cfg.lrDropFine : cfg.lrDropCoarse;
     auto save = [&] {
+        // Rows up to this step reach the log before the checkpoint does: a kill right after the
+        // checkpoint must not leave a resumed log with a gap (docs/crash-safety.md).
+        log.flush();
         train::TrainState st = train::stepState(run.cfgJson, run.dataSpec, run.step, *run.model, opt);
         st.meta["phase"] = ph.name;
         st.meta["optim_phase"] = int(pi);
