@@ -25,6 +25,7 @@
 #include "core/h5/h5.h"
 #include "core/io/checkpoint.h"
 #include "core/io/image.h"
+#include "core/io/integrity.h"
 #include "core/io/video.h"
 #include "core/replay/episode_reader.h"
 #include "core/rl/episode.h"
@@ -263,7 +264,8 @@ class TestIntegrity : public QObject {
     // not fatal). No copy may load with other values than the original, none may crash.
     void measure(const char* kind, const std::string& path, const std::function<std::string(const std::string&)>& digest,
                  bool expectChecked) {
-        const int copies = 32;
+        // GLIMPSE_BITFLIP_COPIES raises the count for a measurement (docs/integrity.md).
+        const int copies = std::max(32, qEnvironmentVariableIntValue("GLIMPSE_BITFLIP_COPIES"));
         const FlipStats whole = flipBits(path, file("copy.h5"), digest, FlipRegion::WholeFile, copies, 1000);
         const FlipStats data = flipBits(path, file("copy.h5"), digest, FlipRegion::RawData, copies, 2000);
         printRow(kind, "file", whole);
@@ -276,6 +278,16 @@ class TestIntegrity : public QObject {
         QCOMPARE(data.silent, 0);
         // The raw-data flips all hit checked bytes.
         QCOMPARE(data.refused, copies);
+    }
+
+    // Flips one bit of the first occurrence of `needle` in the file at `path`.
+    static void flipInside(const std::string& path, const std::string& needle, size_t offset) {
+        std::string bytes = readAll(path);
+        const size_t at = bytes.find(needle);
+        QVERIFY2(at != std::string::npos, "the bytes are stored as they are");
+        QVERIFY2(bytes.find(needle, at + 1) == std::string::npos, "once");
+        bytes[at + offset] = char(bytes[at + offset] ^ 0x04);
+        std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
     }
 
 private Q_SLOTS:
@@ -308,6 +320,105 @@ private Q_SLOTS:
         const std::string path = file("episode.h5");
         rl::writeEpisode(path, sampleEpisode());
         measure("episode", path, episodeDigest, true);
+    }
+
+    // The pieces random flips rarely hit, flipped on purpose: a 0-d tensor's value, the config
+    // JSON, a trace's meta JSON. Each is refused, naming the file.
+    void scalarsAndStringsAreChecked() {
+        const std::string path = file("targeted.h5");
+        Checkpoint c = sampleCheckpoint();
+        c.tensors["blocks.0.norm.num_batches_tracked"] = torch::tensor(int64_t(0x1122334455667788));
+        saveCheckpoint(path, c);
+        QCOMPARE(checkpointDigest(path), checkpointDigest(path));
+        const int64_t v = 0x1122334455667788;
+        flipInside(path, std::string(reinterpret_cast<const char*>(&v), 8), 3);
+        std::string err = errorOf([&] { loadCheckpoint(path); });
+        QVERIFY2(contains(err, {path, "blocks.0.norm.num_batches_tracked", "checksum mismatch", "corrupt"}), err.c_str());
+
+        saveCheckpoint(path, c);
+        flipInside(path, "\"lr\": 0.001", 8);   // 0.001 -> 0.005 would be a valid, different JSON
+        err = errorOf([&] { loadCheckpoint(path); });
+        QVERIFY2(contains(err, {path, "checksum mismatch", "corrupt"}), err.c_str());
+
+        const std::string tpath = file("targeted_trace.h5");
+        sampleTrace().save(tpath);
+        flipInside(tpath, "photo.jpg", 0);
+        err = errorOf([&] { Trace::load(tpath); });
+        QVERIFY2(contains(err, {tpath, "checksum mismatch", "corrupt"}), err.c_str());
+    }
+
+    // Files written before checksums (HDF5 1.8 format bounds, contiguous datasets, a scalar,
+    // variable-length string attributes, as the old writer and h5py's defaults made them)
+    // still load, with the same values.
+    void filesWithoutChecksumsStillLoad() {
+        const std::string path = file("old.h5");
+        const Checkpoint c = sampleCheckpoint();
+        {
+            hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+            H5Pset_libver_bounds(fapl, H5F_LIBVER_EARLIEST, H5F_LIBVER_LATEST);
+            hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+            QVERIFY(f >= 0);
+            hid_t str = H5Tcopy(H5T_C_S1);
+            H5Tset_size(str, H5T_VARIABLE);
+            auto strAttr = [&](hid_t obj, const char* name, const std::string& value) {
+                hid_t sp = H5Screate(H5S_SCALAR);
+                hid_t a = H5Acreate2(obj, name, str, sp, H5P_DEFAULT, H5P_DEFAULT);
+                const char* p = value.c_str();
+                H5Awrite(a, str, &p);
+                H5Aclose(a);
+                H5Sclose(sp);
+            };
+            auto intAttr = [&](hid_t obj, const char* name, int64_t value) {
+                hid_t sp = H5Screate(H5S_SCALAR);
+                hid_t a = H5Acreate2(obj, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+                H5Awrite(a, H5T_NATIVE_INT64, &value);
+                H5Aclose(a);
+                H5Sclose(sp);
+            };
+            strAttr(f, "kind", "glimpse.checkpoint");
+            intAttr(f, "format_version", 1);
+            hid_t meta = H5Gcreate2(f, "meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            strAttr(meta, "family", c.family);
+            strAttr(meta, "config", c.configJson);
+            H5Gclose(meta);
+            hid_t params = H5Gcreate2(f, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            for (const auto& [name, t0] : c.tensors) {
+                const torch::Tensor t = t0.scalar_type() == torch::kBool ? t0.to(torch::kUInt8) : t0.contiguous();
+                std::vector<hsize_t> dims(t.sizes().begin(), t.sizes().end());
+                hid_t sp = dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(int(dims.size()), dims.data(), nullptr);
+                const hid_t type = t.scalar_type() == torch::kFloat32 ? H5T_IEEE_F32LE
+                                   : t.scalar_type() == torch::kInt64 ? H5T_STD_I64LE
+                                                                       : H5T_STD_U8LE;
+                const hid_t mem = t.scalar_type() == torch::kFloat32 ? H5T_NATIVE_FLOAT
+                                  : t.scalar_type() == torch::kInt64 ? H5T_NATIVE_INT64
+                                                                      : H5T_NATIVE_UINT8;
+                hid_t ds = H5Dcreate2(params, name.c_str(), type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+                QVERIFY(ds >= 0);
+                H5Dwrite(ds, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr());
+                if (t0.scalar_type() == torch::kBool) strAttr(ds, "dtype", "bool");
+                H5Dclose(ds);
+                H5Sclose(sp);
+            }
+            H5Gclose(params);
+            H5Tclose(str);
+            H5Fclose(f);
+            H5Pclose(fapl);
+        }
+        const Checkpoint back = loadCheckpoint(path);
+        QCOMPARE(back.family, c.family);
+        QCOMPARE(back.configJson, c.configJson);
+        QCOMPARE(back.tensors.size(), c.tensors.size());
+        for (const auto& [name, t] : c.tensors) QVERIFY2(torch::equal(back.tensors.at(name), t), name.c_str());
+        // verifyFile tells it apart from a checked file, and resave makes it one.
+        QVERIFY(!verifyFile(path).fullyChecked());
+        resaveCheckpoint(path, path);
+        QVERIFY(verifyFile(path).fullyChecked());
+        QCOMPARE(checkpointDigest(path), [&] {
+            Digest d;
+            d.add(c.family).add(c.configJson);
+            for (const auto& [name, t] : c.tensors) d.add(name).add(t);
+            return d.hex();
+        }());
     }
 
     // ---- resource errors ------------------------------------------------------------------
