@@ -10,8 +10,10 @@
 # At the end: status finished, exactly one row per step in the main series (rows after the
 # checkpoint were dropped on resume), no stale temp files, and the follower never failed.
 #
+# With --gui, the GUI also follows the run (glimpse --run LOG under xvfb-run) and must survive.
+#
 # usage: tools/crash_test.sh [--kills N] [--trainers letr,coat,ez] [--work DIR] [--glimpse BIN]
-#                            [--max-delay S] [--seed N]
+#                            [--max-delay S] [--seed N] [--gui]
 set -u -o pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,6 +23,7 @@ work="${TMPDIR:-/tmp}/glimpse-crash-test"
 glimpse="$here/build/app/glimpse"
 max_delay=3.0
 seed=$$
+gui=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --kills) kills="$2"; shift 2 ;;
@@ -29,7 +32,8 @@ while [ $# -gt 0 ]; do
     --glimpse) glimpse="$2"; shift 2 ;;
     --max-delay) max_delay="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --gui) gui=1; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "crash_test.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -113,6 +117,7 @@ for t in ${trainers//,/ }; do
     mkdir -p "$out"
     "$glimpse" info --follow "$log" --interval 0.1 --timeout 3600 >"$work/$t.follower.log" 2>&1 &
     follower=$!
+    guipid=""
     unreadable=0; early=0; resumes_ok=0; max_lost=0; dead_missed=0; before_first=0; bad=()
     prev_start=0
     echo "== $t: ${cmd[*]}"
@@ -162,6 +167,13 @@ for t in ${trainers//,/ }; do
                 dead_missed=$((dead_missed + 1)); bad+=("after kill $k: $log still reads as running"); }
         fi
         kill -0 "$follower" 2>/dev/null || bad+=("the follower exited after kill $k: $(tail -1 "$work/$t.follower.log")")
+        if [ "$gui" = 1 ] && [ -z "$guipid" ] && [ -e "$log" ]; then
+            setsid xvfb-run -a "$glimpse" --run "$log" >"$work/$t.gui.log" 2>&1 &
+            guipid=$!
+        fi
+        if [ -n "$guipid" ] && ! kill -0 "$guipid" 2>/dev/null; then
+            bad+=("the GUI following $log exited after kill $k: $(tail -2 "$work/$t.gui.log" | tr '\n' ' ')"); guipid=""
+        fi
         printf '  kill %2d after %5s s at step %5s (started at %s)\n' "$k" "$delay" "$prev_last" "$started"
     done
     # The last resume runs to the end.
@@ -190,6 +202,10 @@ for t in ${trainers//,/ }; do
     wait "$follower"; frc=$?
     [ "$frc" -eq 0 ] || bad+=("follower failed ($frc): $(grep -m1 -E 'ERROR|TIMEOUT' "$work/$t.follower.log")")
     dead_seen=$(grep -c "status dead" "$work/$t.follower.log")
+    if [ -n "$guipid" ]; then
+        if kill -0 "$guipid" 2>/dev/null; then kill -TERM -- "-$guipid" 2>/dev/null; wait "$guipid" 2>/dev/null
+        else bad+=("the GUI following $log exited: $(tail -2 "$work/$t.gui.log" | tr '\n' ' ')"); fi
+    fi
     resumes=$((kills - early))
     summary+=("$(printf '%-6s %6s %12s %16s %18s %10s %12s %14s' "$t" "$kills" "$resumes_ok/$resumes" "$max_lost (<= $interval)" "$before_first" "$unreadable" "$dead_missed" "$dead_seen")")
     if [ "${#bad[@]}" -gt 0 ]; then
