@@ -62,7 +62,8 @@ for t in "${targets[@]}"; do
   if [ -z "$execs" ]; then   # fork mode: "#N: cov: .. exec/s: R oom/timeout/crash: a/b/c time: Ts"
     line=$(grep -E '^#[0-9]+: cov:' "$log" 2>/dev/null | tail -1)
     execs=$(sed -E 's/^#([0-9]+):.*/\1/' <<< "$line")
-    rate=$(grep -oE 'exec/s: [0-9]+' <<< "$line" | awk '{print $2}')
+    secs=$(grep -oE 'time: [0-9]+' <<< "$line" | awk '{print $2}')
+    [ -n "$execs" ] && [ "${secs:-0}" -gt 0 ] && rate=$((execs / secs))
   fi
   new=$(ls -t "$out/artifacts/$t" 2>/dev/null | head -n $(( $(ls "$out/artifacts/$t" 2>/dev/null | wc -l) - $(cat "$out/logs/$t.before" 2>/dev/null || echo 0) )) | tr '\n' ' ')
   c() { ls "$out/artifacts/$t" 2>/dev/null | grep -c "^$1-" ; }
