@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -90,11 +92,14 @@ inline std::vector<std::pair<int64_t, int64_t>> rawDataRanges(const std::string&
     return out;
 }
 
-enum class FlipRegion { WholeFile, RawData };
+// WholeFile: any byte; RawData: the chunks / contiguous data of datasets; Metadata: every
+// byte outside the raw data (superblock, object headers, indexes, heaps, free space).
+enum class FlipRegion { WholeFile, RawData, Metadata };
 
 struct FlipStats {
     int copies = 0, refused = 0, unchanged = 0, silent = 0, crashed = 0;
     std::set<std::string> messages;   // a few distinct refusal messages
+    std::vector<int64_t> silentAt;    // byte offsets of the flips that loaded with other values
 };
 
 // Loads `copy` with `digest` in a forked child. Returns 0 unchanged, 1 refused, 2 different,
@@ -139,7 +144,17 @@ inline FlipStats flipBits(const std::string& path, const std::string& copyPath,
     const std::string original = digest(path);
     std::vector<std::pair<int64_t, int64_t>> ranges;
     if (region == FlipRegion::WholeFile) ranges.emplace_back(0, int64_t(bytes.size()));
-    else ranges = rawDataRanges(path);
+    else if (region == FlipRegion::RawData) ranges = rawDataRanges(path);
+    else {
+        auto data = rawDataRanges(path);
+        std::sort(data.begin(), data.end());
+        int64_t at = 0;
+        for (const auto& r : data) {
+            if (r.first > at) ranges.emplace_back(at, r.first);
+            at = std::max(at, r.second);
+        }
+        if (at < int64_t(bytes.size())) ranges.emplace_back(at, int64_t(bytes.size()));
+    }
     int64_t total = 0;
     for (const auto& r : ranges) total += r.second - r.first;
     if (total <= 0) return s;
@@ -166,7 +181,16 @@ inline FlipStats flipBits(const std::string& path, const std::string& copyPath,
             ++s.refused;
             if (s.messages.size() < 4) s.messages.insert(message);
             break;
-        case 2: ++s.silent; break;
+        case 2:
+            ++s.silent;
+            s.silentAt.push_back(at * 8 + bit);
+            // GLIMPSE_BITFLIP_KEEP=DIR keeps the original and each silently different copy.
+            if (const char* keep = std::getenv("GLIMPSE_BITFLIP_KEEP")) {
+                std::ofstream(std::string(keep) + "/original.h5", std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+                std::ofstream(std::string(keep) + "/silent-" + std::to_string(at) + ".h5", std::ios::binary)
+                    .write(copy.data(), std::streamsize(copy.size()));
+            }
+            break;
         default: ++s.crashed; break;
         }
     }

@@ -249,6 +249,8 @@ void printRow(const char* kind, const char* region, const FlipStats& s) {
     std::printf("bitflip %-22s %-6s copies %3d: refused %3d, unchanged %3d, silently different %3d, crashed %3d\n",
                 kind, region, s.copies, s.refused, s.unchanged, s.silent, s.crashed);
     for (const auto& m : s.messages) std::printf("    e.g. %s\n", m.c_str());
+    for (const auto b : s.silentAt)
+        std::printf("    SILENT: bit %lld of byte %lld\n", (long long)(b % 8), (long long)(b / 8));
 }
 
 } // namespace
@@ -268,14 +270,16 @@ class TestIntegrity : public QObject {
         const int copies = std::max(32, qEnvironmentVariableIntValue("GLIMPSE_BITFLIP_COPIES"));
         const FlipStats whole = flipBits(path, file("copy.h5"), digest, FlipRegion::WholeFile, copies, 1000);
         const FlipStats data = flipBits(path, file("copy.h5"), digest, FlipRegion::RawData, copies, 2000);
+        const FlipStats meta = flipBits(path, file("copy.h5"), digest, FlipRegion::Metadata, copies, 3000);
         printRow(kind, "file", whole);
         printRow(kind, "data", data);
-        QCOMPARE(whole.copies + data.copies, 2 * copies);
+        printRow(kind, "meta", meta);
+        QCOMPARE(whole.copies + data.copies + meta.copies, 3 * copies);
         if (!expectChecked) return;
-        QCOMPARE(whole.crashed, 0);
-        QCOMPARE(data.crashed, 0);
-        QCOMPARE(whole.silent, 0);
-        QCOMPARE(data.silent, 0);
+        for (const FlipStats* s : {&whole, &data, &meta}) {
+            QCOMPARE(s->crashed, 0);
+            QCOMPARE(s->silent, 0);
+        }
         // The raw-data flips all hit checked bytes.
         QCOMPARE(data.refused, copies);
     }

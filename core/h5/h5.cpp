@@ -563,10 +563,17 @@ Group::Type Group::typeOf(const std::string& path) const {
         if (e < 0) raise(file_, withDetail("cannot look up '" + childPath(joinPath(absolute, parts, n)) + "'"));
         if (e == 0) return Type::None;
     }
-    Id obj(H5Oopen(id(), joinPath(absolute, parts, parts.size()).c_str(), H5P_DEFAULT), H5Oclose);
-    if (!obj.valid() && !corruptionOf().empty())
-        raise(file_, withDetail("cannot open '" + childPath(path) + "'"));
-    if (!obj.valid()) return Type::None;   // e.g. a dangling soft link
+    const std::string full = joinPath(absolute, parts, parts.size());
+    Id obj(H5Oopen(id(), full.c_str(), H5P_DEFAULT), H5Oclose);
+    if (!obj.valid()) {
+        // A dangling soft or external link is no object; a hard link whose object does not
+        // open is a damaged file (e.g. a flipped bit in an object header's signature or version,
+        // which HDF5 decodes before it verifies the header's checksum).
+        const std::string what = withDetail("cannot open '" + childPath(path) + "' (the file is corrupt)");
+        H5L_info_t link;
+        if (H5Lget_info(id(), full.c_str(), &link, H5P_DEFAULT) >= 0 && link.type != H5L_TYPE_HARD) return Type::None;
+        raise(file_, what);
+    }
     switch (H5Iget_type(obj.get())) {
     case H5I_GROUP: return Type::Group;
     case H5I_DATASET: return Type::Dataset;

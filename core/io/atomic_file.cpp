@@ -48,9 +48,8 @@ void writeFileAtomically(const std::string& path,
     if (fd < 0) {
         const int err = errno;
         const std::string dir = parentDir(path);
-        if (err == EACCES || err == EPERM || err == EROFS)
+        if (err == EACCES || err == EPERM || err == EROFS || err == ENOENT || err == ENOTDIR)
             throw Error(path + ": cannot write into the folder " + dir + ": " + std::strerror(err));
-        if (err == ENOENT) throw Error(path + ": the folder " + dir + " does not exist");
         throw Error(path + ": cannot create " + tmp + ": " + std::strerror(err));
     }
     ::close(fd);
