@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 namespace glimpse::app {
 
@@ -73,15 +75,31 @@ UiLatencyProbe::UiLatencyProbe(QObject* parent, int intervalMs)
     connect(timer_, &QTimer::timeout, this, &UiLatencyProbe::tick);
 }
 
-UiLatencyProbe::~UiLatencyProbe() = default;
+UiLatencyProbe::~UiLatencyProbe() {
+    if (schedFd_ >= 0) ::close(schedFd_);
+}
+
+double UiLatencyProbe::queueMs() const {
+    if (schedFd_ < 0) return 0;
+    char buf[128];
+    const ssize_t n = ::pread(schedFd_, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    unsigned long long onCpu = 0, waiting = 0;
+    if (std::sscanf(buf, "%llu %llu", &onCpu, &waiting) != 2) return 0;
+    return double(waiting) * 1e-6;
+}
 
 void UiLatencyProbe::start() {
     late_.clear();
     cpu_.clear();
+    queue_.clear();
     at_.clear();
+    if (schedFd_ < 0) schedFd_ = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);   // this (the UI) thread's
     clock_.start();
     lastNs_ = 0;
     lastCpuMs_ = threadCpuMs();
+    lastQueueMs_ = queueMs();
     timer_->start();
 }
 
@@ -94,9 +112,12 @@ void UiLatencyProbe::tick() {
     const double gapMs = double(now - lastNs_) * 1e-6;
     late_.push_back(float(std::max(0.0, gapMs - interval_)));
     cpu_.push_back(float(cpu - lastCpuMs_));
+    const double queue = queueMs();
+    queue_.push_back(float(queue - lastQueueMs_));
     at_.push_back(now);
     lastNs_ = now;
     lastCpuMs_ = cpu;
+    lastQueueMs_ = queue;
 }
 
 LatencyStats UiLatencyProbe::stats(int first, int last) const {
@@ -111,6 +132,13 @@ LatencyStats UiLatencyProbe::stats(int first, int last) const {
         const auto worst = std::max_element(late_.begin() + first, late_.begin() + last);
         s.maxCpuMs = cpu_[size_t(worst - late_.begin())];
         s.maxAtSeconds = double(at_[size_t(worst - late_.begin())]) * 1e-9;
+        s.maxQueueMs = queue_[size_t(worst - late_.begin())];
+        s.haveQueue = schedFd_ >= 0;
+        std::vector<float> own;
+        for (int i = first; i < last; ++i) own.push_back(std::max(0.f, late_[size_t(i)] - queue_[size_t(i)]));
+        const LatencyStats o = summarize(std::move(own), interval_, seconds);
+        s.ownP99Ms = o.p99Ms;
+        s.ownMaxMs = o.maxMs;
     }
     return s;
 }
