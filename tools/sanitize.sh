@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 if [ "${NO_BUILD:-0}" != 1 ]; then
-  [ -f build-asan/build.ninja ] || nice -n 19 cmake --preset asan || exit 1
+  nice -n 19 cmake --preset asan > /dev/null || exit 1   # (re)applies the preset's cache values
   nice -n 19 cmake --build build-asan -j "${JOBS:-2}" || exit 1
 fi
 
