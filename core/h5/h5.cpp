@@ -569,7 +569,9 @@ Group::Type Group::typeOf(const std::string& path) const {
         // A dangling soft or external link is no object; a hard link whose object does not
         // open is a damaged file (e.g. a flipped bit in an object header's signature or version,
         // which HDF5 decodes before it verifies the header's checksum).
-        const std::string what = withDetail("cannot open '" + childPath(path) + "' (the file is corrupt)");
+        const bool checksum = !corruptionOf().empty();
+        const std::string what = withDetail("cannot open '" + childPath(path) + "'" +
+                                            (checksum ? "" : ": damaged object header (the file is corrupt)"));
         H5L_info_t link;
         if (H5Lget_info(id(), full.c_str(), &link, H5P_DEFAULT) >= 0 && link.type != H5L_TYPE_HARD) return Type::None;
         raise(file_, what);
