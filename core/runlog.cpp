@@ -337,7 +337,13 @@ struct RunLogWriter::Impl {
             // A full disk or a vanished file: readers then see the heartbeat stop.
         }
     }
+    std::chrono::steady_clock::time_point lastBeat = std::chrono::steady_clock::now();
     void startHeartbeat() {
+#ifndef H5_HAVE_THREADSAFE
+        // HDF5 without its global lock must not be called from two threads: beat from
+        // append() instead (then long steps or evaluations go without heartbeat).
+        return;
+#endif
         heartbeatThread = std::thread([this] {
             const auto interval = std::chrono::duration<double>(opts.heartbeatInterval);
             std::unique_lock<std::mutex> lock(mutex);
@@ -439,6 +445,12 @@ void RunLogWriter::append(const std::string& series, int64_t step, double value,
     }
     it->second.append(step, wallTime, value);
     impl_->pending[series].push_back({step, wallTime, value});
+    if (!impl_->heartbeatThread.joinable() &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->lastBeat).count() >=
+            impl_->opts.heartbeatInterval) {
+        impl_->lastBeat = std::chrono::steady_clock::now();
+        impl_->beat();
+    }
     const double sinceFlush =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->lastFlush).count();
     if (sinceFlush >= impl_->opts.flushInterval) flush();
