@@ -476,6 +476,7 @@ private Q_SLOTS:
             const std::string path = ro + "/" + w.kind + ".h5";
             const std::string err = errorInChild(asUser, [&] { w.write(path, 0); });
             std::printf("read-only folder, %s: %s\n", w.kind, err.c_str());
+            if (err == "cannot switch to uid 65534") QSKIP("root without the right to switch users (a container?)");
             QVERIFY2(contains(err, {path, "cannot write into the folder " + ro, std::strerror(EACCES)}), err.c_str());
         }
         QCOMPARE(filesIn(QString::fromStdString(ro)).size(), 0);
