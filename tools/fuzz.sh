@@ -4,6 +4,7 @@
 #   tools/fuzz.sh -runs=N [TARGET...]                    (N executions per target instead)
 # Environment: BUILD (default build-asan), FUZZ_OUT (default /tmp/glimpse-fuzz: working corpora,
 # logs, crash/leak/timeout artifacts; outside the tree), JOBS (targets run at once, default 1),
+# TABLE_ONLY=1 (print the table of the last run only),
 # FORK=1 (libFuzzer's fork mode with -ignore_crashes etc.: keeps fuzzing after a finding, e.g.
 # a crash inside libhdf5 that Glimpse cannot fix; every finding is still saved as an artifact).
 # The seed corpora fuzz/corpus/<target>/ are read, never written; new inputs go to FUZZ_OUT.
@@ -51,7 +52,8 @@ run_one() {
 }
 export -f run_one maxlen
 export build out budget root FORK
-printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
+# TABLE_ONLY=1: print the table of the last run in FUZZ_OUT without fuzzing.
+[ "${TABLE_ONLY:-0}" = 1 ] || printf '%s\n' "${targets[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one {}'
 
 printf '%-32s %12s %8s %6s %6s %8s %5s  %s\n' target executions exec/s crash leak timeout oom "new artifacts"
 status=0
@@ -62,7 +64,7 @@ for t in "${targets[@]}"; do
   if [ -z "$execs" ]; then   # fork mode: "#N: cov: .. exec/s: R oom/timeout/crash: a/b/c time: Ts"
     line=$(grep -E '^#[0-9]+: cov:' "$log" 2>/dev/null | tail -1)
     execs=$(sed -E 's/^#([0-9]+):.*/\1/' <<< "$line")
-    secs=$(grep -oE 'time: [0-9]+' <<< "$line" | awk '{print $2}')
+    secs=$(grep -oE ' time: [0-9]+' <<< "$line" | awk '{print $2}')
     [ -n "$execs" ] && [ "${secs:-0}" -gt 0 ] && rate=$((execs / secs))
   fi
   new=$(ls -t "$out/artifacts/$t" 2>/dev/null | head -n $(( $(ls "$out/artifacts/$t" 2>/dev/null | wc -l) - $(cat "$out/logs/$t.before" 2>/dev/null || echo 0) )) | tr '\n' ' ')
