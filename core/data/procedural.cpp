@@ -114,7 +114,11 @@ public:
     bool chance(double p) { return uni(0, 1) < p; }
 
     cv::Vec3f randomColor(double lo = 30, double hi = 230) {
-        return cv::Vec3f(float(uni(lo, hi)), float(uni(lo, hi)), float(uni(lo, hi)));
+        // One draw per statement: the order of draws inside one argument list is unspecified
+        // (GCC goes right to left, clang left to right); this is GCC's order, which the golden
+        // scenes were recorded with. The same below.
+        const float b = float(uni(lo, hi)), g = float(uni(lo, hi)), r = float(uni(lo, hi));
+        return cv::Vec3f(r, g, b);
     }
     cv::Vec3f shade(cv::Vec3f c, double f) { return c * float(f); }
 
@@ -182,6 +186,12 @@ P rayExit(P from, P through, double w, double h) {
 }
 
 // The room: a back wall rectangle [x0, x1] x [y0, y1] and a vanishing point inside it.
+// A light wall colour (windows, pictures): one draw per channel, in GCC's order (randomColor).
+cv::Vec3f wallLight(Renderer& r) {
+    const float b = float(r.uni(190, 255)), g = float(r.uni(170, 250)), red = float(r.uni(150, 250));
+    return cv::Vec3f(red, g, b);
+}
+
 struct Room {
     double W = 0, H = 0;            // image size
     double x0 = 0, y0 = 0, x1 = 0, y1 = 0, bw = 0, bh = 0;
@@ -196,7 +206,8 @@ Room randomRoom(Renderer& r, int width, int height) {
     const double bw = W * r.uni(0.25, 0.75), bh = H * r.uni(0.25, 0.75);
     const double x0 = r.uni(-0.05 * W, W - bw + 0.05 * W), y0 = r.uni(-0.05 * H, H - bh + 0.05 * H);
     const double x1 = x0 + bw, y1 = y0 + bh;
-    const P vp(r.uni(x0 + 0.2 * bw, x1 - 0.2 * bw), r.uni(y0 + 0.2 * bh, y1 - 0.2 * bh));
+    const double vy = r.uni(y0 + 0.2 * bh, y1 - 0.2 * bh);
+    const P vp(r.uni(x0 + 0.2 * bw, x1 - 0.2 * bw), vy);
     room.bw = bw;
     room.bh = bh;
     room.x0 = x0;
@@ -285,8 +296,7 @@ void drawBackWallItems(Renderer& r, Scene& scene, const Room& room) {
         const double ix = r.uni(x0 + 4, x1 - iw - 4);
         const double iy = kind == 1 ? y1 - ih : r.uni(y0 + 4, y1 - ih - 4);
         const P a(ix, iy), b(ix + iw, iy), c(ix + iw, iy + ih), d(ix, iy + ih);
-        const cv::Vec3f col = kind == 0 ? cv::Vec3f(float(r.uni(150, 250)), float(r.uni(170, 250)), float(r.uni(190, 255)))
-                                        : r.randomColor(20, 230);
+        const cv::Vec3f col = kind == 0 ? wallLight(r) : r.randomColor(20, 230);
         r.fill({a, b, c, d}, col);
         if (kind == 1) {
             scene.addSegment(d, a);
@@ -332,8 +342,7 @@ void drawSideWallItems(Renderer& r, Scene& scene, const Room& room) {
             return P(x, yc + f * (yf - yc));
         };
         const P a = pt(xa, fa), b = pt(xb, fa), c = pt(xb, fb), d = pt(xa, fb);
-        const cv::Vec3f col = door ? r.randomColor(20, 200)
-                                   : cv::Vec3f(float(r.uni(150, 250)), float(r.uni(170, 250)), float(r.uni(190, 255)));
+        const cv::Vec3f col = door ? r.randomColor(20, 200) : wallLight(r);
         r.fill({a, b, c, d}, col);
         scene.addSegment(a, b);
         scene.addSegment(b, c);
@@ -409,8 +418,10 @@ void drawBoxes(Renderer& r, Scene& scene, const Room& room) {
 void drawClutter(Renderer& r, Scene& scene, double W, double H) {
     const int nEllipses = r.uniInt(0, 4);
     for (int i = 0; i < nEllipses; ++i) {
-        const cv::Point2d c(r.uni(0, W), r.uni(0, H));
-        const cv::Size2d ax(r.uni(4, 0.12 * W), r.uni(4, 0.12 * H));
+        const double cy = r.uni(0, H);
+        const cv::Point2d c(r.uni(0, W), cy);
+        const double ay = r.uni(4, 0.12 * H);
+        const cv::Size2d ax(r.uni(4, 0.12 * W), ay);
         std::vector<cv::Point2d> pts;
         cv::ellipse2Poly(c, ax, int(r.uni(0, 180)), 0, 360, 10, pts);
         scene.occlude(pts, 1.5);   // slightly generous: anti-aliased rim
@@ -418,7 +429,12 @@ void drawClutter(Renderer& r, Scene& scene, double W, double H) {
     }
     const int nCurves = r.uniInt(1, 5);
     for (int i = 0; i < nCurves; ++i) {
-        P p0(r.uni(0, W), r.uni(0, H)), p1(r.uni(0, W), r.uni(0, H)), p2(r.uni(0, W), r.uni(0, H));
+        P p[3];
+        for (P& q : p) {
+            const double y = r.uni(0, H);
+            q = P(r.uni(0, W), y);
+        }
+        const P p0 = p[0], p1 = p[1], p2 = p[2];
         const cv::Vec3f col = r.randomColor(10, 245);
         P prev = p0;
         for (int s = 1; s <= 24; ++s) {
@@ -431,8 +447,11 @@ void drawClutter(Renderer& r, Scene& scene, double W, double H) {
     if (r.chance(0.5)) {
         static const char* kWords[] = {"EXIT", "ROOM 12", "open", "Lab", "no. 7", "B2"};
         const std::string txt = kWords[r.uniInt(0, 5)];
-        cv::putText(r.image(), txt, cv::Point(int(r.uni(0, W * 0.7)), int(r.uni(10, H))),
-                    cv::FONT_HERSHEY_SIMPLEX, r.uni(0.25, 0.6), cv::Scalar::all(r.uni(0, 255)), 1, cv::LINE_AA);
+        const cv::Scalar colour = cv::Scalar::all(r.uni(0, 255));
+        const double size = r.uni(0.25, 0.6);
+        const int ty = int(r.uni(10, H));
+        cv::putText(r.image(), txt, cv::Point(int(r.uni(0, W * 0.7)), ty), cv::FONT_HERSHEY_SIMPLEX, size, colour, 1,
+                    cv::LINE_AA);
     }
 }
 
