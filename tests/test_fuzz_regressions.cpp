@@ -1,6 +1,7 @@
 // Inputs the fuzzers found (docs/fuzzing.md "Findings"), each fed to the reader it broke: every
 // one must now be refused with a glimpse::Error naming the file. Committed inputs live in
 // tests/fixtures/fuzz/; the small ones are built here byte by byte.
+#include <QDir>
 #include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -11,6 +12,7 @@
 #include "core/data/classification.h"
 #include "core/file_kind.h"
 #include "core/io/checkpoint.h"
+#include "core/replay/import.h"
 #include "core/runlog.h"
 #include "tests/support.h"
 
@@ -96,6 +98,18 @@ private Q_SLOTS:
         const std::string e = errorOf([&] { identifyGlimpseFile(p); });
         QVERIFY2(contains(e, {p}), e.c_str());
         QVERIFY2(t.elapsed() < 5000, std::to_string(t.elapsed()).c_str());
+    }
+
+    // A PNG+CSV import whose CSV names a frame longer than the file system allows: the
+    // existence check threw std::filesystem::filesystem_error ("File name too long"), not a
+    // glimpse::Error naming the frame.
+    void framesImportNameTooLong() {
+        QVERIFY(QDir(dir_.path()).mkpath("frames"));
+        const std::string folder = path("frames");
+        const std::string name(400, 'x');
+        std::ofstream(folder + "/labels.csv") << "frame_id,action,reward\n" << name << ",0,0\n";
+        const std::string e = errorOf([&] { replay::importFrames(folder, path("out.h5")); });
+        QVERIFY2(contains(e, {name, "frame file does not exist"}), e.c_str());
     }
 };
 

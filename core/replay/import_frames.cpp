@@ -90,7 +90,9 @@ struct Row {
 
 // Reads a PNG as uint8 H x W x C (C = 3 RGB, or 1 grey).
 cv::Mat readImage(const std::string& file) {
-    if (!fs::exists(file)) throw Error(file + ": frame file does not exist");
+    std::error_code ec;   // the non-throwing form: a CSV can name anything (fuzz finding: a name too long)
+    if (!fs::exists(file, ec))
+        throw Error(file + ": frame file does not exist" + (ec ? " (" + ec.message() + ")" : std::string()));
     cv::Mat m = cv::imread(file, cv::IMREAD_UNCHANGED);
     if (m.empty()) throw Error(file + ": cannot decode the image (not a PNG, or truncated)");
     if (m.depth() != CV_8U) throw Error(file + ": " + std::to_string(m.elemSize1() * 8) + "-bit image, expected 8-bit");
@@ -217,7 +219,8 @@ void fillSteps(rl::Episode& e, const std::vector<Row>& rows, const Columns& c) {
 
 rl::Episode importFrames(const std::string& dirArg, const std::string& out, const FramesImportOptions& options) {
     const fs::path dir(dirArg);
-    if (!fs::is_directory(dir)) throw Error(dirArg + ": not a folder of frames");
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw Error(dirArg + ": not a folder of frames");
     const std::string csv = options.csv.empty() ? findCsv(dirArg) : options.csv;
     std::ifstream in(csv);
     if (!in) throw Error(csv + ": cannot open the CSV file");
