@@ -111,6 +111,14 @@ private Q_SLOTS:
         const std::string e = errorOf([&] { replay::importFrames(folder, path("out.h5")); });
         QVERIFY2(contains(e, {name, "frame file does not exist"}), e.c_str());
     }
+
+    // A Minari file whose Discrete action space claims billions of actions: one name per
+    // action was built first (gigabytes); now refused before allocating.
+    void minariHugeActionSpace() {
+        const std::string p = fixture("minari-huge-action-space.hdf5");
+        const std::string e = errorOf([&] { replay::importMinari(p, path("minari.h5")); });
+        QVERIFY2(contains(e, {p, "actions (at most 100000"}), e.c_str());
+    }
 };
 
 QTEST_APPLESS_MAIN(TestFuzzRegressions)

@@ -175,6 +175,10 @@ rl::Episode importMinari(const std::string& path, const std::string& out, const 
         e.actionNames = options.actionNames;
     } else {
         if (A < 0) A = std::max<int64_t>(actions.max().item<int64_t>() + 1, 1);
+        // One name per action is built below: refuse a count no game has before allocating it
+        // (a corrupt Discrete(n) asked for gigabytes of names; fuzz finding, docs/fuzzing.md).
+        if (A > 100000)
+            throw Error(file + ": an action space of " + std::to_string(A) + " actions (at most 100000 can be imported)");
         if (A == 18) e.actionNames = aleActionNames();
         else
             for (int64_t i = 0; i < A; ++i) e.actionNames.push_back(std::to_string(i + space.start));
