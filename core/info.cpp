@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/h5/h5.h"
+#include "core/h5/walk.h"
 #include "core/replay/episode_reader.h"
 #include "core/runlog.h"
 
@@ -54,15 +55,33 @@ struct Totals {
     long long datasets = 0, groups = 0, bytes = 0, stored = 0;
 };
 
-void tree(std::ostringstream& out, const h5::Group& g, int depth, Totals& t) {
+// One line for a group the walk does not enter: a hard link back to an ancestor, or too deep.
+bool refused(std::ostringstream& out, h5::WalkGuard& walk, const h5::Group& g, const std::string& indent,
+             const std::string& name) {
+    switch (walk.tryEnter(g)) {
+    case h5::WalkGuard::Entry::Ok:
+        return false;
+    case h5::WalkGuard::Entry::Cycle:
+        out << indent << name << "/  (hard link back to an ancestor group: a cycle, not followed)\n";
+        return true;
+    case h5::WalkGuard::Entry::TooDeep:
+        out << indent << name << "/  (nested deeper than " << h5::kMaxWalkDepth << " groups, not followed)\n";
+        return true;
+    }
+    return true;
+}
+
+void tree(std::ostringstream& out, const h5::Group& g, int depth, Totals& t, h5::WalkGuard& walk) {
     for (const auto& name : g.children()) {
         const std::string indent(size_t(2 * depth + 2), ' ');
         if (g.hasGroup(name)) {
             h5::Group sub = g.group(name);
+            if (refused(out, walk, sub, indent, name)) continue;
             const auto n = sub.children().size();
             out << indent << name << "/  (group, " << n << (n == 1 ? " member" : " members") << ")\n";
             ++t.groups;
-            tree(out, sub, depth + 1, t);
+            tree(out, sub, depth + 1, t, walk);
+            walk.leave();
         } else if (g.hasDataset(name)) {
             h5::Dataset d = g.dataset(name);
             const auto shape = d.shape();
@@ -164,8 +183,10 @@ std::string describeH5(const std::string& path) {
         f.attrString("kind") == "glimpse.runlog" && f.hasGroup("series")) {
         // Row counts per series: what a user wants first from a run log.
         out << "  series:";
+        h5::WalkGuard walk;
         std::function<void(const h5::Group&, const std::string&)> list = [&](const h5::Group& g,
                                                                               const std::string& prefix) {
+            const h5::WalkGuard::Scope in(walk, g);
             for (const auto& n : g.children()) {
                 if (g.hasGroup(n)) list(g.group(n), prefix + n + "/");
                 else if (g.hasDataset(n)) out << " " << prefix << n << " (" << g.dataset(n).numElements() << " rows)";
@@ -204,7 +225,9 @@ std::string describeH5(const std::string& path) {
     }
     out << "  /\n";
     Totals t;
-    tree(out, f, 0, t);
+    h5::WalkGuard walk;
+    const h5::WalkGuard::Scope root(walk, f);
+    tree(out, f, 0, t, walk);
     out << "  total: " << t.datasets << (t.datasets == 1 ? " dataset" : " datasets") << " in " << t.groups
         << (t.groups == 1 ? " group" : " groups") << ", " << humanBytes(t.bytes) << " of data, "
         << humanBytes(t.stored) << " stored\n";

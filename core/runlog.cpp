@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/h5/h5.h"
+#include "core/h5/walk.h"
 #include "core/io/atomic_file.h"
 
 namespace glimpse {
@@ -129,9 +130,11 @@ MetricSeries readRows(const h5::Dataset& ds, int64_t first) {
     return s;
 }
 
-void collectDatasets(const h5::Group& g, const std::string& prefix, std::vector<std::string>& out) {
+void collectDatasets(const h5::Group& g, const std::string& prefix, std::vector<std::string>& out,
+                     h5::WalkGuard& walk) {
+    const h5::WalkGuard::Scope in(walk, g);
     for (const auto& c : g.children()) {
-        if (g.hasGroup(c)) collectDatasets(g.group(c), prefix + c + "/", out);
+        if (g.hasGroup(c)) collectDatasets(g.group(c), prefix + c + "/", out, walk);
         else if (g.hasDataset(c)) out.push_back(prefix + c);
     }
 }
@@ -535,14 +538,20 @@ struct RunLogReader::Impl {
         if (!f->hasGroup("series")) throw Error(path + ": run log has no /series group");
         std::vector<std::string> names;
         h5::Group g = f->group("series");
-        collectDatasets(g, "", names);
+        {
+            h5::WalkGuard walk;
+            collectDatasets(g, "", names, walk);
+        }
         for (const auto& name : names) {
             h5::Dataset ds = g.dataset(name);
             n[name] = ds.shape().at(0);
             s.emplace(name, std::move(ds));
         }
         std::vector<std::string> evals;
-        if (f->hasGroup("eval")) collectDatasets(f->group("eval"), "", evals);
+        if (f->hasGroup("eval")) {
+            h5::WalkGuard walk;
+            collectDatasets(f->group("eval"), "", evals, walk);
+        }
         std::optional<h5::Dataset> hb;
         if (f->hasDataset("heartbeat")) hb.emplace(f->dataset("heartbeat"));
         series.clear();

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/h5/h5.h"
+#include "core/h5/walk.h"
 
 namespace glimpse {
 
@@ -16,9 +17,11 @@ void checkName(const std::string& name) {
                     "' (non-empty parts separated by single '/', no '.' part)");
 }
 
-void readTensors(const h5::Group& g, const std::string& prefix, std::map<std::string, torch::Tensor>& out) {
+void readTensors(const h5::Group& g, const std::string& prefix, std::map<std::string, torch::Tensor>& out,
+                 h5::WalkGuard& walk) {
+    const h5::WalkGuard::Scope in(walk, g);
     for (const auto& child : g.children()) {
-        if (g.hasGroup(child)) readTensors(g.group(child), prefix + child + "/", out);
+        if (g.hasGroup(child)) readTensors(g.group(child), prefix + child + "/", out, walk);
         else out[prefix + child] = g.dataset(child).read();
     }
 }
@@ -87,7 +90,10 @@ Trace Trace::load(const std::string& path) {
     } catch (const nlohmann::json::exception& e) {
         throw Error(path + ": the 'meta' attribute of /meta is not valid JSON: " + e.what());
     }
-    if (f.hasGroup("tensors")) readTensors(f.group("tensors"), "", t.tensors_);
+    if (f.hasGroup("tensors")) {
+        h5::WalkGuard walk;
+        readTensors(f.group("tensors"), "", t.tensors_, walk);
+    }
     return t;
 }
 

@@ -7,13 +7,20 @@
 #include <QtTest>
 
 #include <fstream>
+
+#include <hdf5.h>
 #include <vector>
 
 #include "core/data/classification.h"
 #include "core/file_kind.h"
+#include "core/h5/h5.h"
+#include "core/h5/walk.h"
+#include "core/info.h"
+#include "core/io/integrity.h"
 #include "core/io/checkpoint.h"
 #include "core/replay/import.h"
 #include "core/runlog.h"
+#include "core/trace.h"
 #include "tests/support.h"
 
 using namespace glimpse;
@@ -35,6 +42,15 @@ std::vector<uint8_t> idxHeader(const std::vector<uint32_t>& dims) {
     for (uint32_t d : dims)
         for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(d >> s));
     return b;
+}
+
+// Adds the hard link `linkPath` -> `target` to an existing file (HDF5 allows links to any group,
+// also to an ancestor: a cycle).
+void addHardLink(const std::string& file, const std::string& target, const std::string& linkPath) {
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    QVERIFY(f >= 0);
+    QVERIFY(H5Lcreate_hard(f, target.c_str(), f, linkPath.c_str(), H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    QVERIFY(H5Fclose(f) >= 0);
 }
 
 } // namespace
@@ -118,6 +134,47 @@ private Q_SLOTS:
         const std::string p = fixture("minari-huge-action-space.hdf5");
         const std::string e = errorOf([&] { replay::importMinari(p, path("minari.h5")); });
         QVERIFY2(contains(e, {p, "actions (at most 100000"}), e.c_str());
+    }
+
+    // describeH5 (glimpse info, File > Open) walked the group tree recursively: a file whose
+    // hard links form a cycle (legal HDF5; found by fuzz_h5_info as a stack overflow) recursed
+    // without end. Every recursive reader now refuses a cycle, and glimpse info shows it.
+    void hardLinkCycleInGroupWalks() {
+        const std::string tracePath = path("cycle-trace.h5");
+        Trace t("letr");
+        t.set("layers/0/hidden", torch::ones({2, 3}));
+        t.save(tracePath);
+        addHardLink(tracePath, "/tensors", "/tensors/layers/0/loop");
+        std::string e = errorOf([&] { Trace::load(tracePath); });
+        QVERIFY2(contains(e, {tracePath, "/tensors/layers/0/loop", "ancestor group '/tensors'", "cycle"}), e.c_str());
+        e = errorOf([&] { verifyFile(tracePath); });
+        QVERIFY2(contains(e, {tracePath, "cycle"}), e.c_str());
+        const std::string info = describeH5(tracePath);
+        QVERIFY2(contains(info, {"loop/  (hard link back to an ancestor group: a cycle, not followed)", "hidden"}),
+                 info.c_str());
+
+        const std::string logPath = path("cycle-run.h5");
+        RunLog log;
+        log.series["loss"].append(0, 0.0, 1.0);
+        log.eval["sap/10"] = torch::tensor({1.0});
+        log.status = RunStatus::Finished;
+        log.save(logPath);
+        addHardLink(logPath, "/eval", "/eval/sap/again");
+        e = errorOf([&] { RunLog::load(logPath); });
+        QVERIFY2(contains(e, {logPath, "/eval/sap/again", "cycle"}), e.c_str());
+    }
+
+    // Groups nested deeper than the walk allows (a crafted trace): refused by name instead of
+    // recursing as deep as the file says.
+    void deeplyNestedGroups() {
+        const std::string p = path("deep-trace.h5");
+        Trace t("letr");
+        std::string name;
+        for (int i = 0; i < h5::kMaxWalkDepth + 2; ++i) name += "g/";
+        t.set(name + "x", torch::zeros({1}));
+        t.save(p);
+        const std::string e = errorOf([&] { Trace::load(p); });
+        QVERIFY2(contains(e, {p, "nested deeper than"}), e.c_str());
     }
 };
 

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/h5/h5.h"
+#include "core/h5/walk.h"
 #include "core/io/checkpoint.h"
 
 namespace glimpse {
@@ -28,10 +29,11 @@ bool hasFletcher(hid_t dcpl) {
     return false;
 }
 
-void verifyGroup(const h5::Group& g, VerifyReport& r) {
+void verifyGroup(const h5::Group& g, VerifyReport& r, h5::WalkGuard& walk) {
+    const h5::WalkGuard::Scope in(walk, g);
     for (const auto& name : g.children()) {
         if (g.hasGroup(name)) {
-            verifyGroup(g.group(name), r);
+            verifyGroup(g.group(name), r, walk);
             continue;
         }
         if (!g.hasDataset(name)) continue;
@@ -82,7 +84,8 @@ VerifyReport verifyFile(const std::string& path) {
     H5F_info2_t info;
     f.check(H5Fget_info2(f.fileId(), &info), "cannot read the file's superblock");
     r.superblockVersion = int(info.super.version);
-    verifyGroup(f, r);
+    h5::WalkGuard walk;
+    verifyGroup(f, r, walk);
     return r;
 }
 
