@@ -769,7 +769,11 @@ File File::open(const std::string& path, Mode mode) {
     Id f(H5Fopen(path.c_str(), flags, fapl.get()), H5Fclose);
     std::string detail = lastErrorDetail();
     const std::string corruption = corruptionOf();
-    if (!f.valid() && mode == Mode::Read)   // a run log that a SWMR writer holds open
+    // A file a SWMR writer holds open (a live run log, or one whose writer was killed) has its
+    // superblock's "open for write" flag set: a plain read-only open refuses it with this
+    // message and a SWMR read works. Any other failure is not retried that way: a SWMR open of
+    // a corrupt file spends its metadata read attempts (~17 ms) before failing the same way.
+    if (!f.valid() && mode == Mode::Read && detail.find("already open for") != std::string::npos)
         f = Id(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
     if (!f.valid()) {
         const std::string what = !corruption.empty()           ? corruption
