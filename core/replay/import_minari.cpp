@@ -128,6 +128,28 @@ std::vector<int64_t> minariEpisodes(const std::string& path) {
     return out;
 }
 
+// The imported episode's action names: the given ones (as many as the space has), ALE's names for
+// Discrete(18), else the action ids. An action space without a size takes the largest id + 1.
+std::vector<std::string> importedActionNames(const std::string& file, const ActionSpace& space,
+                                             const torch::Tensor& actions, const MinariImportOptions& options) {
+    int64_t A = space.n;
+    if (!options.actionNames.empty()) {
+        if (A >= 0 && int64_t(options.actionNames.size()) != A)
+            throw Error(file + ": " + std::to_string(options.actionNames.size()) + " action names given, the action space has " +
+                        std::to_string(A) + " actions");
+        return options.actionNames;
+    }
+    if (A < 0) A = std::max<int64_t>(actions.max().item<int64_t>() + 1, 1);
+    // One name per action is built below: refuse a count no game has before allocating it
+    // (a corrupt Discrete(n) asked for gigabytes of names; fuzz finding, docs/fuzzing.md).
+    if (A > 100000)
+        throw Error(file + ": an action space of " + std::to_string(A) + " actions (at most 100000 can be imported)");
+    if (A == 18) return aleActionNames();
+    std::vector<std::string> names;
+    for (int64_t i = 0; i < A; ++i) names.push_back(std::to_string(i + space.start));
+    return names;
+}
+
 rl::Episode importMinari(const std::string& path, const std::string& out, const MinariImportOptions& options) {
     const std::string file = findMinariFile(path);
     h5::File f = h5::File::open(file);
@@ -166,23 +188,8 @@ rl::Episode importMinari(const std::string& path, const std::string& out, const 
     (void)truncations;   // read to validate the episode; a truncated end is simply not terminal
 
     // Actions and their names.
-    int64_t A = space.n;
-    if (!options.actionNames.empty()) {
-        if (A >= 0 && int64_t(options.actionNames.size()) != A)
-            throw Error(file + ": " + std::to_string(options.actionNames.size()) + " action names given, the action space has " +
-                        std::to_string(A) + " actions");
-        A = int64_t(options.actionNames.size());
-        e.actionNames = options.actionNames;
-    } else {
-        if (A < 0) A = std::max<int64_t>(actions.max().item<int64_t>() + 1, 1);
-        // One name per action is built below: refuse a count no game has before allocating it
-        // (a corrupt Discrete(n) asked for gigabytes of names; fuzz finding, docs/fuzzing.md).
-        if (A > 100000)
-            throw Error(file + ": an action space of " + std::to_string(A) + " actions (at most 100000 can be imported)");
-        if (A == 18) e.actionNames = aleActionNames();
-        else
-            for (int64_t i = 0; i < A; ++i) e.actionNames.push_back(std::to_string(i + space.start));
-    }
+    e.actionNames = importedActionNames(file, space, actions, options);
+    const int64_t A = int64_t(e.actionNames.size());
     const int64_t lo = actions.min().item<int64_t>(), hi = actions.max().item<int64_t>();
     if (lo < 0 || hi >= A) {
         const int64_t bad = lo < 0 ? lo : hi;
