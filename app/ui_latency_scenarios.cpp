@@ -284,29 +284,7 @@ constexpr int64_t kFrameH = 210, kFrameW = 160;
 // An Atari-sized episode with model outputs (charts, bars and the children table fill), frames
 // from replay::syntheticFrame (moving sprites, noise), written by rl::writeEpisode.
 void writeScrubEpisode(const std::string& path, int64_t T) {
-    const int64_t A = 4;
-    rl::Episode e;
-    e.env = "synthetic";
-    e.source = "glimpse bench ui";
-    e.actionNames = {"NOOP", "FIRE", "RIGHT", "LEFT"};
-    e.actions = torch::arange(T, torch::kInt64).remainder(A);
-    e.rewards = torch::zeros({T});
-    e.rewards.slice(0, 0, T, 25).fill_(1.f);
-    e.lives = (5 - torch::arange(T, torch::kInt64).div(std::max<int64_t>(T / 5, 1), "floor")).clamp_min(1).to(torch::kInt32);
-    e.terminal = true;
-    e.episodeReturn = e.rewards.sum().item<double>();
-    e.hasModel = true;
-    e.model.family = "efficientzero";
-    e.model.checkpoint = "(synthetic)";
-    e.model.config = "{}";
-    e.model.simulations = 16;
-    e.model.value = torch::sin(torch::arange(T, torch::kFloat32) * 0.01f);
-    e.model.valuePrefix = e.model.value * 0.5f;
-    e.model.rootValues = e.model.value * 0.9f;
-    e.model.policy = torch::softmax(torch::rand({T, A}), 1);
-    e.model.visitCounts = torch::randint(0, 5, {T, A}, torch::kInt32);
-    e.model.childrenQ = torch::rand({T, A});
-    e.model.childrenPrior = e.model.policy.clone();
+    const rl::Episode e = replay::syntheticEpisode(T, "glimpse bench ui", 25);
     rl::FrameSource src;
     src.height = kFrameH;
     src.width = kFrameW;

@@ -71,6 +71,33 @@ void syntheticFrame(int64_t t, int64_t H, int64_t W, uint8_t* out) {
         }
 }
 
+rl::Episode syntheticEpisode(int64_t T, const std::string& source, int64_t rewardEvery) {
+    const int64_t A = 4;
+    rl::Episode e;
+    e.env = "synthetic";
+    e.source = source;
+    e.actionNames = {"NOOP", "FIRE", "RIGHT", "LEFT"};
+    e.actions = torch::arange(T, torch::kInt64).remainder(A);
+    e.rewards = torch::zeros({T});
+    e.rewards.slice(0, 0, T, rewardEvery).fill_(1.f);
+    e.lives = (5 - torch::arange(T, torch::kInt64).div(std::max<int64_t>(T / 5, 1), "floor")).clamp_min(1).to(torch::kInt32);
+    e.terminal = true;
+    e.episodeReturn = e.rewards.sum().item<double>();
+    e.hasModel = true;
+    e.model.family = "efficientzero";
+    e.model.checkpoint = "(synthetic)";
+    e.model.config = "{}";
+    e.model.simulations = 16;
+    e.model.value = torch::sin(torch::arange(T, torch::kFloat32) * 0.01f);
+    e.model.valuePrefix = e.model.value * 0.5f;
+    e.model.rootValues = e.model.value * 0.9f;
+    e.model.policy = torch::softmax(torch::rand({T, A}), 1);
+    e.model.visitCounts = torch::randint(0, 5, {T, A}, torch::kInt32);
+    e.model.childrenQ = torch::rand({T, A});
+    e.model.childrenPrior = e.model.policy.clone();
+    return e;
+}
+
 BenchReplayResult benchReplay(const BenchReplayOptions& o) {
     if (o.steps < 1 || o.height < 8 || o.width < 8) throw Error("bench replay: needs steps >= 1 and frames of at least 8x8");
     const auto log = [&](const std::string& s) {
@@ -104,29 +131,8 @@ BenchReplayResult benchReplay(const BenchReplayOptions& o) {
     } cleanup{o, dir, r.path, tempDir};
 
     // ---- write ----------------------------------------------------------------------------
-    const int64_t T = o.steps, H = o.height, W = o.width, A = 4;
-    rl::Episode e;
-    e.env = "synthetic";
-    e.source = "glimpse bench replay";
-    e.actionNames = {"NOOP", "FIRE", "RIGHT", "LEFT"};
-    e.actions = torch::arange(T, torch::kInt64).remainder(A);
-    e.rewards = torch::zeros({T});
-    e.rewards.slice(0, 0, T, 50).fill_(1.f);
-    e.lives = (5 - torch::arange(T, torch::kInt64).div(std::max<int64_t>(T / 5, 1), "floor")).clamp_min(1).to(torch::kInt32);
-    e.terminal = true;
-    e.episodeReturn = e.rewards.sum().item<double>();
-    e.hasModel = true;
-    e.model.family = "efficientzero";
-    e.model.checkpoint = "(synthetic)";
-    e.model.config = "{}";
-    e.model.simulations = 16;
-    e.model.value = torch::sin(torch::arange(T, torch::kFloat32) * 0.01f);
-    e.model.valuePrefix = e.model.value * 0.5f;
-    e.model.rootValues = e.model.value * 0.9f;
-    e.model.policy = torch::softmax(torch::rand({T, A}), 1);
-    e.model.visitCounts = torch::randint(0, 5, {T, A}, torch::kInt32);
-    e.model.childrenQ = torch::rand({T, A});
-    e.model.childrenPrior = e.model.policy.clone();
+    const int64_t T = o.steps, H = o.height, W = o.width;
+    rl::Episode e = syntheticEpisode(T, "glimpse bench replay", 50);
     rl::FrameSource src;
     src.height = H;
     src.width = W;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/replay/frame_cache.h"
+#include "core/rl/episode.h"
 
 namespace glimpse::replay {
 
@@ -40,6 +41,11 @@ struct BenchReplayResult {
 
 // The synthetic frame of step t (uint8 H x W x 3 into `out`), as written by benchReplay.
 void syntheticFrame(int64_t t, int64_t height, int64_t width, uint8_t* out);
+
+// The synthetic episode benchReplay writes: 4 actions in turn, a reward every `rewardEvery`
+// steps, lives counting down, EfficientZero-shaped model outputs (value, policy, visits, ...);
+// its frames are syntheticFrame's.
+rl::Episode syntheticEpisode(int64_t steps, const std::string& source, int64_t rewardEvery);
 
 BenchReplayResult benchReplay(const BenchReplayOptions& options);
 std::string formatBenchReplay(const BenchReplayResult& r);
