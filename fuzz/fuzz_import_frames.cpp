@@ -11,6 +11,7 @@
 #include "core/replay/episode_reader.h"
 #include "core/replay/import.h"
 #include "fuzz/fuzz_util.h"
+#include "fuzz/import_target.h"
 
 using namespace glimpse;
 
@@ -28,19 +29,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static const std::string dir = makeFolder();
     const std::string out = fuzz::tempPath("frames-out.h5");
     fuzz::writeFile(dir + "/labels.txt", data, size);
-    bool imported = false;
-    fuzz::expectClearError([&] {
-        (void)replay::importFrames(dir, out);
-        imported = true;
-    });
-    if (imported) {
-        try {
-            replay::EpisodeReader r(out);
-            if (r.length() > 0) (void)r.frame(r.length() - 1);
-        } catch (const std::exception& e) {
-            fuzz::finding("imported episode does not read back", e.what());
-        }
-        std::remove(out.c_str());
-    }
+    fuzz::importAndReadBack(out, [&] { (void)replay::importFrames(dir, out); });
     return 0;
 }
