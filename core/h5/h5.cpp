@@ -22,47 +22,46 @@ namespace {
     throw Error(file + ": " + what);
 }
 
+// The first non-empty answer of `classify` over the calling thread's HDF5 error stack, innermost
+// message first; "" when it answers "" for every message.
+std::string firstOnErrorStack(std::string (*classify)(const std::string& desc)) {
+    struct Walk {
+        std::string (*classify)(const std::string&);
+        std::string found;
+    } walk{classify, {}};
+    H5Ewalk2(
+        H5E_DEFAULT, H5E_WALK_UPWARD,
+        [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+            auto& w = *static_cast<Walk*>(out);
+            if (w.found.empty() && e && e->desc) w.found = w.classify(e->desc);
+            return 0;
+        },
+        &walk);
+    return walk.found;
+}
+
 // What the calling thread's HDF5 error stack says about corruption: a failed Fletcher-32 check
 // of raw data ("data error detected by Fletcher32 checksum"), a failed checksum of metadata
 // (superblock, object header, chunk index: "incorrect metadata checksum ..."), or compressed
 // data that does not inflate. "" when the stack reports none of these.
 std::string corruptionOf() {
-    std::string found;
-    H5Ewalk2(
-        H5E_DEFAULT, H5E_WALK_UPWARD,
-        [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
-            auto& f = *static_cast<std::string*>(out);
-            if (!f.empty() || !e || !e->desc) return 0;
-            const std::string d = e->desc;
-            if (d.find("Fletcher32") != std::string::npos) f = "checksum mismatch (the file is corrupt)";
-            else if (d.find("checksum") != std::string::npos)
-                f = "metadata checksum mismatch (the file is corrupt)";
-            else if (d.find("inflate() failed") != std::string::npos)
-                f = "compressed data is damaged (the file is corrupt)";
-            return 0;
-        },
-        &found);
-    return found;
+    return firstOnErrorStack([](const std::string& d) -> std::string {
+        if (d.find("Fletcher32") != std::string::npos) return "checksum mismatch (the file is corrupt)";
+        if (d.find("checksum") != std::string::npos) return "metadata checksum mismatch (the file is corrupt)";
+        if (d.find("inflate() failed") != std::string::npos) return "compressed data is damaged (the file is corrupt)";
+        return "";
+    });
 }
 
 // The system error text of a failed read or write in the calling thread's HDF5 error stack
 // ("File too large", "No space left on device"); "" when there is none.
 std::string systemErrorOf() {
-    std::string found;
-    H5Ewalk2(
-        H5E_DEFAULT, H5E_WALK_UPWARD,
-        [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
-            auto& f = *static_cast<std::string*>(out);
-            if (!f.empty() || !e || !e->desc) return 0;
-            const std::string d = e->desc;
-            const auto at = d.find("error message = '");
-            if (at == std::string::npos) return 0;
-            const auto end = d.find('\'', at + 17);
-            if (end != std::string::npos) f = d.substr(at + 17, end - at - 17);
-            return 0;
-        },
-        &found);
-    return found;
+    return firstOnErrorStack([](const std::string& d) -> std::string {
+        const auto at = d.find("error message = '");
+        if (at == std::string::npos) return "";
+        const auto end = d.find('\'', at + 17);
+        return end == std::string::npos ? "" : d.substr(at + 17, end - at - 17);
+    });
 }
 
 // `what`, and when HDF5 reported corruption, that first: "cannot read the data: checksum
