@@ -18,8 +18,13 @@
 #include <hdf5.h>
 
 #include "core/error.h"
+#include "core/h5/h5.h"
 
 namespace glimpse::fuzz {
+
+// SWMR reads of a corrupt block: 2 tries instead of 24 (h5::setSwmrReadAttempts). The retry
+// path still runs; the other 22 tries would re-read the same bytes and sleep.
+inline const bool kFewerSwmrRetries = (h5::setSwmrReadAttempts(2), true);
 
 // A per-process file name in /dev/shm (RAM), so parallel fuzzers never share a file.
 inline std::string tempPath(const std::string& name) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -206,6 +207,18 @@ herr_t Id::close() noexcept {
 }
 
 // ---- errors and names --------------------------------------------------------------------
+
+namespace {
+std::atomic<unsigned> g_swmrReadAttempts{24};
+}
+
+void setSwmrReadAttempts(unsigned attempts) {
+    g_swmrReadAttempts = std::max(1u, attempts);
+}
+
+unsigned swmrReadAttempts() {
+    return g_swmrReadAttempts;
+}
 
 void silenceErrors() {
     thread_local bool done = false;
@@ -761,7 +774,7 @@ File File::open(const std::string& path, Mode mode) {
     // SWMR reads retry a metadata block whose checksum fails, sleeping 1 ns, 2 ns, 4 ns, ...
     // between tries; HDF5's default of 100 tries makes a corrupt file hang for ages (fuzz
     // finding, docs/fuzzing.md). 24 tries wait at most ~17 ms in all for a writer's torn block.
-    H5Pset_metadata_read_attempts(fapl.get(), 24);
+    H5Pset_metadata_read_attempts(fapl.get(), swmrReadAttempts());
     unsigned flags = mode == Mode::ReadWrite ? H5F_ACC_RDWR
                      : mode == Mode::SwmrRead ? (H5F_ACC_RDONLY | H5F_ACC_SWMR_READ)
                                               : H5F_ACC_RDONLY;

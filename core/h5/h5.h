@@ -52,6 +52,13 @@ private:
 
 // Turns HDF5's automatic error printing off for the calling thread (idempotent, cheap).
 void silenceErrors();
+// How many times a SWMR read re-reads a metadata block whose checksum fails before giving up
+// (default 24: a live writer's torn block settles within that; HDF5 sleeps 1 ns, 2 ns, 4 ns, ...
+// between tries, ~17 ms in all). Process-wide; applies to files opened afterwards. The fuzz
+// targets lower it to 2: their inputs have no writer, so further tries re-read the same bytes
+// and only sleep (they spent ~85% of their time asleep).
+void setSwmrReadAttempts(unsigned attempts);
+unsigned swmrReadAttempts();
 // The innermost message of the calling thread's HDF5 error stack ("" when empty).
 std::string lastErrorDetail();
 
