@@ -158,6 +158,9 @@ LetrScenarioResult runLetrScenario(MainWindow& w, UiLatencyProbe& probe, const U
     auto cf = QObject::connect(in, &ModelPanel::failed, [&](const QString& m) { failure = m; });
     prepareLetr(w, in, o, failure);
     LetrScenarioResult r;
+    widgets::ImageViewport* view = w.viewport();
+    const long long frames0 = view->framesDrawn(), uploads0 = view->framesWithUploads(),
+                    waits0 = view->uploadWaits();
     probe.start();
     QElapsedTimer clock;
     clock.start();
@@ -181,6 +184,9 @@ LetrScenarioResult runLetrScenario(MainWindow& w, UiLatencyProbe& probe, const U
     probe.stop();
     QObject::disconnect(cf);
     r.all = probe.stats();
+    r.framesDrawn = view->framesDrawn() - frames0;
+    r.framesWithUploads = view->framesWithUploads() - uploads0;
+    r.uploadWaits = view->uploadWaits() - waits0;
     return r;
 }
 

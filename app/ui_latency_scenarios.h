@@ -49,6 +49,9 @@ struct LetrScenarioResult {
     std::vector<LetrRunSample> runs;
     int steps = 0;                  // stepper moves in all
     int positions = 0;              // the trace's layer positions
+    long long framesDrawn = 0;      // viewport frames meanwhile
+    long long framesWithUploads = 0;   // of which uploaded a texture (heatmap, image)
+    long long uploadWaits = 0;      // frames whose upload the UI thread waited for
 };
 
 struct FollowScenarioResult {

@@ -21,7 +21,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libtorch-dev libopenblas0-pthread
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-qpa-plugins libgl-dev
-  libvulkan-dev mesa-vulkan-drivers glslc libimgui-dev
+  libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslc libimgui-dev
   libopencv-dev libhdf5-dev nlohmann-json3-dev zlib1g-dev
   xvfb xauth libqt6opengl6-dev
   python3-torch python3-torchvision python3-h5py python3-numpy python3-pil

@@ -121,8 +121,10 @@ void HeatmapLayer::upload(vk::UploadBatch& batch, vk::Retirer& retirer, int imag
         resident_ = Resident{};
     }
     if (drawn) {
-        // Coloured straight into a kept, mapped staging buffer (only upload batches read it,
-        // and each is waited for before the next record()).
+        // Coloured straight into a kept, mapped staging buffer. A synchronous upload batch is
+        // waited for before the next frame, so the buffer is reused; a deferred one (recorded
+        // into a frame that may still be in flight when the next heatmap is coloured) takes it
+        // over below and a new one is made next time.
         const VkDeviceSize bytes = VkDeviceSize(tw) * VkDeviceSize(th) * 4;
         if (!staging_.buffer || stagingBytes_ != bytes) {
             vk::destroy(gpu_.device, staging_);
@@ -141,6 +143,11 @@ void HeatmapLayer::upload(vk::UploadBatch& batch, vk::Retirer& retirer, int imag
         ++builds_;
         if (reuse) {
             copyIntoResident(batch.cmd(), uint32_t(tw), uint32_t(th));
+            if (batch.deferred()) {
+                batch.keepUntilDone(staging_);
+                staging_ = vk::Buffer{};
+                stagingBytes_ = 0;
+            }
         } else {
             Resident r;
             try {

@@ -79,6 +79,7 @@ struct OffscreenTarget::Impl {
     VkRenderPass renderPass = VK_NULL_HANDLE;
     VkSampleCountFlagBits samples = VK_SAMPLE_COUNT_1_BIT;
     uint32_t framesInFlight = 1;
+    bool deferredUploads = true;
     uint32_t frameIndex = 0;
     VkFormat depthFormat = VK_FORMAT_UNDEFINED;   // none unless Options::depthStencil
     VkCommandPool pool = VK_NULL_HANDLE;
@@ -101,7 +102,7 @@ struct OffscreenTarget::Impl {
     vk::Buffer readback;
 
     Impl(int w, int h, const Options& options)
-        : samples(options.samples), framesInFlight(options.framesInFlight) {
+        : samples(options.samples), framesInFlight(options.framesInFlight), deferredUploads(options.deferredUploads) {
         if (w <= 0 || h <= 0)
             throw std::invalid_argument("OffscreenTarget: size must be positive");
         if (framesInFlight < 1)
@@ -467,6 +468,8 @@ struct OffscreenTarget::Impl {
         rp.renderArea = {{0, 0}, {uint32_t(width), uint32_t(height)}};
         rp.clearValueCount = depthFormat != VK_FORMAT_UNDEFINED ? 2 : 1;
         rp.pClearValues = clear;
+        if (deferredUploads)
+            renderer->prepare(cmd, uint32_t(width), uint32_t(height), frameIndex);
         vkCmdBeginRenderPass(cmd, &rp, VK_SUBPASS_CONTENTS_INLINE);
         renderer->record(cmd, uint32_t(width), uint32_t(height), frameIndex);
         frameIndex = (frameIndex + 1) % framesInFlight;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 
 #include "renderer/heatmap_layer.h"
 #include "renderer/image_layer.h"
@@ -27,6 +28,21 @@ struct Renderer::Impl {
     Color background{0.12f, 0.12f, 0.13f};
     double nearestAbove = 2.0;
     uint64_t frameSerial = 0;
+    bool prepared = false;          // prepare() ran for the frame record() draws next
+    uint32_t preparedSlot = 0;
+    uint64_t uploadWaits = 0, deferredUploads = 0;
+
+    void checkSlot(const char* call, uint32_t frameIndex) const {
+        if (frameIndex >= framesInFlight)
+            throw VulkanError(std::string(call) + ": frameIndex " + std::to_string(frameIndex) +
+                              " >= framesInFlight " + std::to_string(framesInFlight));
+    }
+    // Records every pending upload into `batch`; true if anything was recorded.
+    void uploadAll(vk::UploadBatch& batch, uint32_t width, uint32_t height) {
+        image->upload(batch, retirer);
+        heatmap->upload(batch, retirer, image->width(), image->height());
+        overlay->prepare(batch, width, height);
+    }
 
     Impl(const DeviceContext& ctx, VkRenderPass pass, VkSampleCountFlagBits samples, uint32_t frames)
         : gpu(vk::Gpu::from(ctx)), framesInFlight(frames), retirer(frames) {
@@ -113,20 +129,33 @@ void Renderer::setOverlay(const Overlay& o) { d->overlay->set(o); }
 void Renderer::setMousePos(float x, float y) { d->overlay->setMousePos(x, y); }
 RectF Renderer::overlayRect() const { return d->overlay->rect(); }
 
-void Renderer::record(VkCommandBuffer cmd, uint32_t width, uint32_t height, uint32_t frameIndex) {
-    if (frameIndex >= d->framesInFlight)
-        throw VulkanError("Renderer::record: frameIndex " + std::to_string(frameIndex) + " >= framesInFlight " +
-                          std::to_string(d->framesInFlight));
-    d->retirer.beginFrame(++d->frameSerial, frameIndex);
+uint64_t Renderer::uploadWaits() const { return d->uploadWaits; }
+uint64_t Renderer::deferredUploads() const { return d->deferredUploads; }
 
-    // Everything that needs transfer commands goes in one synchronous submission first.
-    {
+void Renderer::prepare(VkCommandBuffer cmd, uint32_t width, uint32_t height, uint32_t frameIndex) {
+    d->checkSlot("Renderer::prepare", frameIndex);
+    d->prepared = false;
+    d->retirer.beginFrame(++d->frameSerial, frameIndex);
+    vk::UploadBatch batch(d->gpu, cmd, d->retirer);
+    d->uploadAll(batch, width, height);
+    if (batch.hasWork())
+        ++d->deferredUploads;
+    batch.submitAndWait();   // deferred: hands the staging buffers to the retirer
+    d->prepared = true;
+    d->preparedSlot = frameIndex;
+}
+
+void Renderer::record(VkCommandBuffer cmd, uint32_t width, uint32_t height, uint32_t frameIndex) {
+    d->checkSlot("Renderer::record", frameIndex);
+    if (!d->prepared || d->preparedSlot != frameIndex) {
+        d->retirer.beginFrame(++d->frameSerial, frameIndex);
+        // Everything that needs transfer commands goes in one synchronous submission first.
         vk::UploadBatch batch(d->gpu, d->uploadPool, d->uploadFence);
-        d->image->upload(batch, d->retirer);
-        d->heatmap->upload(batch, d->retirer, d->image->width(), d->image->height());
-        d->overlay->prepare(batch, width, height);
-        batch.submitAndWait();
+        d->uploadAll(batch, width, height);
+        if (batch.submitAndWait())
+            ++d->uploadWaits;
     }
+    d->prepared = false;
     d->lines->prepare(frameIndex);
     if (width == 0 || height == 0)
         return;

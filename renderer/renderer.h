@@ -124,12 +124,23 @@ public:
     // Where the last record() drew the overlay window (viewport pixels); empty if it did not.
     RectF overlayRect() const;
 
+    // Records the pending uploads (image, heatmap, overlay fonts) into `cmd` as transfer
+    // commands, outside any render pass, before the caller begins the render pass and calls
+    // record() for the same frame (same arguments). Nothing is submitted or waited for: the
+    // uploads run on the GPU as part of the frame, and their staging buffers are freed once
+    // the frame has finished. Optional: without it, record() uploads synchronously.
+    void prepare(VkCommandBuffer cmd, uint32_t width, uint32_t height, uint32_t frameIndex);
     // Records drawing commands into `cmd`, which must be inside the render pass given to the
     // constructor, with a framebuffer of width x height. `frameIndex` < framesInFlight; the
     // GPU must have finished the previous frame recorded with the same frameIndex (as
-    // QVulkanWindow guarantees for currentFrame()). Pending uploads (image, heatmap, fonts)
-    // are submitted on the queue and waited for before the commands are recorded.
+    // QVulkanWindow guarantees for currentFrame()). Unless prepare() ran for this frame,
+    // pending uploads are first submitted on the queue in a command buffer of their own and
+    // waited for (the calling thread blocks until the GPU has copied them).
     void record(VkCommandBuffer cmd, uint32_t width, uint32_t height, uint32_t frameIndex);
+    // Frames whose uploads were waited for by record() (no prepare()), and frames whose
+    // uploads went into the frame itself by prepare(); frames without uploads count in neither.
+    uint64_t uploadWaits() const;
+    uint64_t deferredUploads() const;
 
 private:
     struct Impl;
@@ -152,6 +163,9 @@ public:
         VkSampleCountFlagBits samples = VK_SAMPLE_COUNT_1_BIT;
         uint32_t framesInFlight = 1;
         bool depthStencil = false;
+        // Uploads recorded into the frame's command buffer (Renderer::prepare, as the app's
+        // viewport does), or false: record() submits and waits for them separately.
+        bool deferredUploads = true;
     };
     OffscreenTarget(int width, int height);
     OffscreenTarget(int width, int height, const Options& options);

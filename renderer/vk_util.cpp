@@ -135,9 +135,20 @@ void destroy(VkDevice device, Texture& t) {
 UploadBatch::UploadBatch(const Gpu& gpu, VkCommandPool pool, VkFence fence)
     : gpu_(gpu), pool_(pool), fence_(fence) {}
 
+UploadBatch::UploadBatch(const Gpu& gpu, VkCommandBuffer frameCmd, Retirer& retirer)
+    : gpu_(gpu), retirer_(&retirer), cmd_(frameCmd) {}
+
 UploadBatch::~UploadBatch() {
     // Normally empty: submitAndWait() ran. After an exception, nothing was submitted (or the
-    // submission was waited for), so the staging buffers are free to go.
+    // submission was waited for), so the staging buffers are free to go; in deferred mode the
+    // frame's command buffer may still be submitted, so they wait for it like any other.
+    if (retirer_) {
+        for (Buffer& b : staging_) {
+            VkDevice dev = gpu_.device;
+            retirer_->retireAfterCurrentFrame([dev, b]() mutable { destroy(dev, b); });
+        }
+        return;
+    }
     for (Buffer& b : staging_)
         destroy(gpu_.device, b);
     if (cmd_)
@@ -145,8 +156,9 @@ UploadBatch::~UploadBatch() {
 }
 
 VkCommandBuffer UploadBatch::cmd() {
+    used_ = true;
     if (cmd_)
-        return cmd_;
+        return cmd_;   // begun, or (deferred) the frame's command buffer
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = pool_;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
@@ -261,7 +273,20 @@ Texture UploadBatch::uploadTexture(VkFormat format, uint32_t width, uint32_t hei
     return t;
 }
 
-void UploadBatch::submitAndWait() {
+bool UploadBatch::submitAndWait() {
+    std::vector<std::function<void()>> after;
+    after.swap(after_);
+    if (retirer_) {
+        for (Buffer& b : staging_) {
+            VkDevice dev = gpu_.device;
+            retirer_->retireAfterCurrentFrame([dev, b]() mutable { destroy(dev, b); });
+        }
+        staging_.clear();
+        for (auto& fn : after)
+            retirer_->retireAfterCurrentFrame(std::move(fn));
+        return false;
+    }
+    const bool waited = cmd_ != VK_NULL_HANDLE;
     if (cmd_) {
         check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
         VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
@@ -276,10 +301,9 @@ void UploadBatch::submitAndWait() {
     for (Buffer& b : staging_)
         destroy(gpu_.device, b);
     staging_.clear();
-    std::vector<std::function<void()>> after;
-    after.swap(after_);
     for (auto& fn : after)
         fn();
+    return waited;
 }
 
 // ---- Retirer ------------------------------------------------------------------------------
@@ -308,6 +332,12 @@ void Retirer::beginFrame(uint64_t serial, uint32_t slot) {
 void Retirer::retire(std::function<void()> destroy) {
     // Retired during frame serial_ (before that frame used it): earlier frames may use it.
     entries_.push_back({std::max<uint64_t>(serial_, 1), std::move(destroy)});
+}
+
+void Retirer::retireAfterCurrentFrame(std::function<void()> destroy) {
+    // Done once every slot has begun a frame after the current one (the current frame's slot
+    // only does so after the current frame has finished).
+    entries_.push_back({serial_ + 1, std::move(destroy)});
 }
 
 void Retirer::flushAll() {

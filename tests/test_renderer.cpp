@@ -877,6 +877,59 @@ private Q_SLOTS:
         QCOMPARE(msaa.validationErrors(), 0);
     }
 
+    // Renderer::prepare (uploads recorded into the frame, as the app's viewport does) and the
+    // synchronous path of record() draw the same pixels, frame after frame, while the image and
+    // the heatmap (same size: its texture overwritten in place from a staging buffer the
+    // deferred path must not reuse while a frame may still read it) change every frame; the
+    // first never waits for an upload, the second waits once per frame with uploads.
+    void deferredUploadsMatchSynchronous() {
+        const int w = 96, h = 64;
+        OffscreenTarget::Options deferred;
+        deferred.framesInFlight = 2;
+        OffscreenTarget::Options synchronous = deferred;
+        synchronous.deferredUploads = false;
+        OffscreenTarget a(w, h, deferred), b(w, h, synchronous);
+        const int frames = 6;
+        for (int frame = 0; frame < frames; ++frame) {
+            std::vector<uint8_t> rgb(24 * 16 * 3);
+            for (size_t i = 0; i < rgb.size(); ++i)
+                rgb[i] = uint8_t((i * 7 + frame * 40) % 256);
+            std::vector<float> grid(6 * 4);
+            for (size_t i = 0; i < grid.size(); ++i)
+                grid[i] = float((i + frame) % 5) / 4.0f;
+            for (OffscreenTarget* t : {&a, &b}) {
+                Renderer& m = t->renderer();
+                m.setBackground(kBgR, kBgG, kBgB);
+                if (frame % 2 == 0)   // the image changes every other frame, the heatmap always
+                    m.setImage(24, 16, 3, rgb.data());
+                m.setView(View::fit(24, 16, w, h));
+                m.setHeatmap(6, 4, grid.data(), 0.0f, 1.0f);
+                m.setColormap(Colormap::Viridis);
+                m.setHeatmapOpacity(0.7f);
+            }
+            const auto pa = a.render(), pb = b.render();
+            QCOMPARE(pa.size(), size_t(w * h * 4));
+            if (pa != pb) {
+                size_t i = 0;
+                while (pa[i] == pb[i]) ++i;
+                QFAIL(qPrintable(QString("frame %1: first difference at pixel (%2,%3)")
+                                     .arg(frame).arg((i / 4) % w).arg((i / 4) / w)));
+            }
+            QVERIFY(pixel(pa, w, 10, 10) != pixel(pa, w, 50, 30));   // something was drawn
+        }
+        QCOMPARE(a.renderer().uploadWaits(), uint64_t(0));
+        QCOMPARE(a.renderer().deferredUploads(), uint64_t(frames));
+        QCOMPARE(b.renderer().uploadWaits(), uint64_t(frames));
+        QCOMPARE(b.renderer().deferredUploads(), uint64_t(0));
+        // A frame without changes uploads nothing in either mode.
+        (void)a.render();
+        (void)b.render();
+        QCOMPARE(a.renderer().deferredUploads(), uint64_t(frames));
+        QCOMPARE(b.renderer().uploadWaits(), uint64_t(frames));
+        QCOMPARE(a.validationErrors(), 0);
+        QCOMPARE(b.validationErrors(), 0);
+    }
+
     void compositeOfAllLayers() {
         const int w = 256, h = 192;
         target_->resize(w, h);

@@ -99,9 +99,15 @@ public:
         rp.pClearValues = clears;
         VkCommandBuffer cmd = window_->currentCommandBuffer();
         QVulkanDeviceFunctions* f = window_->vulkanInstance()->deviceFunctions(window_->device());
+        // New image/heatmap textures are copied as part of this frame (before its render pass),
+        // so the UI thread never waits for an upload (docs/ui-latency.md).
+        const uint64_t deferredBefore = renderer_->deferredUploads(), waitsBefore = renderer_->uploadWaits();
+        renderer_->prepare(cmd, uint32_t(sz.width()), uint32_t(sz.height()), uint32_t(window_->currentFrame()));
         f->vkCmdBeginRenderPass(cmd, &rp, VK_SUBPASS_CONTENTS_INLINE);
         renderer_->record(cmd, uint32_t(sz.width()), uint32_t(sz.height()),
                           uint32_t(window_->currentFrame()));
+        owner_->framesWithUploads_ += (long long)(renderer_->deferredUploads() - deferredBefore);
+        owner_->uploadWaits_ += (long long)(renderer_->uploadWaits() - waitsBefore);
         f->vkCmdEndRenderPass(cmd);
         window_->frameReady();
         ++owner_->framesDrawn_;

@@ -81,6 +81,10 @@ public:
     QImage grabFrame();
     // Frames drawn so far (tests wait on this instead of sleeping).
     int framesDrawn() const { return framesDrawn_; }
+    // Frames whose texture uploads (image, heatmap) went into the frame itself, and frames
+    // whose uploads the UI thread waited for (always 0: the viewport uses Renderer::prepare).
+    long long framesWithUploads() const { return framesWithUploads_; }
+    long long uploadWaits() const { return uploadWaits_; }
 
     // The image pixel under viewport position (x, y) in device-independent pixels, or
     // false when outside the image.
@@ -134,6 +138,7 @@ private:
     bool imageDirty_ = false;
     bool fitPending_ = true;
     int framesDrawn_ = 0;
+    long long framesWithUploads_ = 0, uploadWaits_ = 0;
 };
 
 } // namespace glimpse::widgets

@@ -78,7 +78,9 @@ void runOnce(const app::UiScenarioOptions& o, const std::string& scenarios, Wors
         double runMs = 0;
         for (const auto& s : r.runs) runMs = std::max(runMs, s.runMs);
         printRow("letr", r.all, fmt("%.0f runs (longest %.0f ms on the worker), %.0f stepper moves", double(r.runs.size()), runMs,
-                                    double(r.steps)));
+                                    double(r.steps)) +
+                                    fmt(", %.0f frames (%.0f with uploads, %.0f upload waits)", double(r.framesDrawn),
+                                        double(r.framesWithUploads), double(r.uploadWaits)));
         worst.add("letr", r.all);
     }
     std::fflush(stdout);
