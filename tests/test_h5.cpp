@@ -277,6 +277,28 @@ private Q_SLOTS:
         QVERIFY2(contains(msg, {path, "truncated"}), msg.c_str());
     }
 
+    // The SWMR metadata read attempts are a process-wide setting (24 by default, the fuzz
+    // targets use 2) that reaches the access property list of every file opened afterwards.
+    void swmrReadAttemptsReachTheFile() {
+        const std::string path = file("attempts.h5");
+        h5::writeAtomically(path, "glimpse.test", 1, [](h5::File& f) { f.writeTensor("x", torch::ones({3})); });
+        auto attemptsOf = [](const h5::File& f) {
+            const hid_t fapl = H5Fget_access_plist(f.fileId());
+            unsigned n = 0;
+            H5Pget_metadata_read_attempts(fapl, &n);
+            H5Pclose(fapl);
+            return n;
+        };
+        QCOMPARE(h5::swmrReadAttempts(), 24u);
+        QCOMPARE(attemptsOf(h5::File::open(path, h5::File::Mode::SwmrRead)), 24u);
+        h5::setSwmrReadAttempts(2);
+        QCOMPARE(attemptsOf(h5::File::open(path, h5::File::Mode::SwmrRead)), 2u);
+        h5::setSwmrReadAttempts(0);   // at least one read
+        QCOMPARE(h5::swmrReadAttempts(), 1u);
+        h5::setSwmrReadAttempts(24);
+        QVERIFY(torch::equal(h5::File::open(path, h5::File::Mode::SwmrRead).readTensor("x"), torch::ones({3})));
+    }
+
     void glimpseHeader() {
         const std::string trace = file("kind_trace.h5"), foreign = file("foreign.h5"), newer = file("newer.h5");
         h5::writeAtomically(trace, "glimpse.trace", 1, [](h5::File& f) { f.writeTensor("x", torch::ones({1})); });
