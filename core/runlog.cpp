@@ -425,6 +425,17 @@ RunLogWriter RunLogWriter::create(const std::string& path, const nlohmann::json&
     return RunLogWriter(std::move(impl));
 }
 
+RunLogWriter RunLogWriter::memoryOnly(const nlohmann::json& config, const std::vector<std::string>& seriesNames) {
+    checkSeriesNames(seriesNames, "run log");
+    auto impl = std::make_unique<Impl>();
+    impl->log.config = config;
+    impl->log.startTime = unixNow();
+    impl->log.writer = {localHostName(), int64_t(::getpid()), impl->opts.heartbeatInterval, impl->log.startTime};
+    for (const auto& n : seriesNames) impl->log.series[n];
+    impl->start = impl->lastFlush = std::chrono::steady_clock::now();
+    return RunLogWriter(std::move(impl));
+}
+
 const std::string& RunLogWriter::path() const { return impl_->path; }
 
 double RunLogWriter::elapsed() const {
@@ -461,6 +472,10 @@ void RunLogWriter::append(const std::string& series, int64_t step, double value,
 
 void RunLogWriter::flush() {
     if (closed()) return;
+    if (!impl_->file) {   // memoryOnly()
+        impl_->pending.clear();
+        return;
+    }
     std::lock_guard<std::mutex> lock(impl_->mutex);
     h5::silenceErrors();
     for (auto& [name, rows] : impl_->pending) {
@@ -488,6 +503,12 @@ void RunLogWriter::close(RunStatus status, const std::string& message) {
     if (closed()) throw Error(impl_ ? impl_->path + ": run log is already closed" : "run log writer was moved from");
     impl_->closed = true;   // whatever happens below, the live file is done
     impl_->endHeartbeat();
+    if (!impl_->file) {   // memoryOnly(): nothing on disk
+        impl_->pending.clear();
+        impl_->log.status = status;
+        impl_->log.statusMessage = message;
+        return;
+    }
     std::exception_ptr error;
     try {
         for (auto& [name, rows] : impl_->pending) {

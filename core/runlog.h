@@ -112,6 +112,9 @@ public:
                                const std::vector<std::string>& seriesNames) {
         return create(path, config, seriesNames, Options{});
     }
+    // A writer that keeps its rows in memory and writes no file (path() is empty): the run log
+    // of a distributed run's ranks other than 0, which share rank 0's log (docs/distributed.md).
+    static RunLogWriter memoryOnly(const nlohmann::json& config, const std::vector<std::string>& seriesNames);
     RunLogWriter(RunLogWriter&&) noexcept;
     RunLogWriter& operator=(RunLogWriter&&) noexcept;
     // A writer destroyed before finish()/fail() marks the run failed ("the run ended without

@@ -12,10 +12,16 @@
 #include <cstdlib>
 #include <string>
 
+#include <filesystem>
+#include <fstream>
+
+#include <opencv2/imgcodecs.hpp>
 #include <torch/torch.h>
 
 #include "core/dist/dist.h"
 #include "core/error.h"
+#include "core/io/checkpoint.h"
+#include "core/runlog.h"
 
 using namespace glimpse;
 
@@ -157,6 +163,42 @@ Worker startWorker(const QString& mode, int rank, int world, int port, const QSt
     return w;
 }
 
+const QString kGlimpse = QStringLiteral(GLIMPSE_BINARY_DIR "/app/glimpse");
+
+// `glimpse train coat` as rank `rank` of `world` (world 1: no distributed flags).
+std::unique_ptr<QProcess> startTrainer(const QStringList& args, int rank, int world, int port) {
+    auto p = std::make_unique<QProcess>();
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("OMP_NUM_THREADS", "1");
+    p->setProcessEnvironment(env);
+    QStringList a = QStringList{"train", "coat"} + args;
+    if (world > 1)
+        a << "--world-size" << QString::number(world) << "--rank" << QString::number(rank) << "--master-addr"
+          << "127.0.0.1" << "--master-port" << QString::number(port) << "--dist-timeout" << "60";
+    p->start(kGlimpse, a);
+    return p;
+}
+
+bool finishOk(QProcess& p, QString* err = nullptr) {
+    const bool done = p.waitForFinished(240000);
+    const QString e = QString::fromLocal8Bit(p.readAllStandardError()) + QString::fromLocal8Bit(p.readAllStandardOutput());
+    if (err) *err = e;
+    if (!done || p.exitCode() != 0) qWarning("%s", qPrintable(e.right(2000)));
+    return done && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+}
+
+double largestDifference(const std::string& a, const std::string& b) {
+    const auto ta = loadCheckpoint(a).tensors, tb = loadCheckpoint(b).tensors;
+    if (ta.size() != tb.size()) return 1e9;
+    double worst = 0;
+    for (const auto& [name, t] : ta) {
+        auto it = tb.find(name);
+        if (it == tb.end() || !t.sizes().equals(it->second.sizes())) return 1e9;
+        if (t.is_floating_point()) worst = std::max(worst, (t - it->second).abs().max().item<double>());
+    }
+    return worst;
+}
+
 std::string errorOf(const std::function<void()>& f) {
     try {
         f();
@@ -279,6 +321,78 @@ private Q_SLOTS:
         qInfo("rank 0 after %lld ms: %s", clock.elapsed(), qPrintable(err.trimmed()));
         QCOMPARE(w0.p->exitCode(), 2);
         QVERIFY2(err.contains("rank 0 of 2") && err.contains("all-reduce failed"), qPrintable(err));
+    }
+
+    // The real trainer: `glimpse train coat` in two processes on a class-folder dataset ends with
+    // the model of one process on the same data and schedule (within 1e-5); rank 0 alone wrote
+    // the files, its run log has the world size and both ranks' throughput; and a run stopped
+    // with two ranks and resumed with one ends with the same model too.
+    void coatTrainerInTwoProcesses() {
+        const QString data = dir_.filePath("classes");
+        for (int k = 0; k < 3; ++k) {
+            const QString cls = data + "/c" + QString::number(k);
+            std::filesystem::create_directories(cls.toStdString());
+            for (int i = 0; i < 14; ++i) {
+                cv::Mat img(24, 24, CV_8UC1);
+                cv::randu(img, 0, 60);
+                img.rowRange(k * 8, k * 8 + 8) += cv::Scalar(150);
+                cv::imwrite((cls + QString("/%1.png").arg(i)).toStdString(), img);
+            }
+        }
+        const QString cfg = dir_.filePath("tiny.json");
+        {
+            std::ofstream f(cfg.toStdString());
+            f << R"({"model": {"variant": "custom", "embed_dims": [16, 16, 16, 16], "serial_depths": [1, 1, 1, 1],
+                    "mlp_ratios": [2, 2, 2, 2], "image_size": 32, "resize": 32},
+                    "batch_size": 8, "steps": 6, "warmup_steps": 2, "lr": 0.002, "eval_every": 3,
+                    "checkpoint_every": 3, "val_subset": 4, "eval_batch": 8, "threads": 1})";
+        }
+        const QStringList common{"--data", data, "--config", cfg};
+        auto one = startTrainer(common + QStringList{"--out", dir_.filePath("one")}, 0, 1, 0);
+        QVERIFY(finishOk(*one));
+        const int port = freePort();
+        const QString two = dir_.filePath("two");
+        auto r0 = startTrainer(common + QStringList{"--out", two}, 0, 2, port);
+        auto r1 = startTrainer(common + QStringList{"--out", two}, 1, 2, port);
+        QString out1;
+        QVERIFY(finishOk(*r1, &out1));
+        QVERIFY(finishOk(*r0));
+        QVERIFY2(out1.contains("rank 1 of 2: done after step 6"), qPrintable(out1));
+        const double d = largestDifference(dir_.filePath("one/model.h5").toStdString(), (two + "/model.h5").toStdString());
+        qInfo("two ranks vs one process: largest weight difference %.3g", d);
+        QVERIFY2(d <= 1e-5, qPrintable(QString::number(d)));
+        QStringList files = QDir(two).entryList(QDir::Files);
+        files.sort();
+        QCOMPARE(files, (QStringList{"checkpoint.h5", "model.h5", "run.h5"}));
+        const RunLog log = RunLog::load((two + "/run.h5").toStdString());
+        QCOMPARE(log.config.value("world_size", 0), 2);
+        for (const char* s : {"dist/world_size", "dist/throughput_rank0", "dist/throughput_rank1", "loss/train"})
+            QVERIFY2(log.series.count(s) && log.series.at(s).size() == 6, s);
+        QCOMPARE(log.series.at("dist/world_size").values.back(), 2.0);
+        QVERIFY(log.series.at("dist/throughput_rank1").values.back() > 0);
+        // Stopped after 3 steps with two ranks, resumed in one process: the same model again.
+        const QString mixed = dir_.filePath("mixed");
+        const int port2 = freePort();
+        auto s0 = startTrainer(common + QStringList{"--out", mixed, "--steps", "3"}, 0, 2, port2);
+        auto s1 = startTrainer(common + QStringList{"--out", mixed, "--steps", "3"}, 1, 2, port2);
+        QVERIFY(finishOk(*s1));
+        QVERIFY(finishOk(*s0));
+        QVERIFY(!QFile::exists(mixed + "/model.h5"));
+        auto resumed = startTrainer(common + QStringList{"--out", mixed, "--resume"}, 0, 1, 0);
+        QVERIFY(finishOk(*resumed));
+        const double dr = largestDifference(dir_.filePath("one/model.h5").toStdString(), (mixed + "/model.h5").toStdString());
+        qInfo("2 ranks for 3 steps, then 1 process: largest weight difference %.3g", dr);
+        QVERIFY2(dr <= 1e-5, qPrintable(QString::number(dr)));
+        // A batch that does not divide by the world size: a clear error on every rank.
+        const int port3 = freePort();
+        auto b0 = startTrainer(common + QStringList{"--out", dir_.filePath("bad")}, 0, 3, port3);
+        auto b1 = startTrainer(common + QStringList{"--out", dir_.filePath("bad")}, 1, 3, port3);
+        auto b2 = startTrainer(common + QStringList{"--out", dir_.filePath("bad")}, 2, 3, port3);
+        for (auto* p : {b0.get(), b1.get(), b2.get()}) {
+            QVERIFY(p->waitForFinished(120000));
+            const QString e = QString::fromLocal8Bit(p->readAllStandardError());
+            QVERIFY2(p->exitCode() != 0 && e.contains("batch_size 8 does not divide by the world size 3"), qPrintable(e));
+        }
     }
 
     // Nobody else arrives: the rendezvous gives up after the timeout with a clear message.

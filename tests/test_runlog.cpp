@@ -120,6 +120,28 @@ private Q_SLOTS:
         QVERIFY(QDir(dir_.path()).entryList({"inproc.h5.tmp*"}).isEmpty());
     }
 
+    // The log of a distributed run's other ranks: rows kept, nothing written anywhere.
+    void memoryOnlyWriterWritesNoFile() {
+        const QStringList before = QDir(dir_.path()).entryList(QDir::Files);
+        {
+            RunLogWriter w = RunLogWriter::memoryOnly({{"trainer", "x"}}, {"loss"});
+            QVERIFY(w.path().empty());
+            w.append("loss", 1, 0.5);
+            w.flush();
+            w.setEval("final/acc", torch::tensor(0.9));
+            QVERIFY(!w.closed());
+            w.finish();
+            QVERIFY(w.closed());
+            QVERIFY_EXCEPTION_THROWN(w.append("loss", 2, 0.4), Error);
+        }
+        {
+            RunLogWriter w = RunLogWriter::memoryOnly({}, {"loss"});
+            QVERIFY_EXCEPTION_THROWN(w.append("nope", 1, 0.0), Error);
+        }   // destroyed unfinished: marked failed, still no file
+        QCOMPARE(QDir(dir_.path()).entryList(QDir::Files), before);
+        QVERIFY(!QFile::exists(QDir::currentPath() + "/run.h5"));
+    }
+
     void writerDestroyedWithoutFinishMarksFailed() {
         const std::string path = file("aborted.h5");
         {

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <unistd.h>
 
+#include "app/cli/cli.h"
 #include "core/error.h"
 #include "core/util/timing.h"
 
@@ -29,6 +30,25 @@ StopOnInterrupt::StopOnInterrupt(train::Control& control) : previousControl_(gCo
 StopOnInterrupt::~StopOnInterrupt() {
     std::signal(SIGINT, previous_ == SIG_ERR ? SIG_DFL : previous_);
     gControl = previousControl_;
+}
+
+const std::vector<std::string>& distFlags() {
+    static const std::vector<std::string> flags{"--world-size", "--rank",        "--local-rank",
+                                                "--master-addr", "--master-port", "--dist-timeout"};
+    return flags;
+}
+
+const char* kDistUsage =
+    "Distributed (data-parallel, c10d Gloo): start one process per rank with the launcher's\n"
+    "environment (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK, as torchrun sets them)\n"
+    "or the flags --master-addr A --master-port P --world-size W --rank R [--local-rank L]\n"
+    "[--dist-timeout SECONDS] (default 120). Rank 0 writes the run log and checkpoints.\n";
+
+dist::Settings distSettings(const Args& a) {
+    std::map<std::string, std::string> overrides;
+    for (const std::string& f : distFlags())
+        if (auto v = a.get(f)) overrides[f.substr(2)] = *v;
+    return dist::settingsFromEnvironment(overrides);
 }
 
 double latestMetric(const train::Progress& p, const std::string& key, double def) {

@@ -6,9 +6,19 @@
 #include <string>
 #include <vector>
 
+#include "core/dist/dist.h"
 #include "core/train/control.h"
 
 namespace glimpse::cli {
+
+class Args;
+
+// Distributed training (docs/distributed.md): the flags every `glimpse train` command takes
+// (--world-size, --rank, --local-rank, --master-addr, --master-port, --dist-timeout), their
+// usage text, and the settings from them over the launcher's environment (MASTER_ADDR, ...).
+const std::vector<std::string>& distFlags();
+extern const char* kDistUsage;
+dist::Settings distSettings(const Args& a);
 
 // While alive, SIGINT (Ctrl-C) asks `control` to stop (the trainer then writes its checkpoint
 // and returns); the previous handler is restored on destruction, also when an exception leaves.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,8 @@ const char* kUsage =
     "Writes RUN_DIR/run.h5 (live run log), RUN_DIR/checkpoint.h5 (resumable state) and, at the\n"
     "end, RUN_DIR/model.h5 (a CoaT checkpoint with class names for glimpse infer --model coat).\n";
 
+std::string usage() { return std::string(kUsage) + kDistUsage; }
+
 std::string coatMetrics(const train::Progress& p) {
     char acc[32] = "  -  ";
     const double val = latestMetric(p, "val/acc", -1.0);
@@ -54,14 +57,17 @@ int peAblation(const coat::CoatTrainConfig& cfg, const std::string& data, const 
 
 int trainCoat(const std::vector<std::string>& args) {
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-        std::cout << kUsage;
+        std::cout << usage();
         return args.empty() ? 2 : 0;
     }
     Args a(args, {"--resume"});
     long long maxSteps = -1, threads = 0;
     std::string ablation;
+    dist::Settings ds;
     try {
-        a.checkKnown({"--config", "--data", "--out", "--resume", "--steps", "--threads", "--ablation"});
+        std::vector<std::string> known{"--config", "--data", "--out", "--resume", "--steps", "--threads", "--ablation"};
+        known.insert(known.end(), distFlags().begin(), distFlags().end());
+        a.checkKnown(known);
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
         if (!a.has("--data") || !a.has("--out")) throw Error("missing --data or --out");
         maxSteps = a.getInt("--steps", -1);
@@ -71,8 +77,9 @@ int trainCoat(const std::vector<std::string>& args) {
         ablation = a.get("--ablation", "");
         if (a.has("--ablation") && ablation != "pe")
             throw Error("--ablation: only 'pe' (position encodings, Table 3.6) is supported, got '" + ablation + "'");
+        ds = distSettings(a);
     } catch (const Error& e) {
-        std::cerr << "glimpse train coat: " << e.what() << "\n" << kUsage;
+        std::cerr << "glimpse train coat: " << e.what() << "\n" << usage();
         return 2;
     }
     coat::CoatTrainConfig cfg;
@@ -83,13 +90,22 @@ int trainCoat(const std::vector<std::string>& args) {
 
     train::Control control;
     StopOnInterrupt interrupt(control);
+    std::unique_ptr<dist::Communicator> comm;
+    if (ds.distributed()) {
+        std::cerr << "glimpse train coat: " << ds.describe() << ": waiting for the other ranks\n";
+        comm = std::make_unique<dist::Communicator>(ds);
+    }
     if (ablation.empty()) {
         coat::CoatTrainResult r;
         {
-            TrainingProgress bar(control, coatMetrics, maxSteps, 50);
-            r = coat::trainCoat(cfg, data, out, resume, control, bar.fn());
+            TrainingProgress bar(control, coatMetrics, maxSteps, 50, ds.distributed() ? "rank " + std::to_string(ds.rank) + " " : "");
+            r = coat::trainCoat(cfg, data, out, resume, control, bar.fn(), comm.get());
         }
-        if (!r.finished) {
+        if (r.rank != 0) {
+            std::cout << "rank " << r.rank << " of " << r.worldSize << ": " << (r.finished ? "done" : "stopped")
+                      << " after step " << r.steps << " (" << r.imagesPerSecond << " images/s here); rank 0 writes "
+                      << out << "\n";
+        } else if (!r.finished) {
             std::cout << "stopped at step " << r.steps << "; checkpoint in " << out
                       << "/checkpoint.h5 (continue with --resume)\n";
         } else {
@@ -98,6 +114,10 @@ int trainCoat(const std::vector<std::string>& args) {
             std::cout << "model in " << out << "/model.h5, run log in " << out << "/run.h5\n";
         }
         return 0;
+    }
+    if (comm) {
+        std::cerr << "glimpse train coat: --ablation runs in one process (no distributed settings)\n";
+        return 2;
     }
     return peAblation(cfg, data, out, resume, maxSteps, control);
 }

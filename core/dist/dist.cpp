@@ -117,6 +117,26 @@ struct Communicator::Impl {
             fail(op, e);
         }
     }
+    // c10d's collectives take one tensor per device; several tensors of one process travel
+    // as one flat buffer (per dtype run: they must share one), copied back afterwards.
+    template <class Op>
+    void flat(std::vector<torch::Tensor>& ts, const std::string& op, Op&& run) {
+        if (ts.empty()) return;
+        for (const auto& t : ts)
+            if (t.scalar_type() != ts[0].scalar_type())
+                throw Error(s.describe() + ": " + op + " of tensors with different dtypes");
+        std::vector<torch::Tensor> parts;
+        for (const auto& t : ts) parts.push_back(t.reshape(-1));
+        std::vector<torch::Tensor> buf{torch::cat(parts)};
+        bytes += payload(buf);
+        wait(run(buf), op);
+        int64_t at = 0;
+        torch::NoGradGuard ng;
+        for (auto& t : ts) {
+            t.copy_(buf[0].narrow(0, at, t.numel()).view(t.sizes()));
+            at += t.numel();
+        }
+    }
     static int64_t payload(const std::vector<torch::Tensor>& ts) {
         int64_t n = 0;
         for (const auto& t : ts) n += t.numel() * int64_t(t.element_size());
@@ -174,8 +194,7 @@ int64_t Communicator::bytesReduced() const { return d->bytes; }
 
 void Communicator::allReduce(std::vector<torch::Tensor>& tensors, bool average) {
     if (!d->pg) return;
-    d->bytes += Impl::payload(tensors);
-    d->wait(d->pg->allreduce(tensors), "all-reduce");
+    d->flat(tensors, "all-reduce", [&](std::vector<torch::Tensor>& buf) { return d->pg->allreduce(buf); });
     if (average)
         for (auto& t : tensors) t.div_(double(d->s.worldSize));
 }
@@ -184,8 +203,7 @@ void Communicator::broadcast(std::vector<torch::Tensor>& tensors, int root) {
     if (!d->pg) return;
     c10d::BroadcastOptions o;
     o.rootRank = root;
-    d->bytes += Impl::payload(tensors);
-    d->wait(d->pg->broadcast(tensors, o), "broadcast");
+    d->flat(tensors, "broadcast", [&](std::vector<torch::Tensor>& buf) { return d->pg->broadcast(buf, o); });
 }
 
 std::vector<double> Communicator::allGather(double value) {

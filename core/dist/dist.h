@@ -55,8 +55,8 @@ public:
     int worldSize() const;
     const Settings& settings() const;
 
-    // Element-wise sum over the ranks, in place (contiguous tensors of the same shapes on every
-    // rank), then divided by the world size when `average`.
+    // Element-wise sum over the ranks, in place (tensors of one dtype, the same shapes on every
+    // rank; they travel as one flat buffer), then divided by the world size when `average`.
     void allReduce(std::vector<torch::Tensor>& tensors, bool average = false);
     // Rank `root`'s values into every rank's tensors, in place.
     void broadcast(std::vector<torch::Tensor>& tensors, int root = 0);

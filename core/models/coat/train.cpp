@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/data/classification.h"
+#include "core/dist/dist.h"
 #include "core/error.h"
 #include "core/models/coat/model.h"
 #include "core/runlog.h"
@@ -154,8 +155,13 @@ CoatTrainConfig CoatTrainConfig::fromFile(const std::string& path) {
     return fromJson(readJsonFile(path, "training config"), path);
 }
 
-std::vector<std::string> coatSeriesNames() {
-    return {"loss/train", "train/acc", "lr", "grad_norm", "throughput", "epoch", "val/acc", "val/loss"};
+std::vector<std::string> coatSeriesNames(int worldSize) {
+    std::vector<std::string> names{"loss/train", "train/acc", "lr", "grad_norm", "throughput", "epoch", "val/acc", "val/loss"};
+    if (worldSize > 1) {
+        names.push_back("dist/world_size");
+        for (int r = 0; r < worldSize; ++r) names.push_back("dist/throughput_rank" + std::to_string(r));
+    }
+    return names;
 }
 
 std::vector<PeVariant> peAblationVariants() {
@@ -281,6 +287,12 @@ struct CoatRun {
     int64_t step = 0;
     double stepTime = 0;   // seconds spent in training steps by this process
     int64_t stepImages = 0;
+    dist::Communicator* comm = nullptr;   // a distributed run (else null)
+    std::unique_ptr<dist::GradientReducer> reducer;
+    int rank = 0, world = 1;
+    // This rank's rows of each step's batch: [rowBegin, rowEnd) of batch_size.
+    int64_t rowBegin() const { return cfg.batchSize / world * rank; }
+    int64_t rowEnd() const { return cfg.batchSize / world * (rank + 1); }
 
     const data::ClassificationDataset& trainSet() const { return *splits.train; }
     const data::ClassificationDataset& valSet() const { return *splits.val; }
@@ -309,18 +321,20 @@ RunLogWriter openCoatRunLog(const CoatRun& run, bool resume) {
     logConfig["train_size"] = run.trainSize;
     logConfig["model_config"] = run.mcfg.toJson();
     logConfig["parameters"] = run.model->numParameters();
-    logConfig["series"] = coatSeriesNames();
+    logConfig["series"] = coatSeriesNames(run.world);
     logConfig["total_steps"] = run.cfg.steps;
-    return train::openRunLog(run.files.runLog, logConfig, coatSeriesNames(), resume ? run.step : -1);
+    logConfig["world_size"] = run.world;
+    if (run.rank != 0) return RunLogWriter::memoryOnly(logConfig, coatSeriesNames(run.world));
+    return train::openRunLog(run.files.runLog, logConfig, coatSeriesNames(run.world), resume ? run.step : -1);
 }
 
-// The images of the batch of `step` and their label-smoothed, mixed targets.
+// The images of this rank's rows of the batch of `step` and their label-smoothed, mixed targets.
 std::pair<torch::Tensor, torch::Tensor> loadBatch(const CoatRun& run, int64_t step) {
     const CoatTrainConfig& cfg = run.cfg;
-    const int64_t B = cfg.batchSize, K = run.mcfg.numClasses;
+    const int64_t B = cfg.batchSize, K = run.mcfg.numClasses, rows = run.rowEnd() - run.rowBegin();
     std::vector<torch::Tensor> xs;
     std::vector<int64_t> ys;
-    for (int64_t b = 0; b < B; ++b) {
+    for (int64_t b = run.rowBegin(); b < run.rowEnd(); ++b) {
         const int64_t k = train::shuffledIndex(cfg.seed, run.trainSize, step * B + b);
         auto s = run.trainSet().get(run.trainItem(k));
         std::mt19937_64 rng(train::mixSeed(cfg.seed, uint64_t(step), uint64_t(100 + b)));
@@ -330,8 +344,8 @@ std::pair<torch::Tensor, torch::Tensor> loadBatch(const CoatRun& run, int64_t st
     auto x = torch::stack(xs);
     auto y = torch::tensor(ys, torch::kLong);
     const double off = cfg.labelSmoothing / double(K);
-    auto target = torch::full({B, K}, off, torch::kFloat);
-    target.scatter_(1, y.view({B, 1}), 1.0 - cfg.labelSmoothing + off);
+    auto target = torch::full({rows, K}, off, torch::kFloat);
+    target.scatter_(1, y.view({rows, 1}), 1.0 - cfg.labelSmoothing + off);
     mixBatch(cfg, step, x, target);
     return {x, target};
 }
@@ -348,26 +362,37 @@ std::map<std::string, double> trainStep(CoatRun& run, train::AdamW& opt, const s
     auto out = run.model->forward(x.to(run.model->device()));
     auto logp = torch::log_softmax(out.logits, 1);
     auto loss = -(target.to(logp.device()) * logp).sum(1).mean();
-    const double lossV = loss.item<double>();
+    double lossV = loss.item<double>();
     train::checkLossFinite(lossV, run.step, "CoaT training");
     opt.zeroGrad();
+    if (run.reducer) run.reducer->beginStep();
     loss.backward();
+    if (run.reducer) run.reducer->finishStep();   // gradients averaged over the ranks
     const double gn = train::clipGradNorm(params, cfg.clipMaxNorm);
     opt.step();
-    const double acc = out.logits.argmax(1).cpu().eq(target.argmax(1)).to(torch::kDouble).mean().item<double>();
+    double acc = out.logits.argmax(1).cpu().eq(target.argmax(1)).to(torch::kDouble).mean().item<double>();
     ++run.step;
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     run.stepTime += dt;
-    run.stepImages += cfg.batchSize;
+    run.stepImages += run.rowEnd() - run.rowBegin();
 
     std::map<std::string, double> m;
+    if (run.comm) {   // the whole batch's loss and accuracy; each rank's throughput
+        std::vector<torch::Tensor> t{torch::tensor({lossV, acc}, torch::kFloat64)};
+        run.comm->allReduce(t, true);
+        lossV = t[0][0].item<double>();
+        acc = t[0][1].item<double>();
+        const auto perRank = run.comm->allGather(double(run.rowEnd() - run.rowBegin()) / std::max(dt, 1e-9));
+        for (size_t r = 0; r < perRank.size(); ++r) m["dist/throughput_rank" + std::to_string(r)] = perRank[r];
+        m["dist/world_size"] = run.world;
+    }
     m["loss/train"] = lossV;
     m["train/acc"] = acc;
     m["lr"] = lr;
     m["grad_norm"] = gn;
     m["throughput"] = double(cfg.batchSize) / std::max(dt, 1e-9);
     m["epoch"] = double(run.step * cfg.batchSize) / double(run.trainSize);
-    if (cfg.evalEvery > 0 && run.step % cfg.evalEvery == 0 && run.step < cfg.steps) {
+    if (cfg.evalEvery > 0 && run.step % cfg.evalEvery == 0 && run.step < cfg.steps && run.rank == 0) {
         rep.notify("validating");
         auto ev = evaluateClassifier(*run.model, run.valSet(), cfg.valSubset, cfg.evalBatch, false);
         m["val/acc"] = ev.acc;
@@ -403,12 +428,56 @@ CoatTrainResult finishRun(CoatRun& run, RunLogWriter& log, train::StepReporter& 
     return result;
 }
 
+// Whether any rank was asked to stop (every rank then stops at the same step).
+bool anyRankStops(CoatRun& run, train::Control& control) {
+    const bool stop = !control.checkpoint();
+    if (!run.comm) return stop;
+    std::vector<torch::Tensor> t{torch::tensor({stop ? 1.0 : 0.0}, torch::kFloat64)};
+    run.comm->allReduce(t);
+    return t[0].item<double>() > 0;
+}
+
+// Every rank starts from rank 0's weights (the same seed gives the same ones; this makes sure).
+void shareWeights(CoatRun& run) {
+    if (!run.comm) return;
+    torch::NoGradGuard ng;
+    std::vector<torch::Tensor> ts;
+    for (const auto& p : run.model->parameters()) ts.push_back(p.detach());
+    run.comm->broadcast(ts, 0);
+    for (const auto& b : run.model->buffers()) {   // any dtype: one at a time
+        std::vector<torch::Tensor> one{b.detach()};
+        run.comm->broadcast(one, 0);
+    }
+}
+
+// A distributed run's ranks other than 0 end here: rank 0 validates and writes the files.
+CoatTrainResult otherRankResult(const CoatRun& run, bool finished) {
+    CoatTrainResult r;
+    r.finished = finished;
+    r.steps = run.step;
+    r.parameters = run.model->numParameters();
+    r.imagesPerSecond = run.imagesPerSecond();
+    r.rank = run.rank;
+    r.worldSize = run.world;
+    return r;
+}
+
 } // namespace
 
 CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpec, const std::string& outDir,
-                          bool resume, train::Control& control, const train::ProgressFn& progress) {
+                          bool resume, train::Control& control, const train::ProgressFn& progress,
+                          dist::Communicator* comm) {
     cfg.validate();
+    const int world = comm ? comm->worldSize() : 1;
+    if (cfg.batchSize % world != 0)
+        throw Error("batch_size " + std::to_string(cfg.batchSize) + " does not divide by the world size " +
+                    std::to_string(world) + " (every rank trains on batch_size / world size rows)");
     CoatRun run{cfg, dataSpec, data::openClassificationDataset(dataSpec, int(cfg.holdoutEvery))};
+    if (comm && comm->worldSize() > 1) {
+        run.comm = comm;
+        run.rank = comm->rank();
+        run.world = world;
+    }
     run.mcfg = cfg.modelConfig(run.trainSet().classNames());
     run.trainSize = cfg.trainSubset > 0 ? std::min(cfg.trainSubset, run.trainSet().size()) : run.trainSet().size();
     run.files = train::runFiles(outDir);
@@ -431,9 +500,12 @@ CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpe
     o.weightDecay = cfg.weightDecay;
     train::AdamW opt(params, o);
     if (resume && run.step > 0) opt.loadState(resumed.optimizer, run.files.checkpoint);
+    shareWeights(run);
+    if (run.comm) run.reducer = std::make_unique<dist::GradientReducer>(run.comm, run.model->parameters());
     RunLogWriter log = openCoatRunLog(run, resume);
     train::StepReporter rep(log, progress, cfg.steps, run.step);
     auto save = [&] {
+        if (run.rank != 0) return;   // rank 0 writes the checkpoints
         // Rows up to this step reach the log before the checkpoint does: a kill right after the
         // checkpoint must not leave a resumed log with a gap (docs/crash-safety.md).
         log.flush();
@@ -441,9 +513,10 @@ CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpe
     };
     try {
         while (run.step < cfg.steps) {
-            if (!control.checkpoint()) {
+            if (anyRankStops(run, control)) {
                 save();
                 train::endStoppedRun(log, rep, run.step, run.files.checkpoint);
+                if (run.rank != 0) return otherRankResult(run, false);
                 CoatTrainResult result;
                 result.parameters = run.model->numParameters();
                 result.steps = run.step;
@@ -457,7 +530,13 @@ CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpe
                 log.flush();
             }
         }
-        return finishRun(run, log, rep);
+        if (run.rank != 0) {
+            log.finish();
+            return otherRankResult(run, true);
+        }
+        CoatTrainResult result = finishRun(run, log, rep);
+        result.worldSize = run.world;
+        return result;
     } catch (const std::exception& e) {
         if (!log.closed()) log.fail(e.what());
         throw;

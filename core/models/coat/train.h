@@ -48,6 +48,9 @@
 namespace glimpse::data {
 class ClassificationDataset;
 }
+namespace glimpse::dist {
+class Communicator;
+}
 
 namespace glimpse::coat {
 
@@ -76,8 +79,9 @@ struct CoatTrainConfig {
 };
 
 // loss/train, train/acc (batch accuracy against the dominant label), lr, grad_norm,
-// throughput (training images/s), epoch, val/acc, val/loss.
-std::vector<std::string> coatSeriesNames();
+// throughput (training images/s), epoch, val/acc, val/loss; a distributed run of W ranks adds
+// dist/world_size and dist/throughput_rank0 .. dist/throughput_rank<W-1> (each rank's images/s).
+std::vector<std::string> coatSeriesNames(int worldSize = 1);
 
 struct CoatTrainResult {
     bool finished = false;       // false: stopped (checkpoint written, no model.h5)
@@ -86,6 +90,7 @@ struct CoatTrainResult {
     int64_t valSize = 0;
     double imagesPerSecond = 0;  // training images / training-step time in this process
     int64_t parameters = 0;
+    int rank = 0, worldSize = 1; // a distributed run: only rank 0 validates and writes files
 };
 
 // Trains on `dataSpec` into `outDir` (created). With `resume`, continues from
@@ -93,8 +98,16 @@ struct CoatTrainResult {
 // config must equal cfg except checkpoint_every, eval_every, val_subset, eval_batch, threads).
 // A stop request writes a checkpoint and returns (finished = false). Throws glimpse::Error on
 // bad data / config / checkpoint.
+// With `comm` (a distributed run of W processes, docs/distributed.md): every rank trains on its
+// batch_size / W rows of each step's batch (batch_size must divide by W), gradients are
+// averaged over the ranks (dist::GradientReducer), and rank 0 alone validates and writes the run
+// log (with world_size and per-rank throughput) and the checkpoints; the others keep their log
+// in memory. Ranks start from rank 0's weights. A resumed run may have another world size: the
+// data order and the augmentation draws depend on the global step and sample index only.
+// (Mixup / cutmix pair images within each rank's rows.) A stop request on any rank stops all.
 CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpec, const std::string& outDir,
-                          bool resume, train::Control& control, const train::ProgressFn& progress);
+                          bool resume, train::Control& control, const train::ProgressFn& progress,
+                          dist::Communicator* comm = nullptr);
 
 // Accuracy / mean cross-entropy of `model` on items [0, count) of a fixed permutation of `ds`
 // (count <= 0: all), in eval mode without gradients; confusion [K, K] int64 when requested.
