@@ -165,13 +165,14 @@ Worker startWorker(const QString& mode, int rank, int world, int port, const QSt
 
 const QString kGlimpse = QStringLiteral(GLIMPSE_BINARY_DIR "/app/glimpse");
 
-// `glimpse train coat` as rank `rank` of `world` (world 1: no distributed flags).
-std::unique_ptr<QProcess> startTrainer(const QStringList& args, int rank, int world, int port) {
+// `glimpse train <model>` as rank `rank` of `world` (world 1: no distributed flags).
+std::unique_ptr<QProcess> startTrainer(const QStringList& args, int rank, int world, int port,
+                                       const QString& model = "coat") {
     auto p = std::make_unique<QProcess>();
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert("OMP_NUM_THREADS", "1");
     p->setProcessEnvironment(env);
-    QStringList a = QStringList{"train", "coat"} + args;
+    QStringList a = QStringList{"train", model} + args;
     if (world > 1)
         a << "--world-size" << QString::number(world) << "--rank" << QString::number(rank) << "--master-addr"
           << "127.0.0.1" << "--master-port" << QString::number(port) << "--dist-timeout" << "60";
@@ -393,6 +394,44 @@ private Q_SLOTS:
             const QString e = QString::fromLocal8Bit(p->readAllStandardError());
             QVERIFY2(p->exitCode() != 0 && e.contains("batch_size 8 does not divide by the world size 3"), qPrintable(e));
         }
+    }
+
+    // `glimpse train letr` (coarse then fine stage, augmentation on, frozen batch norm) in two
+    // processes: each rank matches its images, the loss denominators are the whole batch's,
+    // and the model ends within 1e-5 of one process's.
+    void letrTrainerInTwoProcesses() {
+        const QString cfg = dir_.filePath("letr.json");
+        {
+            std::ofstream f(cfg.toStdString());
+            f << R"({"model": {"backbone": "resnet10", "hidden_dim": 32, "nheads": 2, "dim_feedforward": 64,
+                    "coarse_enc_layers": 1, "coarse_dec_layers": 2, "fine_enc_layers": 1, "fine_dec_layers": 2,
+                    "num_queries": 12, "short_side": 64, "max_long_side": 128, "dropout": 0.0},
+                    "batch_size": 4, "coarse_steps": 3, "fine_steps": 2, "focal_steps": 0, "val_every": 0,
+                    "checkpoint_every": 2, "threads": 1, "train_backbone_bn": false, "clip_max_norm": 0.5,
+                    "augment": {"enabled": true, "min_short_side": 56, "max_short_side": 72, "max_long_side": 128}})";
+        }
+        const QStringList common{"--data", "procedural:8:0:64x64", "--config", cfg};
+        auto one = startTrainer(common + QStringList{"--out", dir_.filePath("letr1")}, 0, 1, 0, "letr");
+        QVERIFY(finishOk(*one));
+        const int port = freePort();
+        const QString two = dir_.filePath("letr2");
+        auto r0 = startTrainer(common + QStringList{"--out", two}, 0, 2, port, "letr");
+        auto r1 = startTrainer(common + QStringList{"--out", two}, 1, 2, port, "letr");
+        QString out1;
+        QVERIFY(finishOk(*r1, &out1));
+        QVERIFY(finishOk(*r0));
+        QVERIFY2(out1.contains("rank 1 of 2: done after step 5"), qPrintable(out1));
+        const double d = largestDifference(dir_.filePath("letr1/model.h5").toStdString(), (two + "/model.h5").toStdString());
+        qInfo("LETR, two ranks vs one process: largest weight difference %.3g", d);
+        QVERIFY2(d <= 1e-5, qPrintable(QString::number(d)));
+        const RunLog a = RunLog::load(dir_.filePath("letr1/run.h5").toStdString());
+        const RunLog b = RunLog::load((two + "/run.h5").toStdString());
+        // The logged loss is the whole batch's, as in one process.
+        const auto& la = a.series.at("loss/total").values;
+        const auto& lb = b.series.at("loss/total").values;
+        QCOMPARE(lb.size(), la.size());
+        for (size_t i = 0; i < la.size(); ++i) QVERIFY2(std::abs(la[i] - lb[i]) <= 1e-4 * std::max(1.0, std::abs(la[i])), qPrintable(QString("step %1: %2 vs %3").arg(i).arg(la[i]).arg(lb[i])));
+        QVERIFY(b.series.count("dist/throughput_rank1"));
     }
 
     // Nobody else arrives: the rendezvous gives up after the timeout with a clear message.

@@ -147,6 +147,47 @@ private Q_SLOTS:
         }
         QVERIFY(contains(errorOf([&] { layerLoss(logits[0], lines[0], {gt[0]}, cfg); }), {"1 targets", "batch of 2"}));
     }
+
+    // A batch split over two processes (docs/distributed.md): with the whole batch's
+    // denominators divided by 2, the mean of the halves' losses and of their gradients is the
+    // whole batch's. batchNormalizers against the denominators counted by hand.
+    void splitBatchWithSharedNormalizers() {
+        torch::manual_seed(3);
+        LetrLossConfig cfg;
+        cfg.eosCoef = 0.1;
+        const int64_t N = 5;
+        std::vector<torch::Tensor> gt{torch::rand({2, 4}), torch::rand({7, 4}), torch::zeros({0, 4}), torch::rand({1, 4})};
+        const LossNormalizers all = batchNormalizers(gt, N, cfg);
+        // matched: min(5, 2) + min(5, 7) + 0 + 1 = 8 of 20 entities; gt lines 10.
+        QCOMPARE(all.clsWeight, 8 + 0.1 * 12);
+        QCOMPARE(all.numGt, 10.0);
+        QCOMPARE(batchNormalizers({torch::zeros({0, 4})}, N, cfg).numGt, 1.0);   // max(1, 0)
+
+        auto logits = torch::randn({4, N, 2}, torch::requires_grad());
+        auto lines = torch::rand({4, N, 4}, torch::requires_grad());
+        auto whole = layerLoss(logits, lines, gt, cfg);
+        const auto gWhole = torch::autograd::grad({whole.cls + 5 * whole.l1}, {logits, lines});
+        const LossNormalizers half{all.clsWeight / 2, all.numGt / 2};
+        using torch::indexing::Slice;
+        double clsMean = 0, l1Mean = 0;
+        torch::Tensor gl = torch::zeros_like(logits), gn = torch::zeros_like(lines);
+        for (int r = 0; r < 2; ++r) {
+            auto lg = logits.index({Slice(2 * r, 2 * r + 2)}), ln = lines.index({Slice(2 * r, 2 * r + 2)});
+            auto part = layerLoss(lg, ln, {gt[size_t(2 * r)], gt[size_t(2 * r + 1)]}, cfg, &half);
+            clsMean += part.cls.item<double>() / 2;
+            l1Mean += part.l1.item<double>() / 2;
+            const auto g = torch::autograd::grad({part.cls + 5 * part.l1}, {logits, lines});
+            gl += g[0] / 2;
+            gn += g[1] / 2;
+        }
+        QVERIFY(std::abs(clsMean - whole.cls.item<double>()) < 1e-6);
+        QVERIFY(std::abs(l1Mean - whole.l1.item<double>()) < 1e-6);
+        QVERIFY(torch::allclose(gl, gWhole[0], 1e-5, 1e-7));
+        QVERIFY(torch::allclose(gn, gWhole[1], 1e-5, 1e-7));
+        // Without the shared denominators the halves' mean is not the whole batch's loss.
+        auto own = layerLoss(logits.index({Slice(0, 2)}), lines.index({Slice(0, 2)}), {gt[0], gt[1]}, cfg);
+        QVERIFY(std::abs(own.l1.item<double>() / 2 - l1Mean) > 1e-6 || std::abs(own.cls.item<double>() / 2 - clsMean) > 1e-6);
+    }
 };
 
 QTEST_APPLESS_MAIN(TestLetrLoss)

@@ -212,6 +212,38 @@ private Q_SLOTS:
         QCOMPARE(points(panel, "loss/total", 0), 12);
     }
 
+    // A distributed run's log (rank 0's): the run list names its world size, the progress line
+    // shows each rank's latest throughput, and every rank's throughput has a chart.
+    void showsTheRanksOfADistributedRun() {
+        const std::string path = file("dist.h5");
+        RunLogWriter w = RunLogWriter::create(
+            path, {{"trainer", "coat"}, {"world_size", 2}, {"total_steps", 10}},
+            {"loss/train", "dist/world_size", "dist/throughput_rank0", "dist/throughput_rank1"});
+        for (int step = 1; step <= 3; ++step) {
+            w.append("loss/train", step, 1.0 / step);
+            w.append("dist/world_size", step, 2);
+            w.append("dist/throughput_rank0", step, 100.0 + step);
+            w.append("dist/throughput_rank1", step, 90.0 + step);
+        }
+        w.flush();
+        TrainingPanel panel(nullptr);
+        QString err;
+        QVERIFY2(panel.openRun(QString::fromStdString(path), &err), qPrintable(err));
+        panel.pollNow();
+        QVERIFY2(panel.runListText(0).contains("[running, 2 ranks]"), qPrintable(panel.runListText(0)));
+        QVERIFY2(panel.progressText().contains("step 3 / 10") && panel.progressText().contains("2 ranks: 103 | 93 img/s"),
+                 qPrintable(panel.progressText()));
+        QCOMPARE(points(panel, "dist/throughput_rank1", 0), 3);
+        w.append("loss/train", 4, 0.25);
+        w.append("dist/throughput_rank0", 4, 120.0);
+        w.append("dist/throughput_rank1", 4, 80.5);
+        w.flush();
+        panel.pollNow();
+        QVERIFY2(panel.progressText().contains("2 ranks: 120 | 80 img/s") || panel.progressText().contains("2 ranks: 120 | 81 img/s"),
+                 qPrintable(panel.progressText()));
+        w.finish();
+    }
+
     void jobTrainsOnAWorkerThreadAndPlotsLive() {
         QSemaphore gate;
         std::atomic<bool> sawStop{false}, sawResume{false};

@@ -109,8 +109,9 @@ int trainCoat(const std::vector<std::string>& args) {
             std::cout << "stopped at step " << r.steps << "; checkpoint in " << out
                       << "/checkpoint.h5 (continue with --resume)\n";
         } else {
-            std::printf("done: validation accuracy %.2f%% (loss %.4f, %lld images), %.1f training images/s\n",
-                        100.0 * r.valAcc, r.valLoss, (long long)r.valSize, r.imagesPerSecond);
+            std::printf("done: validation accuracy %.2f%% (loss %.4f, %lld images), %.1f training images/s%s\n",
+                        100.0 * r.valAcc, r.valLoss, (long long)r.valSize, r.imagesPerSecond * r.worldSize,
+                        r.worldSize > 1 ? (" over " + std::to_string(r.worldSize) + " ranks").c_str() : "");
             std::cout << "model in " << out << "/model.h5, run log in " << out << "/run.h5\n";
         }
         return 0;

@@ -2,6 +2,7 @@
 // LETR headless with a terminal progress bar and ETA (core/models/letr/train.h).
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
@@ -23,24 +24,30 @@ const char* kTrainUsage =
     "Writes RUN_DIR/run.h5 (live run log), RUN_DIR/checkpoint.h5 (resumable state) and, at the\n"
     "end, RUN_DIR/model.h5 (a LETR checkpoint for glimpse infer and the GUI).\n";
 
+std::string usage() { return std::string(kTrainUsage) + kDistUsage; }
+
 } // namespace
 
 int trainLetr(const std::vector<std::string>& args) {
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-        std::cout << kTrainUsage;
+        std::cout << usage();
         return args.empty() ? 2 : 0;
     }
     Args a(args, {"--resume"});
     long long maxSteps = -1, threads = 0;
+    dist::Settings ds;
     try {
-        a.checkKnown({"--config", "--data", "--out", "--resume", "--steps", "--threads"});
+        std::vector<std::string> known{"--config", "--data", "--out", "--resume", "--steps", "--threads"};
+        known.insert(known.end(), distFlags().begin(), distFlags().end());
+        a.checkKnown(known);
         if (!a.has("--data") || !a.has("--out")) throw Error("missing --data or --out");
         maxSteps = a.getInt("--steps", -1);
         threads = a.getInt("--threads", 0);
         if (a.has("--steps") && maxSteps < 0) throw Error("--steps must be >= 0");
         if (threads < 0) throw Error("--threads must be >= 0");
+        ds = distSettings(a);
     } catch (const Error& e) {
-        std::cerr << "glimpse train letr: " << e.what() << "\n" << kTrainUsage;
+        std::cerr << "glimpse train letr: " << e.what() << "\n" << usage();
         return 2;
     }
     letr::LetrTrainConfig cfg;
@@ -50,6 +57,11 @@ int trainLetr(const std::vector<std::string>& args) {
     train::Control control;
     int64_t lastStep = 0, total = -1;
     const std::string out = a.require("--out");
+    std::unique_ptr<dist::Communicator> comm;
+    if (ds.distributed()) {
+        std::cerr << "glimpse train letr: " << ds.describe() << ": waiting for the other ranks\n";
+        comm = std::make_unique<dist::Communicator>(ds);
+    }
     {
         StopOnInterrupt interrupt(control);
         TrainingProgress bar(control, [&](const train::Progress& p) {
@@ -59,10 +71,13 @@ int trainLetr(const std::vector<std::string>& args) {
             std::snprintf(m, sizeof m, "loss %.4f (cls %.4f l1 %.4f) %.1f img/s", latestMetric(p, "loss/total"),
                           latestMetric(p, "loss/cls"), latestMetric(p, "loss/l1"), latestMetric(p, "throughput"));
             return std::string(m);
-        }, maxSteps);
-        letr::trainLetr(cfg, a.require("--data"), out, a.has("--resume"), control, bar.fn());
+        }, maxSteps, 25, ds.distributed() ? "rank " + std::to_string(ds.rank) + " " : "");
+        letr::trainLetr(cfg, a.require("--data"), out, a.has("--resume"), control, bar.fn(), comm.get());
     }
-    if (control.stopRequested() && lastStep < total) {
+    if (ds.rank != 0) {
+        std::cout << "rank " << ds.rank << " of " << ds.worldSize << ": " << (lastStep < total ? "stopped" : "done")
+                  << " after step " << lastStep << "; rank 0 writes " << out << "\n";
+    } else if ((control.stopRequested() && lastStep < total) || (comm && lastStep < total)) {
         std::cout << "stopped; checkpoint in " << out << "/checkpoint.h5 (continue with --resume)\n";
     } else {
         std::cout << "done; model in " << out << "/model.h5, run log in " << out << "/run.h5\n";

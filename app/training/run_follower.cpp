@@ -26,6 +26,7 @@ RunFollower::Update RunFollower::poll(bool mustExist) {
     if (u.reset) {   // a replaced file with fewer rows: read every series again
         rows_.clear();
         recent_.clear();
+        rankThroughput_.clear();
     }
     for (const std::string& name : reader_->seriesNames()) {
         const QString qn = QString::fromStdString(name);
@@ -45,6 +46,14 @@ RunFollower::Update RunFollower::poll(bool mustExist) {
                 if (recent_.size() > 50) recent_.pop_front();
             }
         }
+        if (qn.startsWith(QStringLiteral("dist/throughput_rank")) && s.size() > 0) {
+            bool ok = false;
+            const int rank = qn.mid(int(std::char_traits<char>::length("dist/throughput_rank"))).toInt(&ok);
+            if (ok && rank >= 0 && rank < 65536) {
+                if (rankThroughput_.size() <= rank) rankThroughput_.resize(rank + 1);
+                rankThroughput_[rank] = s.values.back();
+            }
+        }
         QVector<QPointF>& pts = u.points[qn];
         pts.reserve(int(s.size()));
         for (size_t i = 0; i < s.size(); ++i) pts.push_back(QPointF(double(s.steps[i]), s.values[i]));
@@ -59,6 +68,14 @@ RunFollower::Update RunFollower::poll(bool mustExist) {
         lastStatus_ = st;
     }
     return u;
+}
+
+int RunFollower::worldSize() const {
+    if (!reader_) return 1;
+    const auto& c = reader_->config();
+    auto it = c.find("world_size");
+    return it != c.end() && it->is_number_integer() && it->get<int64_t>() > 1 ? int(std::min<int64_t>(it->get<int64_t>(), 65536))
+                                                                                : 1;
 }
 
 RunFollower::Progress RunFollower::progress() const {

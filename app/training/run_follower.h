@@ -50,7 +50,14 @@ public:
     };
     Progress progress() const;
 
+    // A distributed run (docs/distributed.md): the config's "world_size" (1 when absent), and
+    // each rank's latest throughput from the series dist/throughput_rank<N> (empty before the
+    // first rows, or for a single-process run).
+    int worldSize() const;
+    QVector<double> rankThroughput() const { return rankThroughput_; }
+
 private:
+    QVector<double> rankThroughput_;
     QString path_;
     std::unique_ptr<RunLogReader> reader_;
     QMap<QString, int64_t> rows_;

@@ -376,10 +376,16 @@ void TrainingPanel::closeRuns() {
     Q_EMIT runsChanged();
 }
 
+QString TrainingPanel::runListText(int i) const {
+    return i >= 0 && i < runList_->count() ? runList_->item(i)->text() : QString();
+}
+
 void TrainingPanel::rebuildRunList() {
     runList_->clear();
     for (const auto& r : runs_) {
-        QString text = QStringLiteral("%1  [%2]  %3").arg(r->label, r->follower->status(), r->follower->path());
+        QString status = r->follower->status();
+        if (r->follower->worldSize() > 1) status += QStringLiteral(", %1 ranks").arg(r->follower->worldSize());
+        QString text = QStringLiteral("%1  [%2]  %3").arg(r->label, status, r->follower->path());
         if (r->follower->status() == "dead") text += "  - " + r->follower->statusMessage();
         if (!r->error.isEmpty()) text += "  - " + r->error;
         auto* item = new QListWidgetItem(text, runList_);
@@ -436,6 +442,17 @@ void TrainingPanel::pollNow() {
     Q_EMIT polled(changed || listDirty);
 }
 
+// "   2 ranks: 310 | 305 img/s" for a distributed run, "" otherwise.
+static QString distributedText(const RunFollower& f) {
+    if (f.worldSize() <= 1) return {};
+    QString t = QStringLiteral("   %1 ranks").arg(f.worldSize());
+    const QVector<double> tp = f.rankThroughput();
+    if (tp.isEmpty()) return t;
+    QStringList parts;
+    for (double v : tp) parts << QString::number(v, 'f', v < 10 ? 1 : 0);
+    return t + ": " + parts.join(" | ") + " img/s";
+}
+
 void TrainingPanel::showFollowedProgress() {
     // The job's run reports through its progress signal; otherwise the first followed run
     // that is still being written (another process), else the first opened one.
@@ -457,6 +474,7 @@ void TrainingPanel::showFollowedProgress() {
     if (status == "running") text += QStringLiteral("   ETA %1").arg(formatSeconds(p.eta));
     else if (status == "dead") text += QStringLiteral("  (dead: %1)").arg(pick->follower->statusMessage());
     else text += QStringLiteral("  (%1)").arg(status);
+    text += distributedText(*pick->follower);
     progressLabel_->setText(text);
 }
 

@@ -42,6 +42,7 @@ public:
     int runCount() const { return int(runs_.size()); }
     QString runPath(int i) const;
     QString runStatus(int i) const;
+    QString runListText(int i) const;   // the run's line in the list (label, status, ranks, path)
     widgets::ChartGrid* charts() const { return charts_; }
     QImage previewImage() const { return preview_; }
     QString previewCaption() const;

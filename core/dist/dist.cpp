@@ -409,4 +409,42 @@ std::vector<std::vector<int>> GradientReducer::bucketIndices() const {
     return out;
 }
 
+// ---- trainer helpers ------------------------------------------------------------------------
+
+void broadcastModule(Communicator* comm, torch::nn::Module& module) {
+    if (!comm || comm->worldSize() < 2) return;
+    torch::NoGradGuard ng;
+    std::vector<torch::Tensor> ts;
+    for (const auto& p : module.parameters()) ts.push_back(p.detach());
+    comm->broadcast(ts, 0);
+    for (const auto& b : module.buffers()) {   // any dtype: one at a time
+        std::vector<torch::Tensor> one{b.detach()};
+        comm->broadcast(one, 0);
+    }
+}
+
+bool anyRankStops(Communicator* comm, bool stopHere) {
+    if (!comm || comm->worldSize() < 2) return stopHere;
+    std::vector<torch::Tensor> t{torch::tensor({stopHere ? 1.0 : 0.0}, torch::kFloat64)};
+    comm->allReduce(t);
+    return t[0].item<double>() > 0;
+}
+
+std::vector<std::string> seriesNames(int worldSize) {
+    std::vector<std::string> names;
+    if (worldSize < 2) return names;
+    names.push_back("dist/world_size");
+    for (int r = 0; r < worldSize; ++r) names.push_back("dist/throughput_rank" + std::to_string(r));
+    return names;
+}
+
+std::map<std::string, double> stepSeries(Communicator* comm, double imagesPerSecond) {
+    std::map<std::string, double> m;
+    if (!comm || comm->worldSize() < 2) return m;
+    const auto perRank = comm->allGather(imagesPerSecond);
+    for (size_t r = 0; r < perRank.size(); ++r) m["dist/throughput_rank" + std::to_string(r)] = perRank[r];
+    m["dist/world_size"] = comm->worldSize();
+    return m;
+}
+
 } // namespace glimpse::dist

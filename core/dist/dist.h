@@ -12,6 +12,10 @@
 
 #include <torch/types.h>
 
+namespace torch::nn {
+class Module;
+}
+
 namespace glimpse::dist {
 
 // Where a process stands in a distributed run. worldSize 1 is a plain single-process run.
@@ -116,5 +120,16 @@ private:
     struct Impl;
     std::unique_ptr<Impl> d;
 };
+
+// What every data-parallel trainer does the same way (a null `comm`: a single process, where
+// each is a no-op or the local value).
+// Rank 0's parameters and buffers into every rank's `module`.
+void broadcastModule(Communicator* comm, torch::nn::Module& module);
+// Whether any rank asks to stop (each rank passes its own request; all then stop together).
+bool anyRankStops(Communicator* comm, bool stopHere);
+// The run-log series of a run of `worldSize` ranks: dist/world_size and dist/throughput_rank<r>
+// (none for one process), and their values this step from each rank's `imagesPerSecond`.
+std::vector<std::string> seriesNames(int worldSize);
+std::map<std::string, double> stepSeries(Communicator* comm, double imagesPerSecond);
 
 } // namespace glimpse::dist

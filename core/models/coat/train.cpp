@@ -157,10 +157,7 @@ CoatTrainConfig CoatTrainConfig::fromFile(const std::string& path) {
 
 std::vector<std::string> coatSeriesNames(int worldSize) {
     std::vector<std::string> names{"loss/train", "train/acc", "lr", "grad_norm", "throughput", "epoch", "val/acc", "val/loss"};
-    if (worldSize > 1) {
-        names.push_back("dist/world_size");
-        for (int r = 0; r < worldSize; ++r) names.push_back("dist/throughput_rank" + std::to_string(r));
-    }
+    for (const auto& n : dist::seriesNames(worldSize)) names.push_back(n);
     return names;
 }
 
@@ -382,9 +379,7 @@ std::map<std::string, double> trainStep(CoatRun& run, train::AdamW& opt, const s
         run.comm->allReduce(t, true);
         lossV = t[0][0].item<double>();
         acc = t[0][1].item<double>();
-        const auto perRank = run.comm->allGather(double(run.rowEnd() - run.rowBegin()) / std::max(dt, 1e-9));
-        for (size_t r = 0; r < perRank.size(); ++r) m["dist/throughput_rank" + std::to_string(r)] = perRank[r];
-        m["dist/world_size"] = run.world;
+        m = dist::stepSeries(run.comm, double(run.rowEnd() - run.rowBegin()) / std::max(dt, 1e-9));
     }
     m["loss/train"] = lossV;
     m["train/acc"] = acc;
@@ -426,28 +421,6 @@ CoatTrainResult finishRun(CoatRun& run, RunLogWriter& log, train::StepReporter& 
     result.valSize = ev.count;
     result.imagesPerSecond = run.imagesPerSecond();
     return result;
-}
-
-// Whether any rank was asked to stop (every rank then stops at the same step).
-bool anyRankStops(CoatRun& run, train::Control& control) {
-    const bool stop = !control.checkpoint();
-    if (!run.comm) return stop;
-    std::vector<torch::Tensor> t{torch::tensor({stop ? 1.0 : 0.0}, torch::kFloat64)};
-    run.comm->allReduce(t);
-    return t[0].item<double>() > 0;
-}
-
-// Every rank starts from rank 0's weights (the same seed gives the same ones; this makes sure).
-void shareWeights(CoatRun& run) {
-    if (!run.comm) return;
-    torch::NoGradGuard ng;
-    std::vector<torch::Tensor> ts;
-    for (const auto& p : run.model->parameters()) ts.push_back(p.detach());
-    run.comm->broadcast(ts, 0);
-    for (const auto& b : run.model->buffers()) {   // any dtype: one at a time
-        std::vector<torch::Tensor> one{b.detach()};
-        run.comm->broadcast(one, 0);
-    }
 }
 
 // A distributed run's ranks other than 0 end here: rank 0 validates and writes the files.
@@ -500,7 +473,7 @@ CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpe
     o.weightDecay = cfg.weightDecay;
     train::AdamW opt(params, o);
     if (resume && run.step > 0) opt.loadState(resumed.optimizer, run.files.checkpoint);
-    shareWeights(run);
+    dist::broadcastModule(run.comm, *run.model);   // every rank starts from rank 0's weights
     if (run.comm) run.reducer = std::make_unique<dist::GradientReducer>(run.comm, run.model->parameters());
     RunLogWriter log = openCoatRunLog(run, resume);
     train::StepReporter rep(log, progress, cfg.steps, run.step);
@@ -513,7 +486,7 @@ CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpe
     };
     try {
         while (run.step < cfg.steps) {
-            if (anyRankStops(run, control)) {
+            if (dist::anyRankStops(run.comm, !control.checkpoint())) {
                 save();
                 train::endStoppedRun(log, rep, run.step, run.files.checkpoint);
                 if (run.rank != 0) return otherRankResult(run, false);

@@ -104,8 +104,19 @@ LineMatch matchLines(const torch::Tensor& logits, const torch::Tensor& lines, co
     return m;
 }
 
+LossNormalizers batchNormalizers(const std::vector<torch::Tensor>& targets, int64_t numEntities, const LetrLossConfig& cfg) {
+    double matched = 0, gt = 0;
+    for (const auto& g : targets) {
+        const int64_t m = g.numel() ? g.size(0) : 0;
+        gt += double(m);
+        matched += double(std::min(m, numEntities));
+    }
+    const double all = double(numEntities) * double(targets.size());
+    return {matched + cfg.eosCoef * (all - matched), std::max(1.0, gt)};
+}
+
 LayerLoss layerLoss(const torch::Tensor& logits, const torch::Tensor& lines,
-                    const std::vector<torch::Tensor>& targets, const LetrLossConfig& cfg) {
+                    const std::vector<torch::Tensor>& targets, const LetrLossConfig& cfg, const LossNormalizers* norm) {
     const int64_t B = logits.size(0), N = logits.size(1), C1 = logits.size(2);
     if (int64_t(targets.size()) != B)
         throw Error("LETR loss: " + std::to_string(targets.size()) + " targets for a batch of " + std::to_string(B));
@@ -137,21 +148,22 @@ LayerLoss layerLoss(const torch::Tensor& logits, const torch::Tensor& lines,
         perEntity = -logpT;
     }
     LayerLoss out;
-    out.cls = (weight * perEntity).sum() / weight.sum();
+    out.cls = norm ? (weight * perEntity).sum() / norm->clsWeight : (weight * perEntity).sum() / weight.sum();
+    const double l1Norm = norm ? norm->numGt : double(std::max<int64_t>(1, numGt));
     if (predSel.empty()) {
         out.l1 = lines.sum() * 0.0;
     } else {
-        out.l1 = lineDistance(torch::cat(predSel), torch::cat(gtSel)).sum() / double(std::max<int64_t>(1, numGt));
+        out.l1 = lineDistance(torch::cat(predSel), torch::cat(gtSel)).sum() / l1Norm;
     }
     return out;
 }
 
 LetrLoss letrLoss(const torch::Tensor& logits, const torch::Tensor& lines, const std::vector<torch::Tensor>& targets,
-                  const LetrLossConfig& cfg) {
+                  const LetrLossConfig& cfg, const LossNormalizers* norm) {
     LetrLoss out;
     const int64_t L = logits.size(0);
     for (int64_t l = 0; l < L; ++l) {
-        auto ll = layerLoss(logits[l], lines[l], targets, cfg);
+        auto ll = layerLoss(logits[l], lines[l], targets, cfg, norm);
         auto t = cfg.clsCoef * ll.cls + cfg.lineCoef * ll.l1;
         out.total = out.total.defined() ? out.total + t : t;
         out.clsPerLayer.push_back(ll.cls.item<double>());

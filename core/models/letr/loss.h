@@ -47,11 +47,24 @@ struct LayerLoss {
     torch::Tensor l1;    // scalar, differentiable
 };
 
+// The loss denominators of a batch: sum_i w_i over its entities (w = 1 for the min(N, M_b)
+// matched ones of each image, eosCoef for the others) and max(1, its number of gt lines).
+// A batch split over R processes (a distributed run) passes the whole batch's values divided
+// by R instead of its own, so that the mean of the processes' gradients is the gradient of the
+// whole batch's loss (docs/distributed.md).
+struct LossNormalizers {
+    double clsWeight = 0;
+    double numGt = 0;
+};
+LossNormalizers batchNormalizers(const std::vector<torch::Tensor>& targets, int64_t numEntities, const LetrLossConfig& cfg);
+
 // One decoder layer over a batch: logits [B, N, C+1], lines [B, N, 4], targets[b] = [M_b, 4].
 // cls = sum_i w_i * l_i / sum_i w_i (w = 1 matched, eosCoef otherwise; l_i cross entropy or
-// the focal terms); l1 = sum of matched distances / max(1, total number of gt lines).
+// the focal terms); l1 = sum of matched distances / max(1, total number of gt lines). With
+// `norm`, its clsWeight and numGt are the denominators.
 LayerLoss layerLoss(const torch::Tensor& logits, const torch::Tensor& lines,
-                    const std::vector<torch::Tensor>& targets, const LetrLossConfig& cfg);
+                    const std::vector<torch::Tensor>& targets, const LetrLossConfig& cfg,
+                    const LossNormalizers* norm = nullptr);
 
 struct LetrLoss {
     torch::Tensor total;               // sum over layers of clsCoef * cls + lineCoef * l1
@@ -61,6 +74,7 @@ struct LetrLoss {
 
 // Deep supervision over a stage's outputs: logits [L, B, N, C+1], lines [L, B, N, 4].
 LetrLoss letrLoss(const torch::Tensor& logits, const torch::Tensor& lines,
-                  const std::vector<torch::Tensor>& targets, const LetrLossConfig& cfg);
+                  const std::vector<torch::Tensor>& targets, const LetrLossConfig& cfg,
+                  const LossNormalizers* norm = nullptr);
 
 } // namespace glimpse::letr

@@ -10,6 +10,7 @@
 
 #include "core/data/open.h"
 #include "core/eval/letr_eval.h"
+#include "core/dist/dist.h"
 #include "core/error.h"
 #include "core/models/letr/model.h"
 #include "core/runlog.h"
@@ -180,7 +181,7 @@ LetrTrainConfig LetrTrainConfig::fromFile(const std::string& path) {
     return fromJson(readJsonFile(path, "training config"), path);
 }
 
-std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg) {
+std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSize) {
     std::vector<std::string> s{"loss/total", "loss/cls", "loss/l1"};
     const int64_t layers = std::max(cfg.model.coarseDecLayers, cfg.model.fineStage ? cfg.model.fineDecLayers : 0);
     for (int64_t k = 0; k < layers; ++k) {
@@ -190,6 +191,7 @@ std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg) {
     for (const char* n : {"lr", "grad_norm", "throughput", "phase"}) s.push_back(n);
     if (cfg.valEvery > 0)
         for (const char* n : {"val/sAP10", "val/sAP15", "val/APH"}) s.push_back(n);
+    for (const auto& n : dist::seriesNames(worldSize)) s.push_back(n);
     return s;
 }
 
@@ -331,6 +333,11 @@ struct LetrRun {
     int64_t step = 0;
     train::TrainState resumed;
     int optimPhase = -1;   // the phase whose optimizer state `resumed` holds
+    dist::Communicator* comm = nullptr;   // a distributed run (else null)
+    int rank = 0, world = 1;
+    // This rank's rows of each step's batch: [rowBegin, rowEnd) of batch_size.
+    int64_t rowBegin() const { return cfg.batchSize / world * rank; }
+    int64_t rowEnd() const { return cfg.batchSize / world * (rank + 1); }
 };
 
 // Restores model, step and optimizer phase from the run's checkpoint. The schedule may change
@@ -353,16 +360,19 @@ RunLogWriter openLetrRunLog(const LetrRun& run) {
     nlohmann::json logConfig = run.cfgJson;
     logConfig["data"] = run.dataSpec;
     logConfig["data_description"] = run.ds->describe();
-    logConfig["series"] = letrSeriesNames(run.cfg);
+    logConfig["series"] = letrSeriesNames(run.cfg, run.world);
     logConfig["total_steps"] = run.cfg.totalSteps();
+    logConfig["world_size"] = run.world;
     if (run.valDs) logConfig["val_data_description"] = run.valDs->describe();
-    return train::openRunLog(run.files.runLog, logConfig, letrSeriesNames(run.cfg), run.resume ? run.step : -1);
+    if (run.rank != 0) return RunLogWriter::memoryOnly(logConfig, letrSeriesNames(run.cfg, run.world));
+    return train::openRunLog(run.files.runLog, logConfig, letrSeriesNames(run.cfg, run.world), run.resume ? run.step : -1);
 }
 
-// The images and normalized target lines of the batch of `step` (augmented or just resized).
+// The images and normalized target lines of this rank's rows of the batch of `step`
+// (augmented or just resized).
 void loadBatch(const LetrRun& run, int64_t step, std::vector<torch::Tensor>& images, std::vector<torch::Tensor>& targets) {
     const LetrTrainConfig& cfg = run.cfg;
-    for (int64_t b = 0; b < cfg.batchSize; ++b) {
+    for (int64_t b = run.rowBegin(); b < run.rowEnd(); ++b) {
         const int64_t idx = train::shuffledIndex(cfg.seed, run.ds->size(), step * cfg.batchSize + b);
         data::LineSample s = run.ds->get(idx);
         if (cfg.augmentEnabled) {
@@ -381,9 +391,9 @@ void loadBatch(const LetrRun& run, int64_t step, std::vector<torch::Tensor>& ima
 }
 
 std::map<std::string, double> stepMetrics(const LetrLoss& loss, double lr, double gradNorm, double imagesPerSecond,
-                                          size_t phase) {
+                                          size_t phase, double total) {
     std::map<std::string, double> m;
-    m["loss/total"] = loss.total.item<double>();
+    m["loss/total"] = total;
     m["loss/cls"] = loss.clsPerLayer.back();
     m["loss/l1"] = loss.l1PerLayer.back();
     for (size_t k = 0; k < loss.clsPerLayer.size(); ++k) {
@@ -395,6 +405,38 @@ std::map<std::string, double> stepMetrics(const LetrLoss& loss, double lr, doubl
     m["throughput"] = imagesPerSecond;
     m["phase"] = double(phase);
     return m;
+}
+
+// A distributed step: the whole batch's loss values (the mean of the ranks' parts, whose
+// denominators are the whole batch's) into `loss`/`total`, and each rank's throughput.
+void gatherStepValues(LetrRun& run, LetrLoss& loss, double& total, double imagesPerSecond,
+                      std::map<std::string, double>& extra) {
+    if (!run.comm) return;
+    std::vector<double> v{total};
+    v.insert(v.end(), loss.clsPerLayer.begin(), loss.clsPerLayer.end());
+    v.insert(v.end(), loss.l1PerLayer.begin(), loss.l1PerLayer.end());
+    std::vector<torch::Tensor> t{torch::tensor(v, torch::kFloat64)};
+    run.comm->allReduce(t, true);
+    auto a = t[0].accessor<double, 1>();
+    total = a[0];
+    const size_t L = loss.clsPerLayer.size();
+    for (size_t k = 0; k < L; ++k) {
+        loss.clsPerLayer[k] = a[int64_t(1 + k)];
+        loss.l1PerLayer[k] = a[int64_t(1 + L + k)];
+    }
+    extra = dist::stepSeries(run.comm, imagesPerSecond);
+}
+
+// The whole batch's loss denominators, shared by the ranks (see LossNormalizers).
+LossNormalizers sharedNormalizers(LetrRun& run, const std::vector<torch::Tensor>& targets, int64_t numEntities,
+                                  const LetrLossConfig& lossCfg) {
+    const LossNormalizers local = batchNormalizers(targets, numEntities, lossCfg);
+    double gt = 0;
+    for (const auto& g : targets) gt += double(g.numel() ? g.size(0) : 0);
+    std::vector<torch::Tensor> t{torch::tensor({local.clsWeight, gt}, torch::kFloat64)};
+    run.comm->allReduce(t);
+    const double W = double(run.world);
+    return {t[0][0].item<double>() / W, std::max(1.0, t[0][1].item<double>()) / W};
 }
 
 // Validation sAP / APH (percent, as the paper's tables and `glimpse eval letr` print them) of
@@ -423,6 +465,12 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
     const LetrTrainConfig& cfg = run.cfg;
     if (ph.name == "fine" && run.step == ph.begin) initFineFromCoarse(*run.model);
     auto params = trainable(*run.model, ph.fineStage, cfg.lrBackbone / cfg.lr, cfg.trainBackboneBn);
+    std::unique_ptr<dist::GradientReducer> reducer;
+    if (run.comm) {
+        std::vector<torch::Tensor> ts;
+        for (const auto& p : params) ts.push_back(p.tensor);
+        reducer = std::make_unique<dist::GradientReducer>(run.comm, ts);
+    }
     train::AdamW::Options o;
     o.lr = cfg.lr;
     o.weightDecay = cfg.weightDecay;
@@ -432,6 +480,7 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
     lossCfg.focal = ph.focal;
     const int64_t drop = ph.fineStage ? cfg.lrDropFine : cfg.lrDropCoarse;
     auto save = [&] {
+        if (run.rank != 0) return;   // rank 0 writes the checkpoints
         // Rows up to this step reach the log before the checkpoint does: a kill right after the
         // checkpoint must not leave a resumed log with a gap (docs/crash-safety.md).
         log.flush();
@@ -441,7 +490,7 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         train::saveTrainState(run.files.checkpoint, "letr-train", st);
     };
     while (run.step < ph.begin + ph.steps) {
-        if (!run.control.checkpoint()) {
+        if (dist::anyRankStops(run.comm, !run.control.checkpoint())) {
             save();
             train::endStoppedRun(log, rep, run.step, run.files.checkpoint);
             return false;
@@ -456,17 +505,26 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         fo.coarseOnly = !ph.fineStage;
         auto out = run.model->forward(images, fo);
         const auto& so = out.stages[ph.fineStage ? 1 : 0];
-        auto loss = letrLoss(so.logits, so.lines, targets, lossCfg);
-        train::checkLossFinite(loss.total.item<double>(), run.step, "LETR training");
+        LossNormalizers norm;
+        if (run.comm) norm = sharedNormalizers(run, targets, so.logits.size(2), lossCfg);
+        auto loss = letrLoss(so.logits, so.lines, targets, lossCfg, run.comm ? &norm : nullptr);
+        double total = loss.total.item<double>();
+        train::checkLossFinite(total, run.step, "LETR training");
         opt.zeroGrad();
+        if (reducer) reducer->beginStep();
         loss.total.backward();
+        if (reducer) reducer->finishStep();   // gradients averaged over the ranks
         const double gn = train::clipGradNorm(params, cfg.clipMaxNorm);
         opt.step();
         ++run.step;
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        rep.report(run.step, ph.name, stepMetrics(loss, lr, gn, double(cfg.batchSize) / std::max(dt, 1e-9), pi));
+        std::map<std::string, double> extra;
+        gatherStepValues(run, loss, total, double(run.rowEnd() - run.rowBegin()) / std::max(dt, 1e-9), extra);
+        auto metrics = stepMetrics(loss, lr, gn, double(cfg.batchSize) / std::max(dt, 1e-9), pi, total);
+        metrics.insert(extra.begin(), extra.end());
+        rep.report(run.step, ph.name, metrics);
         const bool phaseEnd = run.step == ph.begin + ph.steps;
-        if (run.valDs && (run.step % cfg.valEvery == 0 || phaseEnd)) validate(run, ph, log);
+        if (run.valDs && run.rank == 0 && (run.step % cfg.valEvery == 0 || phaseEnd)) validate(run, ph, log);
         if (run.step % cfg.checkpointEvery == 0 || phaseEnd) {
             save();
             log.flush();
@@ -478,8 +536,12 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
 } // namespace
 
 void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const std::string& outDir, bool resume,
-               train::Control& control, const train::ProgressFn& progress) {
+               train::Control& control, const train::ProgressFn& progress, dist::Communicator* comm) {
     cfg.validate();
+    const int world = comm ? comm->worldSize() : 1;
+    if (cfg.batchSize % world != 0)
+        throw Error("batch_size " + std::to_string(cfg.batchSize) + " does not divide by the world size " +
+                    std::to_string(world) + " (every rank trains on batch_size / world size images)");
     LetrRun run{cfg, dataSpec, control, {}, data::openLineDataset(dataSpec), nullptr, nullptr, cfg.toJson(), resume};
     if (run.ds->size() < 1) throw Error("dataset '" + dataSpec + "' is empty");
     run.files = train::runFiles(outDir);
@@ -489,7 +551,13 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     run.model = std::make_shared<LetrModel>(cfg.model, cfg.seed);
     run.model->train(true);
     run.model->setTrainBackboneBn(cfg.trainBackboneBn);
+    if (comm && world > 1) {
+        run.comm = comm;
+        run.rank = comm->rank();
+        run.world = world;
+    }
     if (run.resume) resumeRun(run);
+    dist::broadcastModule(run.comm, *run.model);   // every rank holds rank 0's weights
     const std::vector<Phase> phases = phasesOf(cfg);
     RunLogWriter log = openLetrRunLog(run);
     train::StepReporter rep(log, progress, cfg.totalSteps(), run.step);
@@ -501,7 +569,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
         }
         run.model->train(false);
         for (auto& p : run.model->parameters()) p.set_requires_grad(true);
-        saveLetr(*run.model, run.files.model);
+        if (run.rank == 0) saveLetr(*run.model, run.files.model);
         log.finish();
     } catch (const std::exception& e) {
         if (!log.closed()) log.fail(e.what());

@@ -49,6 +49,10 @@
 #include "core/models/letr/loss.h"
 #include "core/train/control.h"
 
+namespace glimpse::dist {
+class Communicator;
+}
+
 namespace glimpse::letr {
 
 struct LetrTrainConfig {
@@ -88,8 +92,9 @@ struct LetrTrainConfig {
 // config under "series"): loss/total, loss/cls, loss/l1 (last decoder layer of the stage being
 // trained), loss/cls_layer_<k>, loss/l1_layer_<k> (k = 0.. decoder layers - 1), lr, grad_norm,
 // throughput (images/s), phase (0 coarse, 1 fine, 2 focal); with val_every > 0 also
-// val/sAP10, val/sAP15, val/APH (percent, in [0, 100]; rows at the validation steps).
-std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg);
+// val/sAP10, val/sAP15, val/APH (percent, in [0, 100]; rows at the validation steps); a
+// distributed run of W ranks adds dist/world_size and dist/throughput_rank0 .. <W-1>.
+std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSize = 1);
 
 // The validation dataset spec of a run on `dataSpec` (cfg.valData when set; see above).
 // `dataDescription` is the opened dataset's describe() (canonical procedural spec).
@@ -101,8 +106,12 @@ std::string letrValidationSpec(const LetrTrainConfig& cfg, const std::string& da
 // (step counts, lr drops), which may change only where the steps already done are unaffected. A stop request
 // (control) writes a checkpoint and returns without model.h5. Throws glimpse::Error on bad
 // data/config/checkpoint.
+// With `comm` (W processes, docs/distributed.md): each rank trains on its batch_size / W images
+// of every batch, with the whole batch's loss denominators (LossNormalizers), gradients averaged
+// over the ranks; rank 0 alone validates and writes the files. A resumed run may change W.
 void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const std::string& outDir,
-               bool resume, train::Control& control, const train::ProgressFn& progress);
+               bool resume, train::Control& control, const train::ProgressFn& progress,
+               dist::Communicator* comm = nullptr);
 
 // Training-time input: RGB CV_8UC3 -> normalized [3, H, W] float (mean/std of `model`).
 torch::Tensor letrInputTensor(const cv::Mat& rgb, const LetrConfig& model);
