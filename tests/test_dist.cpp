@@ -434,6 +434,49 @@ private Q_SLOTS:
         QVERIFY(b.series.count("dist/throughput_rank1"));
     }
 
+    // `glimpse train constellation --multi-branch` in two processes (batch-norm statistics per
+    // rank, the prototypical episodes shared out): it finishes, rank 0 alone evaluates and writes;
+    // stopped after 2 steps with two ranks, it resumes in one process and finishes.
+    void constellationTrainerInTwoProcesses() {
+        const QString cfg = dir_.filePath("cn.json");
+        {
+            std::ofstream f(cfg.toStdString());
+            f << R"({"model": {"channels": [8, 8, 8, 8], "clusters": 16, "heads": 4, "image_size": 32},
+                    "batch_size": 8, "steps": 4, "warmup_steps": 1, "val_every": 2, "val_episodes": 2,
+                    "final_episodes": 3, "checkpoint_every": 2, "proto_shots": 1, "proto_queries": 2,
+                    "proto_episodes": 2, "threads": 1})";
+        }
+        const QStringList common{"--data", "procedural", "--config", cfg, "--multi-branch"};
+        const int port = freePort();
+        const QString two = dir_.filePath("cn2");
+        auto r0 = startTrainer(common + QStringList{"--out", two}, 0, 2, port, "constellation");
+        auto r1 = startTrainer(common + QStringList{"--out", two}, 1, 2, port, "constellation");
+        QString out0, out1;
+        QVERIFY(finishOk(*r1, &out1));
+        QVERIFY(finishOk(*r0, &out0));
+        QVERIFY2(out1.contains("rank 1 of 2: done after step 4"), qPrintable(out1));
+        QVERIFY2(out0.contains("1-shot"), qPrintable(out0));   // rank 0's table
+        QStringList files = QDir(two).entryList(QDir::Files);
+        files.sort();
+        QCOMPARE(files, (QStringList{"checkpoint.h5", "model.h5", "run.h5"}));
+        const RunLog log = RunLog::load((two + "/run.h5").toStdString());
+        QCOMPARE(log.status, RunStatus::Finished);
+        QVERIFY(log.series.at("dist/throughput_rank1").size() == 4);
+        QVERIFY(log.series.at("loss/proto").size() == 4);
+        QVERIFY(log.eval.count("final/novel_5shot_acc"));
+        const QString mixed = dir_.filePath("cn-mixed");
+        const int port2 = freePort();
+        auto s0 = startTrainer(common + QStringList{"--out", mixed, "--steps", "2"}, 0, 2, port2, "constellation");
+        auto s1 = startTrainer(common + QStringList{"--out", mixed, "--steps", "2"}, 1, 2, port2, "constellation");
+        QVERIFY(finishOk(*s1));
+        QVERIFY(finishOk(*s0));
+        QVERIFY(!QFile::exists(mixed + "/model.h5"));
+        auto resumed = startTrainer(common + QStringList{"--out", mixed, "--resume"}, 0, 1, 0, "constellation");
+        QVERIFY(finishOk(*resumed));
+        QVERIFY(QFile::exists(mixed + "/model.h5"));
+        QCOMPARE(RunLog::load((mixed + "/run.h5").toStdString()).series.at("loss/train").size(), size_t(4));
+    }
+
     // Nobody else arrives: the rendezvous gives up after the timeout with a clear message.
     void aMissingRankTimesOut() {
         dist::Settings s;

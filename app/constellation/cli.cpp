@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -88,7 +89,7 @@ std::vector<int64_t> parseShots(const std::string& text) {
 
 ConstellationTrainResult trainOne(ConstellationTrainConfig cfg, bool baseline, const std::string& data,
                                   const std::string& out, bool resume, long long maxSteps, train::Control& control,
-                                  const std::string& label) {
+                                  const std::string& label, dist::Communicator* comm) {
     if (baseline) cfg.model["constellation"] = false;
     std::error_code ec;
     const bool canResume = resume && fs::exists(fs::path(out) / "checkpoint.h5", ec);
@@ -105,7 +106,7 @@ ConstellationTrainResult trainOne(ConstellationTrainConfig cfg, bool baseline, c
     }
     TrainingProgress bar(control, metrics, maxSteps, 50, label);
     if (resume && !canResume) std::cerr << out << ": no checkpoint yet; starting the run from step 0\n";
-    return trainConstellation(cfg, data, out, canResume, control, bar.fn());
+    return trainConstellation(cfg, data, out, canResume, control, bar.fn(), comm);
 }
 
 void printRow(const std::string& name, const ConstellationTrainResult& r) {
@@ -121,14 +122,17 @@ void printRow(const std::string& name, const ConstellationTrainResult& r) {
 
 int trainCommand(const std::vector<std::string>& args) {
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-        std::cout << kTrainUsage;
+        std::cout << kTrainUsage << cli::kDistUsage;
         return args.empty() ? 2 : 0;
     }
     cli::Args a(args, {"--resume", "--baseline", "--multi-branch", "--compare"});
     long long maxSteps = -1, threads = 0;
+    dist::Settings ds;
     try {
-        a.checkKnown({"--config", "--data", "--out", "--resume", "--steps", "--threads", "--baseline", "--multi-branch",
-                      "--compare"});
+        std::vector<std::string> known{"--config", "--data", "--out", "--resume", "--steps", "--threads", "--baseline",
+                                       "--multi-branch", "--compare"};
+        known.insert(known.end(), cli::distFlags().begin(), cli::distFlags().end());
+        a.checkKnown(known);
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
         if (!a.has("--data") || !a.has("--out")) throw Error("missing --data or --out");
         maxSteps = a.getInt("--steps", -1);
@@ -136,8 +140,9 @@ int trainCommand(const std::vector<std::string>& args) {
         if (a.has("--steps") && maxSteps < 0) throw Error("--steps must be >= 0");
         if (threads < 0) throw Error("--threads must be >= 0");
         if (a.has("--compare") && a.has("--baseline")) throw Error("--compare already trains the baseline");
+        ds = cli::distSettings(a);
     } catch (const Error& e) {
-        std::cerr << "glimpse train constellation: " << e.what() << "\n" << kTrainUsage;
+        std::cerr << "glimpse train constellation: " << e.what() << "\n" << kTrainUsage << cli::kDistUsage;
         return 2;
     }
     ConstellationTrainConfig cfg;
@@ -148,16 +153,28 @@ int trainCommand(const std::vector<std::string>& args) {
     const bool resume = a.has("--resume");
     train::Control control;
     cli::StopOnInterrupt interrupt(control);
+    std::unique_ptr<dist::Communicator> comm;
+    if (ds.distributed()) {
+        std::cerr << "glimpse train constellation: " << ds.describe() << ": waiting for the other ranks\n";
+        comm = std::make_unique<dist::Communicator>(ds);
+    }
+    const std::string rankLabel = ds.distributed() ? "rank " + std::to_string(ds.rank) + " " : "";
     std::vector<std::pair<std::string, ConstellationTrainResult>> results;
     if (!a.has("--compare")) {
         results.emplace_back(a.has("--baseline") ? "baseline" : "constellation",
-                             trainOne(cfg, a.has("--baseline"), data, out, resume, maxSteps, control, ""));
+                             trainOne(cfg, a.has("--baseline"), data, out, resume, maxSteps, control, rankLabel, comm.get()));
     } else {
         for (const char* v : {"baseline", "constellation"}) {
             results.emplace_back(v, trainOne(cfg, std::string(v) == "baseline", data, (fs::path(out) / v).string(), resume,
-                                             maxSteps, control, std::string(v) + " "));
+                                             maxSteps, control, rankLabel + v + " ", comm.get()));
             if (!results.back().second.finished) break;
         }
+    }
+    if (ds.rank != 0) {   // rank 0 evaluates, prints the table and writes the files
+        const auto& r = results.back().second;
+        std::cout << "rank " << ds.rank << " of " << ds.worldSize << ": " << (r.finished ? "done" : "stopped") << " after step "
+                  << r.steps << "; rank 0 writes " << out << "\n";
+        return 0;
     }
     std::printf("\n5-way few-shot accuracy (%%) on the novel classes of %s, 95%% CI\n", data.c_str());
     std::printf("%-16s %10s   %-14s   %-14s   %8s\n", "model", "parameters", "1-shot", "5-shot", "img/s");

@@ -417,10 +417,23 @@ void broadcastModule(Communicator* comm, torch::nn::Module& module) {
     std::vector<torch::Tensor> ts;
     for (const auto& p : module.parameters()) ts.push_back(p.detach());
     comm->broadcast(ts, 0);
-    for (const auto& b : module.buffers()) {   // any dtype: one at a time
-        std::vector<torch::Tensor> one{b.detach()};
-        comm->broadcast(one, 0);
+    broadcastBuffers(comm, module);
+}
+
+void broadcastBuffers(Communicator* comm, torch::nn::Module& module) {
+    if (!comm || comm->worldSize() < 2) return;
+    torch::NoGradGuard ng;
+    // Floating-point buffers together, others (counters) one at a time.
+    std::vector<torch::Tensor> floats;
+    for (const auto& b : module.buffers()) {
+        if (b.scalar_type() == torch::kFloat32) {
+            floats.push_back(b.detach());
+        } else {
+            std::vector<torch::Tensor> one{b.detach()};
+            comm->broadcast(one, 0);
+        }
     }
+    comm->broadcast(floats, 0);
 }
 
 bool anyRankStops(Communicator* comm, bool stopHere) {

@@ -125,6 +125,8 @@ private:
 // each is a no-op or the local value).
 // Rank 0's parameters and buffers into every rank's `module`.
 void broadcastModule(Communicator* comm, torch::nn::Module& module);
+// Rank 0's buffers only (batch-norm running statistics, after each step).
+void broadcastBuffers(Communicator* comm, torch::nn::Module& module);
 // Whether any rank asks to stop (each rank passes its own request; all then stop together).
 bool anyRankStops(Communicator* comm, bool stopHere);
 // The run-log series of a run of `worldSize` ranks: dist/world_size and dist/throughput_rank<r>

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "core/data/fewshot.h"
+#include "core/dist/dist.h"
 #include "core/error.h"
 #include "core/models/constellation/fewshot.h"
 #include "core/models/constellation/model.h"
@@ -144,8 +145,10 @@ ConstellationTrainConfig ConstellationTrainConfig::fromFile(const std::string& p
     return fromJson(readJsonFile(path, "training config"), path);
 }
 
-std::vector<std::string> constellationSeriesNames() {
-    return {"loss/train", "loss/cls", "loss/proto", "train/acc", "lr", "grad_norm", "throughput", "val/acc", "val/ci95"};
+std::vector<std::string> constellationSeriesNames(int worldSize) {
+    std::vector<std::string> names{"loss/train", "loss/cls", "loss/proto", "train/acc", "lr", "grad_norm", "throughput", "val/acc", "val/ci95"};
+    for (const auto& n : dist::seriesNames(worldSize)) names.push_back(n);
+    return names;
 }
 
 // ---- the run ------------------------------------------------------------------------------
@@ -165,6 +168,15 @@ struct Run {
     double stepTime = 0;
     int64_t stepImages = 0;
     double imagesPerSecond() const { return stepTime > 0 ? double(stepImages) / stepTime : 0; }
+    dist::Communicator* comm = nullptr;   // a distributed run (else null)
+    std::unique_ptr<dist::GradientReducer> reducer;
+    int rank = 0, world = 1;
+    // This rank's rows of each step's batch, and its prototypical episodes of each step.
+    int64_t rowBegin() const { return cfg.batchSize / world * rank; }
+    int64_t rowEnd() const { return cfg.batchSize / world * (rank + 1); }
+    bool splitEpisodes() const { return cfg.protoEpisodes % world == 0; }
+    int64_t episodeBegin() const { return splitEpisodes() ? cfg.protoEpisodes / world * rank : 0; }
+    int64_t episodeEnd() const { return splitEpisodes() ? cfg.protoEpisodes / world * (rank + 1) : cfg.protoEpisodes; }
 };
 
 // One training image: resized to the input size, optional flip and pad-and-crop, normalized.
@@ -183,11 +195,13 @@ torch::Tensor inputs(const Run& run, const std::vector<int64_t>& indices, uint64
     return torch::stack(xs);
 }
 
-// The prototypical loss of branch 2 on `proto_episodes` base-class episodes.
+// The prototypical loss of branch 2 on `proto_episodes` base-class episodes (a distributed
+// run: this rank's share of them when they divide by the world size, else all of them on every
+// rank), as the mean over this rank's episodes: the ranks' mean is the whole step's loss.
 torch::Tensor protoLoss(Run& run) {
     const auto& c = run.cfg;
     torch::Tensor total;
-    for (int64_t e = 0; e < c.protoEpisodes; ++e) {
+    for (int64_t e = run.episodeBegin(); e < run.episodeEnd(); ++e) {
         auto ep = run.baseEpisodes->sample({c.protoWays, c.protoShots, c.protoQueries},
                                            train::mixSeed(c.seed, uint64_t(run.step), 3), e);
         auto support = inputs(run, ep.support, 10000 + uint64_t(e) * 1000);
@@ -201,7 +215,7 @@ torch::Tensor protoLoss(Run& run) {
         auto l = torch::nn::functional::cross_entropy(logits, target);
         total = total.defined() ? total + l : l;
     }
-    return total / double(c.protoEpisodes);
+    return total / double(run.episodeEnd() - run.episodeBegin());
 }
 
 std::map<std::string, double> validate(Run& run, train::StepReporter& rep) {
@@ -222,11 +236,11 @@ std::map<std::string, double> trainStep(Run& run, train::AdamW& opt, const std::
     std::vector<int64_t> idx;
     std::vector<int64_t> labels;
     const int64_t n = run.splits.base->size();
-    for (int64_t b = 0; b < c.batchSize; ++b) {
+    for (int64_t b = run.rowBegin(); b < run.rowEnd(); ++b) {
         idx.push_back(train::shuffledIndex(c.seed, n, run.step * c.batchSize + b));
         labels.push_back(run.splits.base->labelOf(idx.back()));
     }
-    auto x = inputs(run, idx, 100);
+    auto x = inputs(run, idx, 100 + uint64_t(run.rowBegin()));   // augmentation draws by global row
     auto y = torch::tensor(labels, torch::kLong);
     auto out = run.model->forward(x, {false, run.mcfg.multiBranch ? 1 : -1});
     auto cls = torch::nn::functional::cross_entropy(out.logits, y.to(out.logits.device()));
@@ -237,21 +251,35 @@ std::map<std::string, double> trainStep(Run& run, train::AdamW& opt, const std::
         protoV = p.item<double>();
         loss = loss + p;
     }
-    const double lossV = loss.item<double>();
+    double lossV = loss.item<double>(), clsV = cls.item<double>();
     train::checkLossFinite(lossV, run.step, "ConstellationNet training");
     opt.zeroGrad();
+    if (run.reducer) run.reducer->beginStep();
     loss.backward();
+    if (run.reducer) run.reducer->finishStep();   // gradients averaged over the ranks
     const double gn = train::clipGradNorm(params, c.clipMaxNorm);
     opt.step();
-    const double acc = out.logits.argmax(1).cpu().eq(y).to(torch::kDouble).mean().item<double>();
+    double acc = out.logits.argmax(1).cpu().eq(y).to(torch::kDouble).mean().item<double>();
     ++run.step;
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     run.stepTime += dt;
-    run.stepImages += c.batchSize;
-    std::map<std::string, double> m{{"loss/train", lossV}, {"loss/cls", cls.item<double>()}, {"train/acc", acc},
-                                    {"lr", lr},           {"grad_norm", gn},                {"throughput", c.batchSize / std::max(dt, 1e-9)}};
+    run.stepImages += run.rowEnd() - run.rowBegin();
+    std::map<std::string, double> m = dist::stepSeries(run.comm, double(run.rowEnd() - run.rowBegin()) / std::max(dt, 1e-9));
+    if (run.comm) {
+        // Batch-norm running statistics follow rank 0's (each rank normalizes with its own rows'
+        // statistics, as DistributedDataParallel does); the logged values are the whole step's.
+        dist::broadcastBuffers(run.comm, *run.model);
+        std::vector<torch::Tensor> t{torch::tensor({lossV, clsV, protoV, acc}, torch::kFloat64)};
+        run.comm->allReduce(t, true);
+        lossV = t[0][0].item<double>();
+        clsV = t[0][1].item<double>();
+        protoV = t[0][2].item<double>();
+        acc = t[0][3].item<double>();
+    }
+    m.insert({{"loss/train", lossV}, {"loss/cls", clsV}, {"train/acc", acc}, {"lr", lr}, {"grad_norm", gn},
+              {"throughput", c.batchSize / std::max(dt, 1e-9)}});
     if (run.mcfg.multiBranch) m["loss/proto"] = protoV;
-    if (c.valEvery > 0 && run.step % c.valEvery == 0 && run.step < c.steps)
+    if (c.valEvery > 0 && run.step % c.valEvery == 0 && run.step < c.steps && run.rank == 0)
         for (const auto& [k, v] : validate(run, rep)) m[k] = v;
     return m;
 }
@@ -293,9 +321,11 @@ RunLogWriter openLog(const Run& run, bool resume) {
     j["model_config"] = run.mcfg.toJson();
     j["model_description"] = run.mcfg.describe();
     j["parameters"] = run.model->numParameters();
-    j["series"] = constellationSeriesNames();
+    j["series"] = constellationSeriesNames(run.world);
     j["total_steps"] = run.cfg.steps;
-    return train::openRunLog(run.files.runLog, j, constellationSeriesNames(), resume ? run.step : -1);
+    j["world_size"] = run.world;
+    if (run.rank != 0) return RunLogWriter::memoryOnly(j, constellationSeriesNames(run.world));
+    return train::openRunLog(run.files.runLog, j, constellationSeriesNames(run.world), resume ? run.step : -1);
 }
 
 // Resumes the model from the run folder's checkpoint; a clear error for another cluster count.
@@ -321,8 +351,12 @@ train::TrainState resumeState(Run& run) {
 
 ConstellationTrainResult trainConstellation(const ConstellationTrainConfig& cfg, const std::string& dataSpec,
                                             const std::string& outDir, bool resume, train::Control& control,
-                                            const train::ProgressFn& progress) {
+                                            const train::ProgressFn& progress, dist::Communicator* comm) {
     cfg.validate();
+    const int world = comm ? comm->worldSize() : 1;
+    if (cfg.batchSize % world != 0)
+        throw Error("batch_size " + std::to_string(cfg.batchSize) + " does not divide by the world size " +
+                    std::to_string(world) + " (every rank trains on batch_size / world size images)");
     const int64_t size = cfg.model.value("image_size", int64_t(32));
     Run run{cfg, dataSpec, data::openFewShotDataset(dataSpec, int(size))};
     run.mcfg = cfg.modelConfig(run.splits.base->classNames(), size);
@@ -334,6 +368,11 @@ ConstellationTrainResult trainConstellation(const ConstellationTrainConfig& cfg,
     run.files = train::runFiles(outDir);
     resume = train::resumeFrom(run.files.checkpoint, resume);   // none yet: start from step 0
     if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
+    if (comm && world > 1) {
+        run.comm = comm;
+        run.rank = comm->rank();
+        run.world = world;
+    }
     run.model = std::make_shared<ConstellationModel>(run.mcfg, cfg.seed);
     run.model->train(true);
     run.cfgJson = cfg.toJson();
@@ -347,9 +386,12 @@ ConstellationTrainResult trainConstellation(const ConstellationTrainConfig& cfg,
     o.weightDecay = cfg.weightDecay;
     train::AdamW opt(params, o);
     if (resume && run.step > 0) opt.loadState(resumed.optimizer, run.files.checkpoint);
+    dist::broadcastModule(run.comm, *run.model);   // every rank starts from rank 0's weights
+    if (run.comm) run.reducer = std::make_unique<dist::GradientReducer>(run.comm, run.model->parameters());
     RunLogWriter log = openLog(run, resume);
     train::StepReporter rep(log, progress, cfg.steps, run.step);
     auto save = [&] {
+        if (run.rank != 0) return;   // rank 0 writes the checkpoints
         // Rows up to this step reach the log before the checkpoint does: a kill right after the
         // checkpoint must not leave a resumed log with a gap (docs/crash-safety.md).
         log.flush();
@@ -358,10 +400,12 @@ ConstellationTrainResult trainConstellation(const ConstellationTrainConfig& cfg,
     };
     try {
         while (run.step < cfg.steps) {
-            if (!control.checkpoint()) {
+            if (dist::anyRankStops(run.comm, !control.checkpoint())) {
                 save();
                 train::endStoppedRun(log, rep, run.step, run.files.checkpoint);
                 ConstellationTrainResult r;
+                r.rank = run.rank;
+                r.worldSize = run.world;
                 r.steps = run.step;
                 r.parameters = run.model->numParameters();
                 r.imagesPerSecond = run.imagesPerSecond();
@@ -374,7 +418,20 @@ ConstellationTrainResult trainConstellation(const ConstellationTrainConfig& cfg,
                 log.flush();
             }
         }
-        return finishRun(run, log, rep);
+        if (run.rank != 0) {   // rank 0 evaluates and writes model.h5
+            log.finish();
+            ConstellationTrainResult r;
+            r.finished = true;
+            r.steps = run.step;
+            r.parameters = run.model->numParameters();
+            r.imagesPerSecond = run.imagesPerSecond();
+            r.rank = run.rank;
+            r.worldSize = run.world;
+            return r;
+        }
+        ConstellationTrainResult r = finishRun(run, log, rep);
+        r.worldSize = run.world;
+        return r;
     } catch (const std::exception& e) {
         if (!log.closed()) log.fail(e.what());
         throw;

@@ -33,6 +33,10 @@
 #include "core/models/constellation/config.h"
 #include "core/train/control.h"
 
+namespace glimpse::dist {
+class Communicator;
+}
+
 namespace glimpse::constellation {
 
 struct ConstellationTrainConfig {
@@ -58,22 +62,27 @@ struct ConstellationTrainConfig {
 
 // loss/train, loss/cls, loss/proto (multi-branch), train/acc, lr, grad_norm, throughput,
 // val/acc (5-way val_shots-shot accuracy on the val classes), val/ci95.
-std::vector<std::string> constellationSeriesNames();
+std::vector<std::string> constellationSeriesNames(int worldSize = 1);   // + dist/* for W > 1
 
 struct ConstellationTrainResult {
     bool finished = false;
     int64_t steps = 0;
     double novel1 = -1, novel1Ci = 0, novel5 = -1, novel5Ci = 0;   // final evaluation (finished runs)
-    double imagesPerSecond = 0, seconds = 0;
+    double imagesPerSecond = 0, seconds = 0;   // this process's training images per second
     int64_t parameters = 0;
+    int rank = 0, worldSize = 1;   // a distributed run: only rank 0 evaluates and writes files
 };
 
 // Trains on the few-shot dataset `dataSpec` (core/data/fewshot.h) into `outDir`. The model's
 // input size is model.image_size (default 32). With `resume`, continues from
 // outDir/checkpoint.h5; a checkpoint of another model config (e.g. another cluster count) or
 // data is refused naming the file. A stop request writes a checkpoint and returns.
+// With `comm` (W processes, docs/distributed.md): each rank trains on its batch_size / W images
+// of every batch (batch-norm statistics per rank; running statistics follow rank 0) and its
+// share of the prototypical episodes (all of them when proto_episodes does not divide by W);
+// gradients are averaged over the ranks; rank 0 alone validates, evaluates and writes files.
 ConstellationTrainResult trainConstellation(const ConstellationTrainConfig& cfg, const std::string& dataSpec,
                                             const std::string& outDir, bool resume, train::Control& control,
-                                            const train::ProgressFn& progress);
+                                            const train::ProgressFn& progress, dist::Communicator* comm = nullptr);
 
 } // namespace glimpse::constellation
