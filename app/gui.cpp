@@ -1,5 +1,6 @@
 // The GUI of `glimpse`: its command-line options, the main window, the automatic LETR and CoaT
 // runs they ask for, and --screenshot (for checks under Xvfb).
+#include "core/util/threads.h"
 #include "app/gui.h"
 
 #include <QApplication>
@@ -350,7 +351,7 @@ int runGui(int argc, char** argv) {
     QApplication app(argc, argv);
     // OpenBLAS on the calling thread: the inspector computes attention maps on the UI thread
     // (see setBlasThreads); model passes on workers keep LibTorch's own threads.
-    setBlasThreads(1);
+    glimpse::setBlasThreads(1);
     QApplication::setOrganizationName("Glimpse");
     QApplication::setApplicationName("Glimpse");
     QApplication::setApplicationVersion(GLIMPSE_VERSION);

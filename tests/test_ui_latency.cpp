@@ -15,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include "core/util/threads.h"
 #include "app/letr/view.h"
 #include "app/mainwindow.h"
 #include "app/replay/replay_panel.h"
@@ -62,7 +63,7 @@ private Q_SLOTS:
         QStandardPaths::setTestModeEnabled(true);
         QCoreApplication::setOrganizationName("GlimpseTest");
         QCoreApplication::setApplicationName("GlimpseTestUiLatency");
-        setBlasThreads(1);   // as the GUI
+        glimpse::setBlasThreads(1);   // as the GUI
         QVERIFY(dir_.isValid());
     }
 

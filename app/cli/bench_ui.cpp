@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 
+#include "core/util/threads.h"
 #include "app/cli/cli.h"
 #include "app/letr/view.h"
 #include "app/mainwindow.h"
@@ -134,7 +135,7 @@ int benchUi(const std::vector<std::string>& args) {
     QApplication app(argc, argv);
     QApplication::setOrganizationName("Glimpse");
     QApplication::setApplicationName("GlimpseBenchUi");   // recent files stay the GUI's own
-    app::setBlasThreads(1);                               // as the GUI (app/gui.cpp)
+    glimpse::setBlasThreads(1);                               // as the GUI (app/gui.cpp)
     QTemporaryDir tmp;
     o.workDir = a.has("--work-dir") ? QString::fromStdString(*a.get("--work-dir")) : tmp.path();
     std::printf("platform %s, probe interval %d ms, work dir %s\n", QApplication::platformName().toStdString().c_str(),

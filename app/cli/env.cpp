@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
+#include "core/util/threads.h"
 #include "core/error.h"
 #include "core/rl/bench.h"
 #include "core/rl/env.h"
@@ -44,7 +45,7 @@ int benchRl(const std::vector<std::string>& args) {
     a.checkKnown({"--threads"});
     const long long threads = a.getInt("--threads", 2);
     if (threads < 1 || threads > 256) throw Error("--threads must be in 1..256");
-    torch::set_num_threads(int(threads));
+    glimpse::setComputeThreads(int(threads));
     rl::runRlBench(std::cout);
     return 0;
 }

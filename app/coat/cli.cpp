@@ -14,6 +14,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
+#include "core/util/threads.h"
 #include "core/error.h"
 #include "core/util/timing.h"
 #include "core/io/demo_image.h"
@@ -90,7 +91,7 @@ int inferCoat(const std::vector<std::string>& argv) {
     if (a.has("--threads")) {
         const long long t = a.getInt("--threads", 1);
         if (t < 1) throw Error("--threads: expected a positive integer");
-        torch::set_num_threads(int(t));
+        glimpse::setComputeThreads(int(t));
     }
     std::string desc;
     auto model = makeModel(a, desc);
@@ -171,7 +172,7 @@ int benchCoat(const std::vector<std::string>& argv) {
     const long long runs = a.getInt("--runs", 5), warmup = a.getInt("--warmup", 1), batch = a.getInt("--batch", 1);
     if (threads < 1 || runs < 1 || warmup < 0 || batch < 1 || batch > 256)
         throw Error("--threads/--runs must be >= 1, --warmup >= 0, --batch in 1..256");
-    torch::set_num_threads(int(threads));
+    glimpse::setComputeThreads(int(threads));
     std::string desc;
     auto model = makeModel(a, desc);
     model->eval();

@@ -13,6 +13,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
+#include "core/util/threads.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/models/coat/train.h"
@@ -85,6 +86,7 @@ int trainCoat(const std::vector<std::string>& args) {
     coat::CoatTrainConfig cfg;
     if (a.has("--config")) cfg = coat::CoatTrainConfig::fromFile(a.require("--config"));
     if (threads > 0) cfg.threads = int(threads);
+    if (cfg.threads > 0) setComputeThreads(cfg.threads);   // OpenBLAS's pool too (core/util/threads.h)
     const std::string data = a.require("--data"), out = a.require("--out");
     const bool resume = a.has("--resume");
 

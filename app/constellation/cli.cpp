@@ -14,6 +14,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
+#include "core/util/threads.h"
 #include "core/data/fewshot.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
@@ -148,6 +149,7 @@ int trainCommand(const std::vector<std::string>& args) {
     ConstellationTrainConfig cfg;
     if (a.has("--config")) cfg = ConstellationTrainConfig::fromFile(a.require("--config"));
     if (threads > 0) cfg.threads = int(threads);
+    if (cfg.threads > 0) setComputeThreads(cfg.threads);   // OpenBLAS's pool too (core/util/threads.h)
     if (a.has("--multi-branch")) cfg.model["multi_branch"] = true;
     const std::string data = a.require("--data"), out = a.require("--out");
     const bool resume = a.has("--resume");

@@ -7,6 +7,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
+#include "core/util/threads.h"
 #include "core/util/timing.h"
 #include "core/error.h"
 #include "core/models/efficientzero/model.h"
@@ -51,7 +52,7 @@ int play(const std::vector<std::string>& args) {
     if (sims < 1 || sims > 1000) throw Error("--simulations must be in 1..1000");
     if (maxSteps < 1 || maxSteps > 1000000) throw Error("--max-episode-steps must be in 1..1000000");
     if (threads < 1 || threads > 256) throw Error("--threads must be in 1..256");
-    torch::set_num_threads(int(threads));
+    glimpse::setComputeThreads(int(threads));
     o.episodes = int(episodes);
     o.simulations = int(sims);
     o.seed = uint64_t(a.getInt("--seed", 1000000));

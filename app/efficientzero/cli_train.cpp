@@ -7,6 +7,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
+#include "core/util/threads.h"
 #include "core/util/json_file.h"
 #include "core/error.h"
 #include "core/models/efficientzero/train.h"
@@ -64,7 +65,7 @@ int trainEfficientZero(const std::vector<std::string>& args) {
     if (a.has("--resume")) train::resumeFrom(out + "/state.h5", true);   // the note when there is none yet
     const long long threads = a.getInt("--threads", 2);
     if (threads < 1 || threads > 256) throw Error("--threads must be in 1..256");
-    torch::set_num_threads(int(threads));
+    glimpse::setComputeThreads(int(threads));
 
     train::Control control;
     efficientzero::TrainResult r;

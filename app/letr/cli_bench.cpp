@@ -14,6 +14,7 @@
 
 #include "app/cli/cli.h"
 #include "app/letr/cli.h"
+#include "core/util/threads.h"
 #include "core/error.h"
 #include "core/util/device.h"
 #include "core/util/timing.h"
@@ -81,7 +82,7 @@ int benchLetr(const std::vector<std::string>& argv) {
     const long long runs = a.getInt("--runs", 5);
     const long long warmup = a.getInt("--warmup", 1);
     if (threads < 1 || runs < 1 || warmup < 0) throw Error("--threads/--runs must be >= 1, --warmup >= 0");
-    torch::set_num_threads(int(threads));
+    glimpse::setComputeThreads(int(threads));
     if (!a.has("--return-memory")) keepFreedMemory();
 
     std::string modelDesc;

@@ -12,6 +12,7 @@
 #include <opencv2/imgproc.hpp>
 #include <torch/torch.h>
 
+#include "core/util/threads.h"
 #include "app/cli/cli.h"
 #include "app/letr/view.h"
 #include "core/error.h"
@@ -180,8 +181,7 @@ int benchInspector(const std::vector<std::string>& argv) {
     const std::string size = a.get("--size", "1280x800");
     if (std::sscanf(size.c_str(), "%dx%d", &vw, &vh) != 2 || vw < 16 || vh < 16 || vw > 8192 || vh > 8192)
         throw Error("--size: expected WxH between 16 and 8192, got '" + size + "'");
-    torch::set_num_threads(int(threads));
-    app::setBlasThreads(int(threads));
+    glimpse::setComputeThreads(int(threads));
 
     cv::Mat image;
     const std::shared_ptr<const letr::LetrTrace> trace = benchTrace(a, queries, image);

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
+#include "core/util/threads.h"
 #include "core/data/open.h"
 #include "core/error.h"
 #include "core/eval/letr_eval.h"
@@ -44,7 +45,7 @@ int evalLetr(const std::vector<std::string>& argv) {
     if (a.has("--threads")) {
         const long long t = a.getInt("--threads", 1);
         if (t < 1) throw Error("--threads: expected a positive integer");
-        torch::set_num_threads(int(t));
+        glimpse::setComputeThreads(int(t));
     }
     eval::LetrEvalOptions opts;
     opts.allLayers = layers == "all";

@@ -17,6 +17,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
 #include "app/letr/cli.h"
+#include "core/util/threads.h"
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/util/device.h"
@@ -179,7 +180,7 @@ int inferLetr(const std::vector<std::string>& argv) {
     if (a.has("--threads")) {
         const long long t = a.getInt("--threads", 1);
         if (t < 1) throw Error("--threads: expected a positive integer");
-        torch::set_num_threads(int(t));
+        glimpse::setComputeThreads(int(t));
     }
 
     std::string modelDesc;

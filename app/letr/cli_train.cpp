@@ -6,6 +6,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
+#include "core/util/threads.h"
 #include "core/error.h"
 #include "core/models/letr/train.h"
 
@@ -53,6 +54,7 @@ int trainLetr(const std::vector<std::string>& args) {
     letr::LetrTrainConfig cfg;
     if (a.has("--config")) cfg = letr::LetrTrainConfig::fromFile(a.require("--config"));
     if (threads > 0) cfg.threads = int(threads);
+    if (cfg.threads > 0) setComputeThreads(cfg.threads);   // OpenBLAS's pool too (core/util/threads.h)
 
     train::Control control;
     int64_t lastStep = 0, total = -1;

@@ -270,13 +270,4 @@ void writeLines(const std::string& path, const std::string& layerLabel,
     writeBytesAtomically(path, text.data(), text.size());
 }
 
-bool setBlasThreads(int threads) {
-    // Looked up at run time: libblas.so.3 is whichever BLAS Debian's alternatives select.
-    using SetThreads = void (*)(int);
-    auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-    if (!set) return false;
-    set(threads);
-    return true;
-}
-
 } // namespace glimpse::app

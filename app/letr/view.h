@@ -113,11 +113,5 @@ widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines);
 void writeLines(const std::string& path, const std::string& layerLabel,
                 const std::vector<LetrEntityRow>& rows);
 
-// Sets how many threads OpenBLAS (Debian's pthread build, under LibTorch's matrix products)
-// uses; torch::set_num_threads does not govern them. The inspector's attention maps are
-// computed on the UI thread with a BLAS product; on a busy machine waiting for OpenBLAS's
-// helper threads stalled it for 5-15 ms, one thread does it in 1-2 ms. Returns false (and
-// does nothing) when the BLAS in use is not OpenBLAS.
-bool setBlasThreads(int threads);
 
 } // namespace glimpse::app

@@ -455,7 +455,7 @@ CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpe
     run.trainSize = cfg.trainSubset > 0 ? std::min(cfg.trainSubset, run.trainSet().size()) : run.trainSet().size();
     run.files = train::runFiles(outDir);
     resume = train::resumeFrom(run.files.checkpoint, resume);   // none yet: start from step 0
-    if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
+    if (cfg.threads > 0) torch::set_num_threads(cfg.threads);   // the CLI also sets BLAS threads (setComputeThreads)
     run.model = std::make_shared<CoatModel>(run.mcfg, cfg.seed);
     run.model->train(true);
     run.cfgJson = cfg.toJson();

@@ -367,7 +367,7 @@ ConstellationTrainResult trainConstellation(const ConstellationTrainConfig& cfg,
     run.valEpisodes->sample({5, cfg.valShots, 15}, 0, 0);   // too few classes / samples: fail now
     run.files = train::runFiles(outDir);
     resume = train::resumeFrom(run.files.checkpoint, resume);   // none yet: start from step 0
-    if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
+    if (cfg.threads > 0) torch::set_num_threads(cfg.threads);   // the CLI also sets BLAS threads (setComputeThreads)
     if (comm && world > 1) {
         run.comm = comm;
         run.rank = comm->rank();

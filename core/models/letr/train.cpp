@@ -546,7 +546,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     if (run.ds->size() < 1) throw Error("dataset '" + dataSpec + "' is empty");
     run.files = train::runFiles(outDir);
     run.resume = train::resumeFrom(run.files.checkpoint, resume);   // none yet: start from step 0
-    if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
+    if (cfg.threads > 0) torch::set_num_threads(cfg.threads);   // the CLI also sets BLAS threads (setComputeThreads)
     run.valDs = openValidation(cfg, *run.ds);
     run.model = std::make_shared<LetrModel>(cfg.model, cfg.seed);
     run.model->train(true);

@@ -1,0 +1,20 @@
+#pragma once
+// How many threads the compute core uses.
+
+namespace glimpse {
+
+// OpenBLAS's own thread pool (Debian's libopenblas0-pthread behind libblas.so.3), which
+// torch::set_num_threads leaves alone: a process told to use one thread otherwise still runs
+// its matrix products on every core, and on a busy machine such a process ran 3.7x slower
+// (docs/distributed.md). The GUI sets 1: the inspector's attention maps are computed on the UI
+// thread with a BLAS product, and on a busy machine waiting for OpenBLAS's helper threads
+// stalled it for 5-15 ms, where one thread does it in 1-2 ms. Process-wide, so the trainers
+// leave it to the command that owns the process. Returns false when the BLAS in use is not
+// OpenBLAS (nothing to set).
+bool setBlasThreads(int threads);
+
+// LibTorch's intra-op threads and OpenBLAS's, both to `threads` (>= 1): for commands that own
+// their process (glimpse train/infer/eval/bench with --threads or a config's "threads").
+void setComputeThreads(int threads);
+
+} // namespace glimpse
