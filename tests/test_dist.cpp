@@ -6,6 +6,7 @@
 #include <QtTest>
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -215,6 +216,24 @@ class TestDist : public QObject {
     Q_OBJECT
     QTemporaryDir dir_;
 
+    // A class-folder dataset for CoaT: 3 classes of 14 noisy 24x24 images, each with a bright
+    // band in its own third (written once).
+    QString classData() {
+        const QString data = dir_.filePath("classes");
+        if (QFileInfo(data).isDir()) return data;
+        for (int k = 0; k < 3; ++k) {
+            const QString cls = data + "/c" + QString::number(k);
+            std::filesystem::create_directories(cls.toStdString());
+            for (int i = 0; i < 14; ++i) {
+                cv::Mat img(24, 24, CV_8UC1);
+                cv::randu(img, 0, 60);
+                img.rowRange(k * 8, k * 8 + 8) += cv::Scalar(150);
+                cv::imwrite((cls + QString("/%1.png").arg(i)).toStdString(), img);
+            }
+        }
+        return data;
+    }
+
 private Q_SLOTS:
     void settingsFromTheLauncher() {
         ::unsetenv("WORLD_SIZE");
@@ -329,17 +348,7 @@ private Q_SLOTS:
     // the files, its run log has the world size and both ranks' throughput; and a run stopped
     // with two ranks and resumed with one ends with the same model too.
     void coatTrainerInTwoProcesses() {
-        const QString data = dir_.filePath("classes");
-        for (int k = 0; k < 3; ++k) {
-            const QString cls = data + "/c" + QString::number(k);
-            std::filesystem::create_directories(cls.toStdString());
-            for (int i = 0; i < 14; ++i) {
-                cv::Mat img(24, 24, CV_8UC1);
-                cv::randu(img, 0, 60);
-                img.rowRange(k * 8, k * 8 + 8) += cv::Scalar(150);
-                cv::imwrite((cls + QString("/%1.png").arg(i)).toStdString(), img);
-            }
-        }
+        const QString data = classData();
         const QString cfg = dir_.filePath("tiny.json");
         {
             std::ofstream f(cfg.toStdString());
@@ -394,6 +403,44 @@ private Q_SLOTS:
             const QString e = QString::fromLocal8Bit(p->readAllStandardError());
             QVERIFY2(p->exitCode() != 0 && e.contains("batch_size 8 does not divide by the world size 3"), qPrintable(e));
         }
+    }
+
+    // A rank killed in the middle of `glimpse train coat`: rank 0 stops with an error naming
+    // itself and the all-reduce, its run log says failed with that message, the checkpoint it
+    // wrote before is intact, and one process resumes from it to the end.
+    void killedRankDuringTraining() {
+        const QString data = classData();
+        const QString cfg = dir_.filePath("long.json");
+        {
+            std::ofstream f(cfg.toStdString());
+            f << R"({"model": {"variant": "custom", "embed_dims": [16, 16, 16, 16], "serial_depths": [1, 1, 1, 1],
+                    "mlp_ratios": [2, 2, 2, 2], "image_size": 32, "resize": 32},
+                    "batch_size": 8, "steps": 400, "warmup_steps": 2, "eval_every": 0, "checkpoint_every": 5,
+                    "val_subset": 4, "eval_batch": 8, "threads": 1})";
+        }
+        const QString out = dir_.filePath("killed");
+        const QStringList common{"--data", data, "--config", cfg, "--out", out};
+        const int port = freePort();
+        auto r0 = startTrainer(common, 0, 2, port);
+        auto r1 = startTrainer(common, 1, 2, port);
+        // Once rank 0 has written a checkpoint, rank 1 dies.
+        for (int i = 0; i < 1200 && !QFile::exists(out + "/checkpoint.h5"); ++i) QTest::qWait(50);
+        QVERIFY(QFile::exists(out + "/checkpoint.h5"));
+        ::kill(pid_t(r1->processId()), SIGKILL);
+        QVERIFY(r1->waitForFinished(30000));
+        QElapsedTimer clock;
+        clock.start();
+        QVERIFY(r0->waitForFinished(60000));
+        const QString err = QString::fromLocal8Bit(r0->readAllStandardError());
+        qInfo("rank 0 stopped %lld ms after rank 1 was killed: %s", clock.elapsed(), qPrintable(err.trimmed().right(300)));
+        QVERIFY(r0->exitCode() != 0);
+        QVERIFY2(err.contains("rank 0 of 2") && err.contains("failed"), qPrintable(err));
+        const RunLog log = RunLog::load((out + "/run.h5").toStdString());
+        QCOMPARE(log.status, RunStatus::Failed);
+        QVERIFY2(QString::fromStdString(log.statusMessage).contains("rank 0 of 2"), log.statusMessage.c_str());
+        auto resumed = startTrainer(QStringList(common) << "--resume", 0, 1, 0);
+        QVERIFY(finishOk(*resumed));
+        QCOMPARE(RunLog::load((out + "/run.h5").toStdString()).status, RunStatus::Finished);
     }
 
     // `glimpse train letr` (coarse then fine stage, augmentation on, frozen batch norm) in two
