@@ -216,6 +216,13 @@ class TestDist : public QObject {
     Q_OBJECT
     QTemporaryDir dir_;
 
+    // A file of the test's temporary folder with `text` in it; its path.
+    QString writeText(const char* name, const char* text) {
+        const QString path = dir_.filePath(name);
+        std::ofstream(path.toStdString()) << text;
+        return path;
+    }
+
     // A class-folder dataset for CoaT: 3 classes of 14 noisy 24x24 images, each with a bright
     // band in its own third (written once).
     QString classData() {
@@ -349,14 +356,10 @@ private Q_SLOTS:
     // with two ranks and resumed with one ends with the same model too.
     void coatTrainerInTwoProcesses() {
         const QString data = classData();
-        const QString cfg = dir_.filePath("tiny.json");
-        {
-            std::ofstream f(cfg.toStdString());
-            f << R"({"model": {"variant": "custom", "embed_dims": [16, 16, 16, 16], "serial_depths": [1, 1, 1, 1],
+        const QString cfg = writeText("tiny.json", R"({"model": {"variant": "custom", "embed_dims": [16, 16, 16, 16], "serial_depths": [1, 1, 1, 1],
                     "mlp_ratios": [2, 2, 2, 2], "image_size": 32, "resize": 32},
                     "batch_size": 8, "steps": 6, "warmup_steps": 2, "lr": 0.002, "eval_every": 3,
-                    "checkpoint_every": 3, "val_subset": 4, "eval_batch": 8, "threads": 1})";
-        }
+                    "checkpoint_every": 3, "val_subset": 4, "eval_batch": 8, "threads": 1})");
         const QStringList common{"--data", data, "--config", cfg};
         auto one = startTrainer(common + QStringList{"--out", dir_.filePath("one")}, 0, 1, 0);
         QVERIFY(finishOk(*one));
@@ -410,14 +413,10 @@ private Q_SLOTS:
     // wrote before is intact, and one process resumes from it to the end.
     void killedRankDuringTraining() {
         const QString data = classData();
-        const QString cfg = dir_.filePath("long.json");
-        {
-            std::ofstream f(cfg.toStdString());
-            f << R"({"model": {"variant": "custom", "embed_dims": [16, 16, 16, 16], "serial_depths": [1, 1, 1, 1],
+        const QString cfg = writeText("long.json", R"({"model": {"variant": "custom", "embed_dims": [16, 16, 16, 16], "serial_depths": [1, 1, 1, 1],
                     "mlp_ratios": [2, 2, 2, 2], "image_size": 32, "resize": 32},
                     "batch_size": 8, "steps": 400, "warmup_steps": 2, "eval_every": 0, "checkpoint_every": 5,
-                    "val_subset": 4, "eval_batch": 8, "threads": 1})";
-        }
+                    "val_subset": 4, "eval_batch": 8, "threads": 1})");
         const QString out = dir_.filePath("killed");
         const QStringList common{"--data", data, "--config", cfg, "--out", out};
         const int port = freePort();
@@ -447,16 +446,12 @@ private Q_SLOTS:
     // processes: each rank matches its images, the loss denominators are the whole batch's,
     // and the model ends within 1e-5 of one process's.
     void letrTrainerInTwoProcesses() {
-        const QString cfg = dir_.filePath("letr.json");
-        {
-            std::ofstream f(cfg.toStdString());
-            f << R"({"model": {"backbone": "resnet10", "hidden_dim": 32, "nheads": 2, "dim_feedforward": 64,
+        const QString cfg = writeText("letr.json", R"({"model": {"backbone": "resnet10", "hidden_dim": 32, "nheads": 2, "dim_feedforward": 64,
                     "coarse_enc_layers": 1, "coarse_dec_layers": 2, "fine_enc_layers": 1, "fine_dec_layers": 2,
                     "num_queries": 12, "short_side": 64, "max_long_side": 128, "dropout": 0.0},
                     "batch_size": 4, "coarse_steps": 3, "fine_steps": 2, "focal_steps": 0, "val_every": 0,
                     "checkpoint_every": 2, "threads": 1, "train_backbone_bn": false, "clip_max_norm": 0.5,
-                    "augment": {"enabled": true, "min_short_side": 56, "max_short_side": 72, "max_long_side": 128}})";
-        }
+                    "augment": {"enabled": true, "min_short_side": 56, "max_short_side": 72, "max_long_side": 128}})");
         const QStringList common{"--data", "procedural:8:0:64x64", "--config", cfg};
         auto one = startTrainer(common + QStringList{"--out", dir_.filePath("letr1")}, 0, 1, 0, "letr");
         QVERIFY(finishOk(*one));
@@ -485,14 +480,10 @@ private Q_SLOTS:
     // rank, the prototypical episodes shared out): it finishes, rank 0 alone evaluates and writes;
     // stopped after 2 steps with two ranks, it resumes in one process and finishes.
     void constellationTrainerInTwoProcesses() {
-        const QString cfg = dir_.filePath("cn.json");
-        {
-            std::ofstream f(cfg.toStdString());
-            f << R"({"model": {"channels": [8, 8, 8, 8], "clusters": 16, "heads": 4, "image_size": 32},
+        const QString cfg = writeText("cn.json", R"({"model": {"channels": [8, 8, 8, 8], "clusters": 16, "heads": 4, "image_size": 32},
                     "batch_size": 8, "steps": 4, "warmup_steps": 1, "val_every": 2, "val_episodes": 2,
                     "final_episodes": 3, "checkpoint_every": 2, "proto_shots": 1, "proto_queries": 2,
-                    "proto_episodes": 2, "threads": 1})";
-        }
+                    "proto_episodes": 2, "threads": 1})");
         const QStringList common{"--data", "procedural", "--config", cfg, "--multi-branch"};
         const int port = freePort();
         const QString two = dir_.filePath("cn2");
