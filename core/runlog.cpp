@@ -193,6 +193,13 @@ bool pidExists(int64_t pid) {
 }
 
 std::string utcTime(double t) {
+    // A heartbeat read from a damaged file may be anything: only years 1970..9999 are dates
+    // (a larger value does not fit time_t; fuzz finding, docs/fuzzing.md).
+    if (!(t >= 0 && t < 253402300800.0)) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "an invalid time (%g)", t);
+        return buf;
+    }
     const std::time_t s = std::time_t(t);
     std::tm tm{};
     gmtime_r(&s, &tm);

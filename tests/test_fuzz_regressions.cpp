@@ -139,6 +139,25 @@ private Q_SLOTS:
     // describeH5 (glimpse info, File > Open) walked the group tree recursively: a file whose
     // hard links form a cycle (legal HDF5; found by fuzz_h5_info as a stack overflow) recursed
     // without end. Every recursive reader now refuses a cycle, and glimpse info shows it.
+    // fuzz_runlog: a run log whose heartbeat is 1e300 and whose writer (on this host) is gone:
+    // the "stopped responding at <time>" text cast the heartbeat to time_t (UBSan:
+    // float-cast-overflow). It now says the time is invalid.
+    void runLogHeartbeatOutOfRange() {
+        RunWriterInfo w;
+        w.host = localHostName();
+        w.pid = 999999999;   // no such process
+        w.heartbeatInterval = 2;
+        for (double hb : {1e300, 3e11}) {
+            w.heartbeat = hb;
+            const RunLiveness l = judgeLiveness(RunStatus::Running, w, unixTimeNow(), localHostName());
+            QCOMPARE(l.state, Liveness::Dead);
+            QVERIFY2(l.description.find("an invalid time") != std::string::npos, l.description.c_str());
+        }
+        w.heartbeat = unixTimeNow() - 60;   // an ordinary date still reads as one
+        const RunLiveness ok = judgeLiveness(RunStatus::Running, w, unixTimeNow(), localHostName());
+        QVERIFY2(ok.description.find("UTC") != std::string::npos, ok.description.c_str());
+    }
+
     void hardLinkCycleInGroupWalks() {
         const std::string tracePath = path("cycle-trace.h5");
         Trace t("letr");
