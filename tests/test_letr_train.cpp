@@ -4,7 +4,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
 #include <filesystem>
+#include <random>
 #include <set>
 
 #include <torch/torch.h>
@@ -363,6 +365,204 @@ private Q_SLOTS:
         // JSON round trip.
         auto j = c.toJson();
         QCOMPARE(LetrTrainConfig::fromJson(j).toJson(), j);
+        // Dense auxiliary supervision: off adds no key (older checkpoints' configs stay equal);
+        // bad values name the key.
+        QVERIFY(!j.contains("aux"));
+        auto ja = j;
+        ja["aux"] = {{"enabled", true}, {"stride", 16}, {"coef", 0.5}};
+        QCOMPARE(LetrTrainConfig::fromJson(ja).toJson()["aux"]["stride"].get<int64_t>(), int64_t(16));
+        QCOMPARE(LetrTrainConfig::fromJson(LetrTrainConfig::fromJson(ja).toJson()).toJson(), LetrTrainConfig::fromJson(ja).toJson());
+        QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson({{"aux", {{"enabled", true}, {"stride", 5}}}}, "c.json"); }),
+                         {"c.json", "aux.stride"}));
+        QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson({{"aux", {{"radius", 1}}}}, "c.json"); }),
+                         {"c.json", "radius"}));
+    }
+
+    // Dense targets against a scalar re-derivation: for every cell centre the nearest segment by
+    // an explicit loop, its distance, the doubled angle, the junction Gaussian and the first
+    // endpoint in each cell.
+    void denseTargetsMatchScalarReference() {
+        DenseAuxConfig cfg;
+        cfg.stride = 8;
+        cfg.lineRadius = 1.5;
+        cfg.junctionSigma = 0.8;
+        // A hand case first: a horizontal segment on row 1's centre line, from x = 4 to 60 px.
+        {
+            auto t = denseTargets(torch::tensor({{4.0, 12.0, 60.0, 12.0}}), 3, 9, cfg);
+            QCOMPARE(t.line[1][3].item<double>(), 1.0);                // on the segment
+            QVERIFY(std::abs(t.line[0][3].item<double>() - (1 - 1 / 1.5)) < 1e-6);   // one cell away
+            QCOMPARE(t.line[1][7].item<double>(), 1.0);                // centre (60, 12): the end point
+            QVERIFY(std::abs(t.line[1][8].item<double>() - (1 - 1 / 1.5)) < 1e-6);   // centre 8 px past it
+            QVERIFY(std::abs(t.direction[0][1][3].item<double>() - 1.0) < 1e-6);   // cos 0
+            QVERIFY(std::abs(t.direction[1][1][3].item<double>()) < 1e-6);
+            QVERIFY(t.offsetMask[1][0].item<bool>());                  // endpoint (4, 12) = centre of cell (1, 0)
+            QVERIFY(std::abs(t.offset[0][1][0].item<double>()) < 1e-6);
+            QVERIFY(std::abs(t.junction[1][0].item<double>() - 1.0) < 1e-6);
+            QCOMPARE(int(t.offsetMask.sum().item<int64_t>()), 2);      // (60, 12): cell (1, 7)
+            QVERIFY(std::abs(t.offset[0][1][7].item<double>() - 0.0) < 1e-6);
+        }
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<double> U(-10, 110);
+        const int64_t gh = 9, gw = 13, M = 6;
+        std::vector<std::array<double, 4>> segs;
+        for (int64_t m = 0; m < M; ++m) segs.push_back({U(rng), U(rng), U(rng), U(rng)});
+        segs[2] = {40, 40, 40, 40};   // a point
+        auto lines = torch::zeros({M, 4}, torch::kFloat64);
+        for (int64_t m = 0; m < M; ++m)
+            for (int k = 0; k < 4; ++k) lines[m][k] = segs[size_t(m)][size_t(k)];
+        auto t = denseTargets(lines, gh, gw, cfg);
+        std::vector<std::vector<bool>> taken(size_t(gh), std::vector<bool>(size_t(gw), false));
+        std::vector<std::vector<std::array<double, 2>>> off(size_t(gh), std::vector<std::array<double, 2>>(size_t(gw), {0.0, 0.0}));
+        for (const auto& s : segs)
+            for (int e = 0; e < 2; ++e) {
+                const double x = s[size_t(2 * e)] / 8, y = s[size_t(2 * e + 1)] / 8;
+                const int j = int(std::floor(x)), i = int(std::floor(y));
+                if (i < 0 || j < 0 || i >= gh || j >= gw || taken[size_t(i)][size_t(j)]) continue;
+                taken[size_t(i)][size_t(j)] = true;
+                off[size_t(i)][size_t(j)] = {x - j - 0.5, y - i - 0.5};
+            }
+        double worst = 0;
+        for (int64_t i = 0; i < gh; ++i)
+            for (int64_t j = 0; j < gw; ++j) {
+                const double px = (double(j) + 0.5) * 8, py = (double(i) + 0.5) * 8;   // pixels
+                double best = 1e300, angle = 0, junction = 0;
+                for (const auto& s : segs) {
+                    // Distance in pixels to the closest point, by sampling the segment finely
+                    // and refining (independent of the projection formula).
+                    double dmin = 1e300;
+                    for (int k = 0; k <= 20000; ++k) {
+                        const double u = k / 20000.0;
+                        const double qx = s[0] + u * (s[2] - s[0]), qy = s[1] + u * (s[3] - s[1]);
+                        dmin = std::min(dmin, std::hypot(px - qx, py - qy));
+                    }
+                    if (dmin < best) {
+                        best = dmin;
+                        angle = std::atan2(s[3] - s[1], s[2] - s[0]);
+                    }
+                    for (int e = 0; e < 2; ++e) {
+                        const double dx = (px - s[size_t(2 * e)]) / 8, dy = (py - s[size_t(2 * e + 1)]) / 8;
+                        junction = std::max(junction, std::exp(-(dx * dx + dy * dy) / (2 * 0.8 * 0.8)));
+                    }
+                }
+                const double d = best / 8;
+                worst = std::max(worst, std::abs(t.line[i][j].item<double>() - std::max(0.0, 1 - d / 1.5)));
+                worst = std::max(worst, std::abs(t.junction[i][j].item<double>() - junction));
+                QCOMPARE(t.dirMask[i][j].item<bool>(), d < 1.5);
+                if (d < 1.5 && d > 1e-3) {
+                    worst = std::max(worst, std::abs(t.direction[0][i][j].item<double>() - std::cos(2 * angle)));
+                    worst = std::max(worst, std::abs(t.direction[1][i][j].item<double>() - std::sin(2 * angle)));
+                }
+                QCOMPARE(t.offsetMask[i][j].item<bool>(), bool(taken[size_t(i)][size_t(j)]));
+                if (taken[size_t(i)][size_t(j)]) {
+                    worst = std::max(worst, std::abs(t.offset[0][i][j].item<double>() - off[size_t(i)][size_t(j)][0]));
+                    worst = std::max(worst, std::abs(t.offset[1][i][j].item<double>() - off[size_t(i)][size_t(j)][1]));
+                }
+            }
+        QVERIFY2(worst < 1e-3, qPrintable(QString("worst %1").arg(worst)));
+        // No lines: empty maps and masks.
+        auto e = denseTargets(torch::zeros({0, 4}), 4, 5, cfg);
+        QCOMPARE(e.line.sum().item<double>(), 0.0);
+        QVERIFY(!e.dirMask.any().item<bool>() && !e.offsetMask.any().item<bool>());
+    }
+
+    // The dense loss against the formula written out: BCE with logits, masked L1, tanh / 2
+    // offsets; its gradient reaches the head and the features.
+    void denseLossMatchesFormula() {
+        torch::manual_seed(3);
+        DenseAuxConfig cfg;
+        auto t = denseTargets(torch::tensor({{3.0, 5.0, 50.0, 30.0}, {10.0, 40.0, 10.0, 2.0}}), 6, 8, cfg);
+        auto pred = torch::randn({6, 6, 8}, torch::kFloat64).requires_grad_(true);
+        auto l = denseLoss(pred, t);
+        auto sig = [](double x) { return 1 / (1 + std::exp(-x)); };
+        double line = 0, junction = 0, dir = 0, off = 0, nd = 0, no = 0;
+        for (int64_t i = 0; i < 6; ++i)
+            for (int64_t j = 0; j < 8; ++j) {
+                const double x0 = pred[0][i][j].item<double>(), x1 = pred[1][i][j].item<double>();
+                const double y0 = t.line[i][j].item<double>(), y1 = t.junction[i][j].item<double>();
+                line -= y0 * std::log(sig(x0)) + (1 - y0) * std::log(1 - sig(x0));
+                junction -= y1 * std::log(sig(x1)) + (1 - y1) * std::log(1 - sig(x1));
+                if (t.dirMask[i][j].item<bool>()) {
+                    nd += 2;
+                    for (int c = 0; c < 2; ++c)
+                        dir += std::abs(pred[2 + c][i][j].item<double>() - t.direction[c][i][j].item<double>());
+                }
+                if (t.offsetMask[i][j].item<bool>()) {
+                    no += 2;
+                    for (int c = 0; c < 2; ++c)
+                        off += std::abs(std::tanh(pred[4 + c][i][j].item<double>()) / 2 - t.offset[c][i][j].item<double>());
+                }
+            }
+        QVERIFY(nd > 0 && no > 0);
+        QVERIFY(std::abs(l.line - line / 48) < 1e-6);
+        QVERIFY(std::abs(l.junction - junction / 48) < 1e-6);
+        QVERIFY(std::abs(l.direction - dir / nd) < 1e-6);
+        QVERIFY(std::abs(l.offset - off / no) < 1e-6);
+        QVERIFY(std::abs(l.total.item<double>() - (line / 48 + junction / 48 + dir / nd + off / no)) < 1e-6);
+        l.total.backward();
+        QVERIFY(pred.grad().abs().sum().item<double>() > 0);
+        QVERIFY(contains(errorOf([&] { denseLoss(torch::zeros({6, 5, 8}), t); }), {"shape"}));
+        // Through the head: gradients reach both feature maps.
+        DenseLineHead head(16, 32, cfg, 0);
+        auto c4 = torch::randn({16, 4, 5}).requires_grad_(true), c5 = torch::randn({32, 2, 3}).requires_grad_(true);
+        auto b = denseBatchLoss(head, {c4}, {c5}, {{{64, 80}}}, {torch::tensor({{0.1f, 0.2f, 0.8f, 0.2f}})}, cfg);
+        b.total.backward();
+        QVERIFY(c4.grad().abs().sum().item<double>() > 0 && c5.grad().abs().sum().item<double>() > 0);
+        QCOMPARE(head->forward(c4, c5, 8, 10).sizes(), torch::IntArrayRef({6, 8, 10}));
+    }
+
+    // A run with the dense head: its series are logged in the coarse phase, its weights are in
+    // checkpoint.h5 (aux.*) but not in model.h5, it changes the backbone's training, and a
+    // stopped and resumed run equals an uninterrupted one.
+    void denseAuxTrainingRun() {
+        QTemporaryDir dir;
+        const std::string base = dir.path().toStdString();
+        auto c = tinyConfig();
+        c.coarseSteps = 3;
+        c.fineSteps = 2;
+        c.checkpointEvery = 2;
+        c.aux.enabled = true;
+        c.aux.channels = 8;
+        train::Control ca;
+        trainLetr(c, "procedural:4:3:64x64", base + "/a", false, ca, {});
+        auto log = RunLog::load(base + "/a/run.h5");
+        QCOMPARE(log.status, RunStatus::Finished);
+        for (const auto& name : letrSeriesNames(c)) QVERIFY(log.series.count(name));
+        QCOMPARE(log.series.at("loss/aux").steps, std::vector<int64_t>({1, 2, 3}));
+        QCOMPARE(int(log.series.at("loss/total").size()), 5);
+        const auto& aux = log.series.at("loss/aux").values;
+        QVERIFY(aux[0] > 0 && std::isfinite(aux[0]));
+        const auto& junction = log.series.at("loss/aux_junction").values;
+        QVERIFY2(junction[0] > 0 && junction[0] < 2, qPrintable(QString::number(junction[0])));
+        // loss/total = LETR's loss + the weighted dense loss.
+        auto ck = train::loadTrainState(base + "/a/checkpoint.h5", "letr-train");
+        QVERIFY(!ck.aux.empty());
+        QVERIFY(ck.aux.count("out.weight"));
+        auto m = loadCheckpoint(base + "/a/model.h5");
+        for (const auto& [k, v] : m.tensors) QVERIFY2(k.find("aux") == std::string::npos && k.find("lateral") == std::string::npos, k.c_str());
+        QVERIFY(loadLetr(base + "/a/model.h5") != nullptr);
+        QVERIFY(loadLetr(base + "/a/checkpoint.h5") != nullptr);
+        // Without the head the backbone trains differently.
+        auto plain = c;
+        plain.aux.enabled = false;
+        train::Control cp;
+        trainLetr(plain, "procedural:4:3:64x64", base + "/p", false, cp, {});
+        const auto ta = modelTensors(base + "/a/model.h5"), tp = modelTensors(base + "/p/model.h5");
+        QVERIFY(testing::maxDiff(ta.at("backbone.0.body.conv1.weight"), tp.at("backbone.0.body.conv1.weight")) > 0);
+        // Stopped at step 2 (a checkpoint in the coarse phase), resumed: identical weights.
+        train::Control cb;
+        trainLetr(c, "procedural:4:3:64x64", base + "/b", false, cb, [&](const train::Progress& p) {
+            if (p.step >= 2) cb.requestStop();
+        });
+        QVERIFY(!std::filesystem::exists(base + "/b/model.h5"));
+        train::Control cr;
+        trainLetr(c, "procedural:4:3:64x64", base + "/b", true, cr, {});
+        const auto tb = modelTensors(base + "/b/model.h5");
+        double worst = 0;
+        for (const auto& [k, v] : ta) worst = std::max(worst, testing::maxDiff(v, tb.at(k)));
+        QVERIFY2(worst == 0.0, qPrintable(QString("max diff %1").arg(worst)));
+        const auto ra = train::loadTrainState(base + "/a/checkpoint.h5", "letr-train"),
+                   rb = train::loadTrainState(base + "/b/checkpoint.h5", "letr-train");
+        for (const auto& [k, v] : ra.aux) QCOMPARE(testing::maxDiff(v, rb.aux.at(k)), 0.0);
     }
 };
 

@@ -18,6 +18,7 @@ void saveTrainState(const std::string& path, const std::string& family, const Tr
     c.configJson = state.meta.dump();
     for (const auto& [k, v] : state.model) c.tensors["model." + k] = v.detach().cpu().contiguous();
     for (const auto& [k, v] : state.optimizer) c.tensors["optim." + k] = v.detach().cpu().contiguous();
+    for (const auto& [k, v] : state.aux) c.tensors["aux." + k] = v.detach().cpu().contiguous();
     saveCheckpoint(path, c);
 }
 
@@ -31,6 +32,7 @@ TrainState loadTrainState(const std::string& path, const std::string& family) {
     for (auto& [k, v] : c.tensors) {
         if (k.rfind("model.", 0) == 0) s.model[k.substr(6)] = v;
         else if (k.rfind("optim.", 0) == 0) s.optimizer[k.substr(6)] = v;
+        else if (k.rfind("aux.", 0) == 0) s.aux[k.substr(4)] = v;
         else throw Error(path + ": unexpected tensor '" + k + "' in training state");
     }
     return s;

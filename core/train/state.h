@@ -1,8 +1,8 @@
 #pragma once
 // Resumable training state shared by every trainer: model tensors, optimizer state and a JSON
 // of everything else a trainer needs to continue (step, phase, config, data position), in one
-// HDF5 checkpoint (core/io/checkpoint.h layout; family "<trainer>-train"; tensors "model.<name>"
-// and "optim.<key>"; the JSON is the checkpoint's config string). Written atomically.
+// HDF5 checkpoint (core/io/checkpoint.h layout; family "<trainer>-train"; tensors "model.<name>",
+// "optim.<key>" and, for training-only modules, "aux.<name>"; the JSON is the checkpoint's config string). Written atomically.
 //
 // Trainers draw every random number from (seed, step) (data order, augmentation, dropout), so
 // the state needs no RNG snapshot: continuing from step s repeats what an uninterrupted run
@@ -24,6 +24,9 @@ struct TrainState {
     nlohmann::json meta = nlohmann::json::object();
     std::map<std::string, torch::Tensor> model;       // parameter/buffer name -> tensor
     std::map<std::string, torch::Tensor> optimizer;   // AdamW::state()
+    // Training-only modules (e.g. LETR's dense auxiliary head), stored as "aux.<name>": not part
+    // of the model, so a model loaded from the checkpoint never sees them.
+    std::map<std::string, torch::Tensor> aux;
 };
 
 // Atomic (temp file + rename).

@@ -552,6 +552,7 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
         return v;
     };
     out.timings.backbone = timer.lap();
+    if (opts.keepFeatures) out.features = levels;
 
     const int64_t B = int64_t(images.size());
     const int64_t N = config_.numQueries, d = config_.hiddenDim;

@@ -227,6 +227,9 @@ struct LetrOutput {
     std::vector<LetrStageOutput> stages;   // [0] coarse, [1] fine (when configured)
     std::vector<std::array<int64_t, 2>> inputSizes;   // per image (H, W) of its input tensor
     LetrTimings timings;
+    // With LetrForwardOptions::keepFeatures: per image, its backbone levels C2..C<max read>
+    // (entry l holds level l + 2), un-padded, still in the autograd graph.
+    std::vector<std::vector<torch::Tensor>> features;
     const LetrStageOutput& last() const { return stages.back(); }
 };
 
@@ -234,6 +237,7 @@ struct LetrForwardOptions {
     bool record = false;   // keep per-layer entity states (selfIn / crossIn)
     bool time = false;     // measure stage timings (synchronizes CUDA)
     bool coarseOnly = false;   // run the coarse stage only (training stage 1); stages.size() == 1
+    bool keepFeatures = false; // keep the backbone features in LetrOutput::features (training)
 };
 
 // ---- the model ----------------------------------------------------------------------------

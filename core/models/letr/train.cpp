@@ -76,6 +76,11 @@ void LetrTrainConfig::validate() const {
     if (!(a.cropMin > 0.1 && a.cropMin <= 1)) bad("augment.crop_min must be in (0.1, 1]");
     for (double j : {a.brightness, a.contrast, a.saturation})
         if (!(j >= 0 && j < 1)) bad("augment jitter strengths must be in [0, 1)");
+    if (aux.enabled) {
+        aux.validate();
+        if (model.fineLevel > model.coarseLevel)
+            bad("aux needs model.fine_level <= model.coarse_level (its head reads both levels)");
+    }
 }
 
 nlohmann::json LetrTrainConfig::toJson() const {
@@ -106,6 +111,8 @@ nlohmann::json LetrTrainConfig::toJson() const {
                     {"max_long_side", augment.maxLongSide}, {"crop", augment.crop}, {"crop_min", augment.cropMin},
                     {"brightness", augment.brightness}, {"contrast", augment.contrast},
                     {"saturation", augment.saturation}};
+    // Only when on: configs (and checkpoints) from before the key existed stay equal.
+    if (aux.enabled) j["aux"] = aux.toJson();
     return j;
 }
 
@@ -114,7 +121,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     using train::readKey;
     checkKeys(j, {"model", "seed", "batch_size", "coarse_steps", "fine_steps", "focal_steps", "lr", "lr_backbone",
                   "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "clip_max_norm", "checkpoint_every",
-                  "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment"},
+                  "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment", "aux"},
               source);
     LetrTrainConfig c;
     if (j.contains("model")) {
@@ -151,6 +158,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
         readKey(l, "eos_coef", c.loss.eosCoef, w);
         readKey(l, "gamma", c.loss.gamma, w);
     }
+    if (j.contains("aux")) c.aux = DenseAuxConfig::fromJson(j["aux"], source);
     if (j.contains("augment")) {
         const auto& a = j["augment"];
         const std::string w = source + " (augment)";
@@ -191,6 +199,9 @@ std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSi
     for (const char* n : {"lr", "grad_norm", "throughput", "phase"}) s.push_back(n);
     if (cfg.valEvery > 0)
         for (const char* n : {"val/sAP10", "val/sAP15", "val/APH"}) s.push_back(n);
+    if (cfg.aux.enabled)
+        for (const char* n : {"loss/aux", "loss/aux_line", "loss/aux_junction", "loss/aux_direction", "loss/aux_offset"})
+            s.push_back(n);
     for (const auto& n : dist::seriesNames(worldSize)) s.push_back(n);
     return s;
 }
@@ -328,6 +339,7 @@ struct LetrRun {
     train::RunFiles files;
     std::unique_ptr<data::LineDataset> ds, valDs;
     std::shared_ptr<LetrModel> model;
+    DenseLineHead auxHead{nullptr};   // cfg.aux.enabled: the dense head (training only)
     nlohmann::json cfgJson;
     bool resume = false;
     int64_t step = 0;
@@ -347,6 +359,7 @@ void resumeRun(LetrRun& run) {
     run.resumed = train::loadResumeState(path, "letr-train", run.cfgJson, kResumeMayChange, run.dataSpec);
     const LetrTrainConfig old = LetrTrainConfig::fromJson(run.resumed.meta["config"], path);
     train::loadModuleTensors(*run.model, run.resumed.model, path);
+    if (run.auxHead) train::loadModuleTensors(*run.auxHead, run.resumed.aux, path + " (aux head)");
     run.step = run.resumed.meta.value("step", int64_t(0));
     run.optimPhase = run.resumed.meta.value("optim_phase", -1);
     train::noteResumed(path, run.step);
@@ -409,12 +422,13 @@ std::map<std::string, double> stepMetrics(const LetrLoss& loss, double lr, doubl
 
 // A distributed step: the whole batch's loss values (the mean of the ranks' parts, whose
 // denominators are the whole batch's) into `loss`/`total`, and each rank's throughput.
-void gatherStepValues(LetrRun& run, LetrLoss& loss, double& total, double imagesPerSecond,
-                      std::map<std::string, double>& extra) {
+void gatherStepValues(LetrRun& run, LetrLoss& loss, double& total, std::map<std::string, double>& auxValues,
+                      double imagesPerSecond, std::map<std::string, double>& extra) {
     if (!run.comm) return;
     std::vector<double> v{total};
     v.insert(v.end(), loss.clsPerLayer.begin(), loss.clsPerLayer.end());
     v.insert(v.end(), loss.l1PerLayer.begin(), loss.l1PerLayer.end());
+    for (const auto& [k, x] : auxValues) v.push_back(x);   // the same keys on every rank
     std::vector<torch::Tensor> t{torch::tensor(v, torch::kFloat64)};
     run.comm->allReduce(t, true);
     auto a = t[0].accessor<double, 1>();
@@ -424,6 +438,8 @@ void gatherStepValues(LetrRun& run, LetrLoss& loss, double& total, double images
         loss.clsPerLayer[k] = a[int64_t(1 + k)];
         loss.l1PerLayer[k] = a[int64_t(1 + L + k)];
     }
+    int64_t i = int64_t(1 + 2 * L);
+    for (auto& kv : auxValues) kv.second = a[i++];
     extra = dist::stepSeries(run.comm, imagesPerSecond);
 }
 
@@ -465,6 +481,13 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
     const LetrTrainConfig& cfg = run.cfg;
     if (ph.name == "fine" && run.step == ph.begin) initFineFromCoarse(*run.model);
     auto params = trainable(*run.model, ph.fineStage, cfg.lrBackbone / cfg.lr, cfg.trainBackboneBn);
+    // The dense head trains with the backbone (coarse phase); afterwards it is idle.
+    const bool aux = run.auxHead && !ph.fineStage;
+    if (run.auxHead)
+        for (auto& p : run.auxHead->named_parameters()) {
+            p.value().set_requires_grad(aux);
+            if (aux) params.push_back({"aux." + p.key(), p.value(), 1.0});
+        }
     std::unique_ptr<dist::GradientReducer> reducer;
     if (run.comm) {
         std::vector<torch::Tensor> ts;
@@ -485,6 +508,7 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         // checkpoint must not leave a resumed log with a gap (docs/crash-safety.md).
         log.flush();
         train::TrainState st = train::stepState(run.cfgJson, run.dataSpec, run.step, *run.model, opt);
+        if (run.auxHead) st.aux = train::moduleTensors(*run.auxHead);
         st.meta["phase"] = ph.name;
         st.meta["optim_phase"] = int(pi);
         train::saveTrainState(run.files.checkpoint, "letr-train", st);
@@ -503,25 +527,41 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         loadBatch(run, run.step, images, targets);
         LetrForwardOptions fo;
         fo.coarseOnly = !ph.fineStage;
+        fo.keepFeatures = aux;
         auto out = run.model->forward(images, fo);
         const auto& so = out.stages[ph.fineStage ? 1 : 0];
         LossNormalizers norm;
         if (run.comm) norm = sharedNormalizers(run, targets, so.logits.size(2), lossCfg);
         auto loss = letrLoss(so.logits, so.lines, targets, lossCfg, run.comm ? &norm : nullptr);
-        double total = loss.total.item<double>();
+        std::map<std::string, double> auxValues;
+        torch::Tensor objective = loss.total;
+        if (aux) {
+            std::vector<torch::Tensor> cf, cc;
+            for (const auto& f : out.features) {
+                cf.push_back(f[size_t(cfg.model.fineLevel - 2)]);
+                cc.push_back(f[size_t(cfg.model.coarseLevel - 2)]);
+            }
+            const DenseLoss dl = denseBatchLoss(run.auxHead, cf, cc, out.inputSizes, targets, cfg.aux);
+            objective = objective + cfg.aux.coef * dl.total;
+            auxValues = {{"loss/aux", cfg.aux.coef * dl.total.item<double>()}, {"loss/aux_line", dl.line},
+                         {"loss/aux_junction", dl.junction}, {"loss/aux_direction", dl.direction},
+                         {"loss/aux_offset", dl.offset}};
+        }
+        double total = objective.item<double>();
         train::checkLossFinite(total, run.step, "LETR training");
         opt.zeroGrad();
         if (reducer) reducer->beginStep();
-        loss.total.backward();
+        objective.backward();
         if (reducer) reducer->finishStep();   // gradients averaged over the ranks
         const double gn = train::clipGradNorm(params, cfg.clipMaxNorm);
         opt.step();
         ++run.step;
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::map<std::string, double> extra;
-        gatherStepValues(run, loss, total, double(run.rowEnd() - run.rowBegin()) / std::max(dt, 1e-9), extra);
+        gatherStepValues(run, loss, total, auxValues, double(run.rowEnd() - run.rowBegin()) / std::max(dt, 1e-9), extra);
         auto metrics = stepMetrics(loss, lr, gn, double(cfg.batchSize) / std::max(dt, 1e-9), pi, total);
         metrics.insert(extra.begin(), extra.end());
+        metrics.insert(auxValues.begin(), auxValues.end());
         rep.report(run.step, ph.name, metrics);
         const bool phaseEnd = run.step == ph.begin + ph.steps;
         if (run.valDs && run.rank == 0 && (run.step % cfg.valEvery == 0 || phaseEnd)) validate(run, ph, log);
@@ -542,7 +582,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     if (cfg.batchSize % world != 0)
         throw Error("batch_size " + std::to_string(cfg.batchSize) + " does not divide by the world size " +
                     std::to_string(world) + " (every rank trains on batch_size / world size images)");
-    LetrRun run{cfg, dataSpec, control, {}, data::openLineDataset(dataSpec), nullptr, nullptr, cfg.toJson(), resume};
+    LetrRun run{cfg, dataSpec, control, {}, data::openLineDataset(dataSpec), nullptr, nullptr, nullptr, cfg.toJson(), resume};
     if (run.ds->size() < 1) throw Error("dataset '" + dataSpec + "' is empty");
     run.files = train::runFiles(outDir);
     run.resume = train::resumeFrom(run.files.checkpoint, resume);   // none yet: start from step 0
@@ -551,6 +591,9 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     run.model = std::make_shared<LetrModel>(cfg.model, cfg.seed);
     run.model->train(true);
     run.model->setTrainBackboneBn(cfg.trainBackboneBn);
+    if (cfg.aux.enabled)
+        run.auxHead = DenseLineHead(cfg.model.levelChannels(cfg.model.fineLevel), cfg.model.levelChannels(cfg.model.coarseLevel),
+                                    cfg.aux, cfg.seed);
     if (comm && world > 1) {
         run.comm = comm;
         run.rank = comm->rank();
@@ -558,6 +601,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     }
     if (run.resume) resumeRun(run);
     dist::broadcastModule(run.comm, *run.model);   // every rank holds rank 0's weights
+    if (run.auxHead) dist::broadcastModule(run.comm, *run.auxHead);
     const std::vector<Phase> phases = phasesOf(cfg);
     RunLogWriter log = openLetrRunLog(run);
     train::StepReporter rep(log, progress, cfg.totalSteps(), run.step);

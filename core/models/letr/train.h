@@ -24,7 +24,10 @@
 //              "eos_coef": 0.1, "gamma": 2},
 //     "augment": {"enabled": true, "hflip": 0.5, "vflip": 0.5, "min_short_side": 224,
 //                 "max_short_side": 288, "max_long_side": 512, "crop": 0.5, "crop_min": 0.6,
-//                 "brightness": 0.2, "contrast": 0.2, "saturation": 0.2}
+//                 "brightness": 0.2, "contrast": 0.2, "saturation": 0.2},
+//     "aux": {"enabled": false, "coef": 1, "channels": 64, "line_radius": 1,
+//             "junction_sigma": 1, "stride": 8}   // dense auxiliary supervision (dense.h),
+//                                                 // coarse phase only (the backbone trains there)
 //   }
 // With "model": {"stages": "coarse"} only the coarse phase runs.
 //
@@ -46,6 +49,7 @@
 
 #include "core/data/augment.h"
 #include "core/models/letr/config.h"
+#include "core/models/letr/dense.h"
 #include "core/models/letr/loss.h"
 #include "core/train/control.h"
 
@@ -76,6 +80,7 @@ struct LetrTrainConfig {
     // after 3000 steps), drowning the positional encoding. Off: DETR's frozen batch norm.
     bool trainBackboneBn = true;
     data::AugmentConfig augment;
+    DenseAuxConfig aux;
 
     // The small CPU model: resnet10, d = 128, 4 heads, FFN 512, 2+2 layers per stage, 100
     // entities, short side 256.
@@ -92,7 +97,9 @@ struct LetrTrainConfig {
 // config under "series"): loss/total, loss/cls, loss/l1 (last decoder layer of the stage being
 // trained), loss/cls_layer_<k>, loss/l1_layer_<k> (k = 0.. decoder layers - 1), lr, grad_norm,
 // throughput (images/s), phase (0 coarse, 1 fine, 2 focal); with val_every > 0 also
-// val/sAP10, val/sAP15, val/APH (percent, in [0, 100]; rows at the validation steps); a
+// val/sAP10, val/sAP15, val/APH (percent, in [0, 100]; rows at the validation steps); with
+// aux.enabled also loss/aux (the weighted dense loss) and loss/aux_line, loss/aux_junction,
+// loss/aux_direction, loss/aux_offset (coarse phase only); a
 // distributed run of W ranks adds dist/world_size and dist/throughput_rank0 .. <W-1>.
 std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSize = 1);
 
