@@ -2,6 +2,8 @@
 // two real processes on localhost (this test binary started again as workers, with RANK etc.
 // in their environment) reaching the parameters of one process trained on the combined batch.
 #include <QProcess>
+#include <QRegularExpression>
+#include <QDir>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -513,6 +515,57 @@ private Q_SLOTS:
         QVERIFY(finishOk(*resumed));
         QVERIFY(QFile::exists(mixed + "/model.h5"));
         QCOMPARE(RunLog::load((mixed + "/run.h5").toStdString()).series.at("loss/train").size(), size_t(4));
+    }
+
+    // EfficientZero: rank 0 learns from the games rank 1 plays (it plays none itself) and
+    // broadcasts the self-play weights at every self_play_update_interval; rank 1 checks in with
+    // the weights' checksum each round (a mismatch is an error). The run then resumes in one
+    // process up to more updates.
+    void efficientZeroSelfPlayRankFeedsTheLearner() {
+        const QString cfg = writeText("ez.json", R"({"num_envs": 3, "simulations": 4, "batch_size": 8, "min_replay": 60,
+                    "max_episode_steps": 120, "self_play_update_interval": 10, "checkpoint_interval": 20,
+                    "log_interval": 5, "round_moves": 3, "network": {"channels": 8}})");
+        const QStringList common{"--env", "breakout", "--config", cfg, "--threads", "1"};
+        const QString run = dir_.filePath("ez2");
+        const int port = freePort();
+        auto r0 = startTrainer(common + QStringList{"--out", run, "--steps", "40"}, 0, 2, port, "efficientzero");
+        auto r1 = startTrainer(common + QStringList{"--out", run, "--steps", "40"}, 1, 2, port, "efficientzero");
+        QString out0, out1;
+        QVERIFY(finishOk(*r1, &out1));
+        QVERIFY(finishOk(*r0, &out0));
+        qInfo("%s", qPrintable(out0.right(300)));
+        QVERIFY2(out1.contains(QRegularExpression("rank 1 of 2: done at update 40; played [1-9][0-9]* environment steps, [1-9][0-9]* games")),
+                 qPrintable(out1));
+        // 40 updates at 10 per copy: the first weights and 4 new versions (the last one may
+        // come after the final round).
+        const QRegularExpression learner("learner of 2 ranks: ([0-9]+) games received, ([0-9]+) weight broadcasts");
+        const auto m = learner.match(out0);
+        QVERIFY2(m.hasMatch(), qPrintable(out0));
+        QVERIFY(m.captured(1).toInt() > 0);
+        QVERIFY2(m.captured(2).toInt() >= 4, qPrintable(m.captured(2)));
+        QStringList files = QDir(run).entryList(QDir::Files);
+        files.sort();
+        QCOMPARE(files, (QStringList{"model.h5", "runlog.h5", "state.h5"}));
+        const RunLog log = RunLog::load((run + "/runlog.h5").toStdString());
+        QCOMPARE(log.status, RunStatus::Finished);
+        QVERIFY(log.series.at("episode_return").size() > 0);
+        QCOMPARE(log.series.at("loss").steps.back(), int64_t(40));
+        QVERIFY(log.series.at("dist/world_size").size() > 0);
+        QCOMPARE(log.series.at("dist/world_size").values.back(), 2.0);
+        QVERIFY(log.series.at("dist/throughput_rank1").values.back() > 0);   // rank 1's environment steps/s
+        QCOMPARE(log.series.at("dist/throughput_rank0").values.back(), 0.0);   // the learner plays none
+        // The environment steps rank 1 reported are the run's.
+        const QRegularExpression played("played ([0-9]+) environment steps");
+        const auto pm = played.match(out1);
+        QVERIFY(pm.hasMatch());
+        QCOMPARE(log.eval.at("env_steps").item<int64_t>(), pm.captured(1).toLongLong());
+        // One process continues the run to 60 updates.
+        auto one = startTrainer(common + QStringList{"--out", run, "--steps", "60", "--resume"}, 0, 1, 0, "efficientzero");
+        QString outOne;
+        QVERIFY(finishOk(*one, &outOne));
+        QVERIFY2(outOne.contains("finished: 60 updates"), qPrintable(outOne));
+        const RunLog resumed = RunLog::load((run + "/runlog.h5").toStdString());
+        QCOMPARE(resumed.series.at("loss").steps.back(), int64_t(60));
     }
 
     // Nobody else arrives: the rendezvous gives up after the timeout with a clear message.

@@ -9,6 +9,7 @@
 #include "app/cli/common.h"
 #include "core/util/threads.h"
 #include "core/util/json_file.h"
+#include "core/dist/dist.h"
 #include "core/error.h"
 #include "core/models/efficientzero/train.h"
 #include "core/train/run.h"
@@ -33,18 +34,25 @@ const char* kTrainUsage =
     "  --min-replay N           transitions before learning starts (default 1000)\n"
     "  --lr LR                  peak learning rate (default 0.1)\n"
     "  --max-episode-steps N    agent steps per episode (default 1000)\n"
-    "  --threads T              LibTorch threads (default 2)\n";
+    "  --threads T              LibTorch threads (default 2)\n"
+    "  --round-moves N          distributed: moves per self-play round (default 4)\n"
+    "Distributed: rank 0 is the learner (replay, updates, files); every other rank plays\n"
+    "--envs games with the weights the learner broadcasts and sends it the finished games.\n";
 
 } // namespace
 
 int trainEfficientZero(const std::vector<std::string>& args) {
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-        std::cerr << kTrainUsage;
+        std::cerr << kTrainUsage << kDistUsage;
         return args.empty() ? 2 : 0;
     }
     Args a(args, {"--resume"});
-    a.checkKnown({"--resume", "--env", "--steps", "--out", "--seed", "--config", "--envs", "--simulations", "--batch", "--ratio",
-                  "--min-replay", "--lr", "--max-episode-steps", "--threads"});
+    std::vector<std::string> known{"--resume", "--env", "--steps", "--out", "--seed", "--config", "--envs",
+                                   "--simulations", "--batch", "--ratio", "--min-replay", "--lr", "--max-episode-steps",
+                                   "--threads", "--round-moves"};
+    known.insert(known.end(), distFlags().begin(), distFlags().end());
+    a.checkKnown(known);
+    const dist::Settings ds = distSettings(a);
     nlohmann::json j = nlohmann::json::object();
     if (auto path = a.get("--config")) {
         j = readJsonFile(*path, "config file");
@@ -60,6 +68,7 @@ int trainEfficientZero(const std::vector<std::string>& args) {
     if (a.has("--min-replay")) j["min_replay"] = a.getInt("--min-replay", 1000);
     if (a.has("--lr")) j["lr"] = a.getDouble("--lr", 0.1);
     if (a.has("--max-episode-steps")) j["max_episode_steps"] = a.getInt("--max-episode-steps", 1000);
+    if (a.has("--round-moves")) j["round_moves"] = a.getInt("--round-moves", 4);
     const auto cfg = efficientzero::TrainConfig::fromJson(j);
     const std::string out = a.require("--out");
     if (a.has("--resume")) train::resumeFrom(out + "/state.h5", true);   // the note when there is none yet
@@ -69,6 +78,11 @@ int trainEfficientZero(const std::vector<std::string>& args) {
 
     train::Control control;
     efficientzero::TrainResult r;
+    std::unique_ptr<dist::Communicator> comm;
+    if (ds.distributed()) {
+        std::cerr << "glimpse train efficientzero: " << ds.describe() << ": waiting for the other ranks\n";
+        comm = std::make_unique<dist::Communicator>(ds);
+    }
     {
         StopOnInterrupt interrupt(control);
         TrainingProgress bar(control, [](const train::Progress& p) {
@@ -78,11 +92,20 @@ int trainEfficientZero(const std::vector<std::string>& args) {
                           latestMetric(p, "updates_per_s"));
             return std::string(m);
         });
-        r = efficientzero::trainAgent(cfg, out, &control, bar.fn());
+        r = efficientzero::trainAgent(cfg, out, &control, bar.fn(), comm.get());
+    }
+    if (r.rank != 0) {
+        std::cout << "rank " << r.rank << " of " << r.worldSize << ": " << (r.stopped ? "stopped" : "done") << " at update "
+                  << r.updates << "; played " << r.playedSteps << " environment steps, " << r.playedGames
+                  << " games for the learner; rank 0 writes " << out << "\n";
+        return 0;
     }
     std::cout << (r.stopped ? "stopped" : "finished") << ": " << r.updates << " updates, " << r.envSteps
               << " environment steps, " << r.episodes << " episodes in " << r.seconds << " s; checkpoint " << out
               << "/model.h5\n";
+    if (r.worldSize > 1)
+        std::cout << "learner of " << r.worldSize << " ranks: " << r.gamesReceived << " games received, "
+                  << r.weightBroadcasts << " weight broadcasts\n";
     return 0;
 }
 

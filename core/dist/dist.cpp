@@ -217,6 +217,30 @@ std::vector<double> Communicator::allGather(double value) {
     return v;
 }
 
+std::vector<torch::Tensor> Communicator::gatherBytes(const torch::Tensor& bytes, int root) {
+    if (!bytes.defined() || bytes.dim() != 1 || bytes.scalar_type() != torch::kUInt8)
+        throw Error(d->s.describe() + ": gatherBytes takes a 1-D uint8 tensor");
+    if (!d->pg) return {bytes.clone()};
+    const std::vector<double> lengths = allGather(double(bytes.numel()));
+    int64_t longest = 1;
+    for (double n : lengths) longest = std::max(longest, int64_t(n));
+    std::vector<torch::Tensor> in{torch::zeros({longest}, torch::kUInt8)};
+    in[0].narrow(0, 0, bytes.numel()).copy_(bytes);
+    std::vector<std::vector<torch::Tensor>> out;
+    if (d->s.rank == root) {
+        out.resize(1);
+        for (int r = 0; r < d->s.worldSize; ++r) out[0].push_back(torch::empty({longest}, torch::kUInt8));
+    }
+    c10d::GatherOptions o;
+    o.rootRank = root;
+    d->bytes += longest;
+    d->wait(d->pg->gather(out, in, o), "gather");
+    std::vector<torch::Tensor> result;
+    if (d->s.rank == root)
+        for (int r = 0; r < d->s.worldSize; ++r) result.push_back(out[0][size_t(r)].narrow(0, 0, int64_t(lengths[size_t(r)])));
+    return result;
+}
+
 void Communicator::barrier() {
     if (!d->pg) return;
     d->wait(d->pg->barrier(), "barrier");

@@ -66,6 +66,9 @@ public:
     void broadcast(std::vector<torch::Tensor>& tensors, int root = 0);
     // Every rank's `value` (a double each), in rank order.
     std::vector<double> allGather(double value);
+    // Every rank's byte string (any length, uint8 1-D) to rank `root`, in rank order; other
+    // ranks get an empty vector. Two collectives: the lengths, then the padded payloads.
+    std::vector<torch::Tensor> gatherBytes(const torch::Tensor& bytes, int root = 0);
     void barrier();
 
     // Asynchronous all-reduce (sum) of one flat tensor, for the gradient reducer.

@@ -3,13 +3,16 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <random>
 #include <sstream>
 
+#include "core/dist/dist.h"
 #include "core/error.h"
 #include "core/h5/h5.h"
 #include "core/io/checkpoint.h"
@@ -41,7 +44,8 @@ nlohmann::json TrainConfig::toJson() const {
             {"priority_beta_start", priorityBetaStart}, {"replay_capacity", replayCapacity},
             {"min_replay", minReplay}, {"updates_per_env_step", updatesPerEnvStep},
             {"self_play_update_interval", selfPlayUpdateInterval}, {"target_update_interval", targetUpdateInterval},
-            {"checkpoint_interval", checkpointInterval}, {"log_interval", logInterval}, {"network", network}};
+            {"checkpoint_interval", checkpointInterval}, {"log_interval", logInterval}, {"round_moves", roundMoves},
+            {"network", network}};
 }
 
 TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
@@ -75,7 +79,7 @@ TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
     get("replay_capacity", c.replayCapacity); get("min_replay", c.minReplay);
     get("updates_per_env_step", c.updatesPerEnvStep); get("self_play_update_interval", c.selfPlayUpdateInterval);
     get("target_update_interval", c.targetUpdateInterval); get("checkpoint_interval", c.checkpointInterval);
-    get("log_interval", c.logInterval); get("network", c.network);
+    get("log_interval", c.logInterval); get("round_moves", c.roundMoves); get("network", c.network);
     c.validate();
     return c;
 }
@@ -102,6 +106,7 @@ void TrainConfig::validate() const {
     need(updatesPerEnvStep > 0 && updatesPerEnvStep <= 100, "updates_per_env_step must be in (0, 100]");
     need(selfPlayUpdateInterval >= 1 && targetUpdateInterval >= 1 && checkpointInterval >= 1 && logInterval >= 1,
          "intervals must be at least 1");
+    need(roundMoves >= 1 && roundMoves <= 100000, "round_moves must be in 1..100000");
 }
 
 double selfPlayTemperature(const TrainConfig& config, int64_t updates) {
@@ -371,6 +376,152 @@ Learner newLearner(const TrainConfig& cfg, const Config& netCfg) {
     return l;
 }
 
+// ---- distributed self-play: what a self-play rank sends the learner each round -------------
+
+// Finished games, the returns and lengths of the episodes that ended, the moves played, a
+// stop request and the rank's rate; plus a checksum of the self-play network it used.
+struct RoundReport {
+    std::vector<rl::GameHistory> games;
+    std::vector<std::pair<double, int64_t>> episodes;   // (return, length)
+    int64_t envSteps = 0;
+    bool stop = false;
+    double envStepsPerSecond = 0;
+    double weightsChecksum = 0;
+};
+
+class ByteWriter {
+public:
+    template <class T> void put(const T& v) { raw(&v, sizeof v); }
+    template <class T> void vec(const std::vector<T>& v) {
+        put(int64_t(v.size()));
+        raw(v.data(), v.size() * sizeof(T));
+    }
+    void raw(const void* p, size_t n) {
+        const auto* b = static_cast<const uint8_t*>(p);
+        bytes.insert(bytes.end(), b, b + n);
+    }
+    std::vector<uint8_t> bytes;
+};
+
+class ByteReader {
+public:
+    ByteReader(const uint8_t* p, size_t n, std::string what) : p_(p), n_(n), what_(std::move(what)) {}
+    template <class T> T get() {
+        T v;
+        raw(&v, sizeof v);
+        return v;
+    }
+    template <class T> std::vector<T> vec(int64_t maxCount) {
+        const int64_t n = get<int64_t>();
+        if (n < 0 || n > maxCount || size_t(n) * sizeof(T) > n_ - at_) bad();
+        std::vector<T> v(static_cast<size_t>(n));
+        raw(v.data(), size_t(n) * sizeof(T));
+        return v;
+    }
+    bool done() const { return at_ == n_; }
+
+private:
+    void raw(void* dst, size_t n) {
+        if (n > n_ - at_) bad();
+        std::memcpy(dst, p_ + at_, n);
+        at_ += n;
+    }
+    [[noreturn]] void bad() const { throw Error(what_ + ": malformed self-play report"); }
+    const uint8_t* p_;
+    size_t n_, at_ = 0;
+    std::string what_;
+};
+
+torch::Tensor encodeReport(const RoundReport& r) {
+    ByteWriter w;
+    w.put(uint32_t(0x45a7e001));   // format tag
+    w.put(int64_t(r.games.size()));
+    for (const auto& g : r.games) {
+        w.put(int64_t(g.frame.channels));
+        w.put(int64_t(g.frame.height));
+        w.put(int64_t(g.frame.width));
+        w.put(int64_t(g.numActions));
+        w.put(uint8_t(g.terminal));
+        w.put(uint8_t(g.done));
+        w.vec(g.frames);
+        w.vec(g.actions);
+        w.vec(g.rewards);
+        w.vec(g.rootValues);
+        w.vec(g.policies);
+    }
+    w.put(int64_t(r.episodes.size()));
+    for (const auto& [ret, len] : r.episodes) {
+        w.put(ret);
+        w.put(len);
+    }
+    w.put(r.envSteps);
+    w.put(uint8_t(r.stop));
+    w.put(r.envStepsPerSecond);
+    w.put(r.weightsChecksum);
+    return torch::from_blob(w.bytes.data(), {int64_t(w.bytes.size())}, torch::kUInt8).clone();
+}
+
+// Checks every size against the learner's own frame shape and action count.
+RoundReport decodeReport(const torch::Tensor& bytes, const rl::ObsShape& frame, int numActions, const std::string& who) {
+    const torch::Tensor b = bytes.contiguous();
+    ByteReader in(b.data_ptr<uint8_t>(), size_t(b.numel()), who);
+    if (in.get<uint32_t>() != 0x45a7e001) throw Error(who + ": malformed self-play report (format tag)");
+    RoundReport r;
+    const int64_t games = in.get<int64_t>();
+    if (games < 0 || games > 1000000) throw Error(who + ": malformed self-play report (game count)");
+    const int64_t fn = frame.numel(), kMax = int64_t(1) << 32;
+    for (int64_t k = 0; k < games; ++k) {
+        rl::GameHistory g;
+        const int64_t c = in.get<int64_t>(), h = in.get<int64_t>(), wd = in.get<int64_t>(), a = in.get<int64_t>();
+        if (c != frame.channels || h != frame.height || wd != frame.width || a != numActions)
+            throw Error(who + ": a self-play game of another observation shape or action count");
+        g.frame = frame;
+        g.numActions = numActions;
+        g.terminal = in.get<uint8_t>() != 0;
+        g.done = in.get<uint8_t>() != 0;
+        g.frames = in.vec<uint8_t>(kMax);
+        g.actions = in.vec<int>(kMax);
+        g.rewards = in.vec<float>(kMax);
+        g.rootValues = in.vec<float>(kMax);
+        g.policies = in.vec<float>(kMax);
+        const int64_t T = int64_t(g.actions.size());
+        if (T < 1 || int64_t(g.frames.size()) != (T + 1) * fn || int64_t(g.rewards.size()) != T ||
+            int64_t(g.rootValues.size()) != T || int64_t(g.policies.size()) != T * numActions)
+            throw Error(who + ": a self-play game with inconsistent lengths");
+        for (int act : g.actions)
+            if (act < 0 || act >= numActions) throw Error(who + ": a self-play game with an action outside 0.." + std::to_string(numActions - 1));
+        r.games.push_back(std::move(g));
+    }
+    const int64_t eps = in.get<int64_t>();
+    if (eps < 0 || eps > 1000000) throw Error(who + ": malformed self-play report (episode count)");
+    for (int64_t k = 0; k < eps; ++k) {
+        const double ret = in.get<double>();
+        const int64_t len = in.get<int64_t>();
+        r.episodes.emplace_back(ret, len);
+    }
+    r.envSteps = in.get<int64_t>();
+    r.stop = in.get<uint8_t>() != 0;
+    r.envStepsPerSecond = in.get<double>();
+    r.weightsChecksum = in.get<double>();
+    if (!in.done() || r.envSteps < 0) throw Error(who + ": malformed self-play report (trailing bytes)");
+    return r;
+}
+
+// A cheap fingerprint of a network's weights: the learner checks that every self-play rank
+// plays with the weights it broadcast.
+// A sequential loop, so it does not depend on the number of threads.
+double weightsChecksum(Network& net) {
+    torch::NoGradGuard ng;
+    double sum = 0;
+    int64_t k = 0;
+    for (const auto& p : net.module().parameters()) {
+        const torch::Tensor t = p.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+        const float* d = t.data_ptr<float>();
+        for (int64_t i = 0; i < t.numel(); ++i) sum += double(d[i]) * double(++k % 7919 + 1);
+    }
+    return sum;
+}
+
 // The learner's batch buffers: the Batch tensors view them until the next batch.
 struct BatchBuffers {
     std::vector<float> obs, nextObs, bootObs;
@@ -382,10 +533,15 @@ struct BatchBuffers {
 // updates at the replay ratio once the buffer holds minReplay transitions.
 class Trainer {
 public:
-    Trainer(const TrainConfig& cfg, const std::string& runDir, train::Control* control, const train::ProgressFn& progress);
+    Trainer(const TrainConfig& cfg, const std::string& runDir, train::Control* control, const train::ProgressFn& progress,
+            dist::Communicator* comm);
     TrainResult run();
 
 private:
+    TrainResult runDistributed();
+    void receiveReports(const std::vector<torch::Tensor>& reports, TrainResult& result, bool& actorStop);
+    void addGame(rl::GameHistory&& h);
+    uint64_t episodeSeedBase() const;
     void resumeOrStart();
     void openLog(const RunLog& previous);
     void startHistory(int i);
@@ -407,6 +563,15 @@ private:
     const TrainConfig& cfg_;
     train::Control* control_;
     train::ProgressFn progress_;
+    dist::Communicator* comm_ = nullptr;   // a distributed run (W > 1), else null
+    int rank_ = 0, world_ = 1;
+    bool selfPlayRank() const { return rank_ != 0; }
+    // Rank 0: the self-play network's version (bumped at every copy from the learner) and the
+    // checksum of the version last broadcast. Self-play ranks: what they send next.
+    int64_t actorVersion_ = 0;
+    double sentChecksum_ = 0;
+    RoundReport outbox_;
+    std::vector<double> rankRates_;   // rank 0: each rank's latest environment steps/s
     std::vector<std::unique_ptr<rl::Env>> envs_;
     Config netCfg_;
     rl::ObsShape frame_;
@@ -436,15 +601,26 @@ private:
 };
 
 Trainer::Trainer(const TrainConfig& cfg, const std::string& runDir, train::Control* control,
-                 const train::ProgressFn& progress)
-    : cfg_(cfg), control_(control), progress_(progress), envs_(makeEnvs(cfg)),
+                 const train::ProgressFn& progress, dist::Communicator* comm)
+    : cfg_(cfg), control_(control), progress_(progress),
+      comm_(comm && comm->worldSize() > 1 ? comm : nullptr), rank_(comm_ ? comm_->rank() : 0),
+      world_(comm_ ? comm_->worldSize() : 1), envs_(makeEnvs(cfg)),
       netCfg_(cpuNetwork(*envs_.front(), cfg.network)), frame_(envs_.front()->observationShape()),
       A_(netCfg_.numActions), stack_(netCfg_.stack), stackNumel_(int64_t(stack_) * frame_.numel()),
       statePath_((fs::path(runDir) / "state.h5").string()), modelPath_((fs::path(runDir) / "model.h5").string()),
       logPath_((fs::path(runDir) / "runlog.h5").string()), l_(newLearner(cfg, netCfg_)) {
-    fs::create_directories(runDir);
-    train::removeStaleTemps(runDir);   // left by a run killed while writing a checkpoint
-    resumeOrStart();
+    rankRates_.assign(size_t(world_), 0.0);
+    if (selfPlayRank()) {
+        // Plays with the weights the learner broadcasts; writes nothing.
+        l_.actor.train(false);
+        nlohmann::json logConfig = cfg_.toJson();
+        logConfig["family"] = "efficientzero";
+        log_.emplace(RunLogWriter::memoryOnly(logConfig, kSeries));
+    } else {
+        fs::create_directories(runDir);
+        train::removeStaleTemps(runDir);   // left by a run killed while writing a checkpoint
+        resumeOrStart();
+    }
     histories_.resize(size_t(cfg.numEnvs));
     episodeReturn_.assign(size_t(cfg.numEnvs), 0.0);
     episodeLength_.assign(size_t(cfg.numEnvs), 0);
@@ -453,8 +629,8 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& runDir, train::Contr
     rl::MctsConfig mc;
     mc.numSimulations = cfg.simulations;
     mc.discount = cfg.discount;
-    mcts_.emplace(mc, cfg.seed + uint64_t(l_.n.updates) * 7919 + 1);
-    actRng_.seed(cfg.seed + uint64_t(l_.n.envSteps) * 104729 + 3);
+    mcts_.emplace(mc, cfg.seed + uint64_t(l_.n.updates) * 7919 + 1 + uint64_t(rank_) * 0x51ed27);
+    actRng_.seed(cfg.seed + uint64_t(l_.n.envSteps) * 104729 + 3 + uint64_t(rank_) * 0x2545f491);
     obsBuf_.resize(size_t(cfg.numEnvs * stackNumel_));
     startUpdates_ = lastRateUpdates_ = l_.n.updates;
     lastRateEnv_ = l_.n.envSteps;
@@ -484,7 +660,10 @@ void Trainer::openLog(const RunLog& previous) {
     logConfig["family"] = "efficientzero";
     logConfig["network_config"] = netCfg_.toJson();
     const Counters& n = l_.n;
-    log_.emplace(train::openRunLog(logPath_, logConfig, kSeries, previous, [&n](const std::string& series) {
+    logConfig["world_size"] = world_;
+    std::vector<std::string> series = kSeries;
+    for (const auto& d : dist::seriesNames(world_)) series.push_back(d);
+    log_.emplace(train::openRunLog(logPath_, logConfig, series, previous, [&n](const std::string& series) {
         return countsEnvSteps(series) ? n.envSteps : n.updates;   // rows written after the checkpoint are dropped
     }));
     const auto loss = previous.series.find("loss");
@@ -502,8 +681,16 @@ void Trainer::startHistory(int i) {
     h.addFrame(obs.data());
 }
 
+// One process (and the learner's numbering): the run's seed. A self-play rank of a distributed
+// run: a base of its own that also differs between sittings of a resumed run (its episode
+// counters are not saved), so no two ranks or sittings replay the same episodes.
+uint64_t Trainer::episodeSeedBase() const {
+    if (!selfPlayRank()) return cfg_.seed;
+    return train::mixSeed(cfg_.seed, uint64_t(rank_), uint64_t(startUpdates_) + 1);
+}
+
 void Trainer::startEpisode(int i) {
-    envs_[size_t(i)]->reset(rl::episodeSeed(cfg_.seed, i, l_.n.envEpisodes[size_t(i)]++));
+    envs_[size_t(i)]->reset(rl::episodeSeed(episodeSeedBase(), i, l_.n.envEpisodes[size_t(i)]++));
     episodeReturn_[size_t(i)] = 0;
     episodeLength_[size_t(i)] = 0;
     lives_[size_t(i)] = envs_[size_t(i)]->lives();
@@ -539,10 +726,11 @@ void Trainer::playMove(int i, const rl::SearchResult& res, double temperature, s
     env.observationInto(frame.data());
     h.addFrame(frame.data());
     ++l_.n.envSteps;
+    if (selfPlayRank()) ++outbox_.envSteps;
     if (!step.done() && lifeLost) {
         h.terminal = true;
         h.done = true;
-        l_.replay.add(std::move(h));
+        addGame(std::move(h));
         startHistory(i);
     } else if (step.done()) {
         h.terminal = step.terminal || lifeLost;
@@ -551,11 +739,22 @@ void Trainer::playMove(int i, const rl::SearchResult& res, double temperature, s
     }
 }
 
+// A finished game history: into the replay, or on a self-play rank into the next report.
+void Trainer::addGame(rl::GameHistory&& h) {
+    if (selfPlayRank()) outbox_.games.push_back(std::move(h));
+    else l_.replay.add(std::move(h));
+}
+
 void Trainer::endEpisode(int i) {
     const double ret = episodeReturn_[size_t(i)];
     const int len = episodeLength_[size_t(i)];
-    l_.replay.add(std::move(histories_[size_t(i)]));
+    addGame(std::move(histories_[size_t(i)]));
     ++l_.n.episodes;
+    if (selfPlayRank()) {
+        outbox_.episodes.emplace_back(ret, len);
+        startEpisode(i);
+        return;
+    }
     const int64_t at = l_.n.envSteps;
     log_->append("episode_return", at, ret, wallTime());
     log_->append("episode_length", at, len, wallTime());
@@ -677,7 +876,10 @@ void Trainer::learnStep() {
     rep_->setLatest("lr", lr);
     if (n.updates % cfg_.logInterval == 0 || n.updates == cfg_.steps) logUpdate(terms, total, lr, beta, gradNorm);
     if (n.updates % cfg_.targetUpdateInterval == 0) copyWeights(l_.net, l_.target);
-    if (n.updates % cfg_.selfPlayUpdateInterval == 0) copyWeights(l_.net, l_.actor);
+    if (n.updates % cfg_.selfPlayUpdateInterval == 0) {
+        copyWeights(l_.net, l_.actor);
+        ++actorVersion_;
+    }
     if (n.updates % cfg_.checkpointInterval == 0 && n.updates < cfg_.steps) writeCheckpoints();
 }
 
@@ -722,6 +924,7 @@ void Trainer::writeCheckpoints() {
 }
 
 TrainResult Trainer::run() {
+    if (comm_) return runDistributed();
     TrainResult result;
     try {
         while (l_.n.updates < cfg_.steps) {
@@ -752,12 +955,127 @@ TrainResult Trainer::run() {
     return result;
 }
 
+// Rank 0's side of a round's reports: games into the replay, episodes into the log.
+void Trainer::receiveReports(const std::vector<torch::Tensor>& reports, TrainResult& result, bool& actorStop) {
+    for (int r = 1; r < world_; ++r) {
+        const std::string who = comm_->settings().describe() + ", report of rank " + std::to_string(r);
+        RoundReport rep = decodeReport(reports[size_t(r)], frame_, A_, who);
+        if (rep.weightsChecksum != sentChecksum_)
+            throw Error(who + ": it played with other weights than the ones broadcast");
+        for (auto& g : rep.games) {
+            l_.replay.add(std::move(g));
+            ++result.gamesReceived;
+        }
+        l_.n.envSteps += rep.envSteps;
+        for (const auto& [ret, len] : rep.episodes) {
+            ++l_.n.episodes;
+            log_->append("episode_return", l_.n.envSteps, ret, wallTime());
+            log_->append("episode_length", l_.n.envSteps, double(len), wallTime());
+            log_->append("normalized_score", l_.n.envSteps, rl::normalizedScore(cfg_.env, ret), wallTime());
+            rep_->setLatest("episode_return", ret);
+        }
+        rankRates_[size_t(r)] = rep.envStepsPerSecond;
+        actorStop = actorStop || rep.stop;
+    }
+}
+
+// Lockstep rounds (docs/distributed.md "EfficientZero"): rank 0 broadcasts whether to go on
+// and, when they changed, the self-play weights; the self-play ranks play roundMoves moves
+// while the learner trains on what it has; then every self-play rank's finished games go to
+// the learner. The learner trains only as many updates as the replay ratio allows for the
+// environment steps received so far, so the ratio is the one-process run's.
+TrainResult Trainer::runDistributed() {
+    TrainResult result;
+    result.rank = rank_;
+    result.worldSize = world_;
+    int64_t sentVersion = -1;
+    int64_t playedBefore = l_.n.envSteps;
+    auto lastRound = std::chrono::steady_clock::now();
+    bool actorStop = false;
+    try {
+        while (true) {
+            torch::Tensor ctrl = torch::zeros({3}, torch::kFloat64);
+            if (!selfPlayRank()) {
+                const bool stop = actorStop || (control_ && !control_->checkpoint());
+                if (stop) result.stopped = true;
+                ctrl[0] = l_.n.updates < cfg_.steps && !stop ? 1.0 : 0.0;
+                ctrl[1] = double(l_.n.updates);
+                ctrl[2] = actorVersion_ != sentVersion ? 1.0 : 0.0;
+            }
+            std::vector<torch::Tensor> c{ctrl};
+            comm_->broadcast(c);
+            ctrl = c[0];
+            if (selfPlayRank()) l_.n.updates = int64_t(ctrl[1].item<double>());   // the temperature schedule follows the learner
+            if (ctrl[2].item<double>() != 0) {
+                dist::broadcastModule(comm_, l_.actor.module());
+                if (!selfPlayRank()) {
+                    sentVersion = actorVersion_;
+                    ++result.weightBroadcasts;
+                }
+                sentChecksum_ = weightsChecksum(l_.actor);
+            }
+            if (ctrl[0].item<double>() == 0) {
+                if (selfPlayRank()) result.stopped = l_.n.updates < cfg_.steps;
+                break;
+            }
+            if (selfPlayRank()) {
+                for (int m = 0; m < cfg_.roundMoves; ++m) selfPlayStep();
+                const auto now = std::chrono::steady_clock::now();
+                const double dt = std::chrono::duration<double>(now - lastRound).count();
+                outbox_.envStepsPerSecond = dt > 0 ? double(l_.n.envSteps - playedBefore) / dt : 0.0;
+                lastRound = now;
+                playedBefore = l_.n.envSteps;
+                outbox_.stop = control_ && !control_->checkpoint();
+                outbox_.weightsChecksum = sentChecksum_;
+                rep_->setLatest("env_steps", double(l_.n.envSteps));
+                rep_->advance(l_.n.updates, "self-play");
+            } else {
+                trainAsDue();   // while the self-play ranks play this round
+            }
+            const auto reports = comm_->gatherBytes(selfPlayRank() ? encodeReport(outbox_) : torch::zeros({0}, torch::kUInt8));
+            if (selfPlayRank()) {
+                result.playedGames += int64_t(outbox_.games.size());
+                outbox_ = RoundReport{};
+            } else {
+                receiveReports(reports, result, actorStop);
+                for (int r = 1; r < world_; ++r)
+                    rep_->setLatest("dist/throughput_rank" + std::to_string(r), rankRates_[size_t(r)]);
+                if (l_.n.updates > 0 && l_.n.updates % cfg_.logInterval == 0) {
+                    log_->append("dist/world_size", l_.n.updates, double(world_), wallTime());
+                    for (int r = 0; r < world_; ++r)
+                        log_->append("dist/throughput_rank" + std::to_string(r), l_.n.updates, rankRates_[size_t(r)], wallTime());
+                }
+                reportProgress();
+            }
+        }
+        if (!selfPlayRank()) {
+            writeCheckpoints();
+            log_->setEval("updates", torch::tensor(l_.n.updates, torch::kInt64));
+            log_->setEval("env_steps", torch::tensor(l_.n.envSteps, torch::kInt64));
+            log_->flush();
+            if (result.stopped)
+                log_->stop("stopped at update " + std::to_string(l_.n.updates) + "; --resume continues from its checkpoint");
+            else
+                log_->finish();
+        }
+    } catch (const std::exception& e) {
+        if (!log_->closed()) log_->fail(e.what());
+        throw;
+    }
+    result.updates = l_.n.updates;
+    result.envSteps = l_.n.envSteps;
+    result.episodes = l_.n.episodes;
+    result.playedSteps = selfPlayRank() ? l_.n.envSteps : 0;
+    result.seconds = rep_->elapsed();
+    return result;
+}
+
 } // namespace
 
 TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train::Control* control,
-                       const train::ProgressFn& progress) {
+                       const train::ProgressFn& progress, dist::Communicator* comm) {
     cfg.validate();
-    return Trainer(cfg, runDir, control, progress).run();
+    return Trainer(cfg, runDir, control, progress, comm).run();
 }
 
 } // namespace glimpse::efficientzero

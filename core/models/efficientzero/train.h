@@ -16,6 +16,10 @@
 #include "core/rl/env.h"
 #include "core/train/control.h"
 
+namespace glimpse::dist {
+class Communicator;
+}
+
 namespace glimpse::efficientzero {
 
 class Network;
@@ -56,6 +60,9 @@ struct TrainConfig {
     int64_t targetUpdateInterval = 200;    // updates between copies into the target network
     int64_t checkpointInterval = 500;      // updates between checkpoints (and at the end)
     int64_t logInterval = 10;              // updates between loss rows in the RunLog
+    // Distributed runs (docs/distributed.md "EfficientZero"): moves each self-play rank plays
+    // between two exchanges with the learner (rank 0). No effect in one process.
+    int roundMoves = 4;
     nlohmann::json network = nlohmann::json::object();  // overrides of cpuNetwork()'s keys
 
     nlohmann::json toJson() const;
@@ -75,12 +82,23 @@ struct TrainResult {
     int64_t updates = 0, envSteps = 0, episodes = 0;
     bool stopped = false;              // stopped by Control before `steps`
     double seconds = 0;
+    // Distributed runs: this process's rank and the world size; on rank 0 the games received
+    // from the self-play ranks and the weight broadcasts; on a self-play rank the environment
+    // steps and games it played.
+    int rank = 0, worldSize = 1;
+    int64_t gamesReceived = 0, weightBroadcasts = 0, playedSteps = 0, playedGames = 0;
 };
 
 // Files in runDir: model.h5 (glimpse.checkpoint, family "efficientzero", for play),
 // state.h5 (glimpse.ez_state: everything to resume), runlog.h5. When state.h5 exists the run
 // resumes from it (its env and network must match), continuing to config.steps updates.
+// With `comm` of W > 1 ranks (docs/distributed.md "EfficientZero"): rank 0 is the learner
+// (replay, updates, files) and plays no games; ranks 1..W-1 each play config.numEnvs
+// environments with the self-play network. In rounds of config.roundMoves moves the self-play
+// ranks send their finished games to the learner, which adds them to its replay, trains as the
+// replay ratio allows while the next round is played, and broadcasts the self-play network
+// whenever it changed (every self_play_update_interval updates). A resumed run may change W.
 TrainResult trainAgent(const TrainConfig& config, const std::string& runDir, train::Control* control = nullptr,
-                  const train::ProgressFn& progress = {});
+                       const train::ProgressFn& progress = {}, dist::Communicator* comm = nullptr);
 
 } // namespace glimpse::efficientzero
