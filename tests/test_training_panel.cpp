@@ -242,6 +242,20 @@ private Q_SLOTS:
         QVERIFY2(panel.progressText().contains("2 ranks: 120 | 80 img/s") || panel.progressText().contains("2 ranks: 120 | 81 img/s"),
                  qPrintable(panel.progressText()));
         w.finish();
+        // EfficientZero's self-play ranks count environment steps (its log says so).
+        const std::string ez = file("ez-dist.h5");
+        RunLogWriter e = RunLogWriter::create(
+            ez, {{"family", "efficientzero"}, {"world_size", 2}, {"throughput_unit", "env steps/s"}, {"steps", 10}},
+            {"loss", "dist/world_size", "dist/throughput_rank0", "dist/throughput_rank1"});
+        e.append("loss", 5, 1.0);
+        e.append("dist/throughput_rank0", 5, 0.0);
+        e.append("dist/throughput_rank1", 5, 212.0);
+        e.flush();
+        TrainingPanel panel2(nullptr);
+        QVERIFY2(panel2.openRun(QString::fromStdString(ez), &err), qPrintable(err));
+        panel2.pollNow();
+        QVERIFY2(panel2.progressText().contains("2 ranks: 0.0 | 212 env steps/s"), qPrintable(panel2.progressText()));
+        e.finish();
     }
 
     void jobTrainsOnAWorkerThreadAndPlotsLive() {

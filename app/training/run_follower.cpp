@@ -78,6 +78,16 @@ int RunFollower::worldSize() const {
                                                                                 : 1;
 }
 
+QString RunFollower::throughputUnit() const {
+    if (reader_) {
+        const auto& c = reader_->config();
+        auto it = c.find("throughput_unit");
+        if (it != c.end() && it->is_string() && !it->get<std::string>().empty() && it->get<std::string>().size() < 40)
+            return QString::fromStdString(it->get<std::string>());
+    }
+    return QStringLiteral("img/s");
+}
+
 RunFollower::Progress RunFollower::progress() const {
     Progress p;
     if (!reader_) return p;

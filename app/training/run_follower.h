@@ -55,6 +55,9 @@ public:
     // first rows, or for a single-process run).
     int worldSize() const;
     QVector<double> rankThroughput() const { return rankThroughput_; }
+    // The unit of those figures: the config's "throughput_unit" ("env steps/s" for
+    // EfficientZero's self-play ranks), else "img/s".
+    QString throughputUnit() const;
 
 private:
     QVector<double> rankThroughput_;

@@ -450,7 +450,7 @@ static QString distributedText(const RunFollower& f) {
     if (tp.isEmpty()) return t;
     QStringList parts;
     for (double v : tp) parts << QString::number(v, 'f', v < 10 ? 1 : 0);
-    return t + ": " + parts.join(" | ") + " img/s";
+    return t + ": " + parts.join(" | ") + " " + f.throughputUnit();
 }
 
 void TrainingPanel::showFollowedProgress() {

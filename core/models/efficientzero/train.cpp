@@ -661,6 +661,7 @@ void Trainer::openLog(const RunLog& previous) {
     logConfig["network_config"] = netCfg_.toJson();
     const Counters& n = l_.n;
     logConfig["world_size"] = world_;
+    logConfig["throughput_unit"] = "env steps/s";   // dist/throughput_rank<r>: environment steps each rank plays
     std::vector<std::string> series = kSeries;
     for (const auto& d : dist::seriesNames(world_)) series.push_back(d);
     log_.emplace(train::openRunLog(logPath_, logConfig, series, previous, [&n](const std::string& series) {
