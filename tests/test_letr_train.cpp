@@ -376,6 +376,8 @@ private Q_SLOTS:
                          {"c.json", "aux.stride"}));
         QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson({{"aux", {{"radius", 1}}}}, "c.json"); }),
                          {"c.json", "radius"}));
+        QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson({{"denoise", {{"enabled", true}, {"noise", 5}}}}, "c.json"); }),
+                         {"c.json", "denoise.noise"}));
     }
 
     // Dense targets against a scalar re-derivation: for every cell centre the nearest segment by
@@ -510,6 +512,107 @@ private Q_SLOTS:
         QCOMPARE(head->forward(c4, c5, 8, 10).sizes(), torch::IntArrayRef({6, 8, 10}));
     }
 
+    // Query denoising: the learned entities cannot see the extra ones (their outputs equal a run
+    // without them), the extra ones decode where their queries point, and the noise, the
+    // embedding and the loss match their definitions computed another way.
+    void denoisingQueries() {
+        LetrConfig mc = tinyConfig().model;
+        mc.dropout = 0.0;
+        LetrModel model(mc, 5);
+        model.eval();
+        torch::manual_seed(1);
+        std::vector<torch::Tensor> images{torch::randn({3, 64, 80}), torch::randn({3, 72, 64})};
+        LetrForwardOptions plain;
+        plain.coarseOnly = true;
+        auto a = model.forward(images, plain);
+        LetrForwardOptions withDn = plain;
+        withDn.denoiseQueryPos = torch::randn({2, 5, mc.hiddenDim});
+        auto b = model.forward(images, withDn);
+        QVERIFY(testing::maxDiff(a.stages[0].lines, b.stages[0].lines) < 1e-5);
+        QVERIFY(testing::maxDiff(a.stages[0].logits, b.stages[0].logits) < 1e-5);
+        QVERIFY(!a.stages[0].dnLines.defined());
+        QCOMPARE(b.stages[0].dnLines.sizes(), torch::IntArrayRef({mc.coarseDecLayers, 2, 5, 4}));
+        QCOMPARE(b.stages[0].dnLogits.sizes(), torch::IntArrayRef({mc.coarseDecLayers, 2, 5, 2}));
+        // The extra entities do see the learned ones: changing the learned queries moves them.
+        LetrModel other(mc, 5);
+        other.eval();
+        {
+            torch::NoGradGuard ng;
+            other.queryEmbed()->weight.add_(1.0);
+        }
+        auto c = other.forward(images, withDn);
+        QVERIFY(testing::maxDiff(b.stages[0].dnLines, c.stages[0].dnLines) > 1e-6);
+        QVERIFY(contains(errorOf([&] {
+                             LetrForwardOptions badDn = plain;
+                             badDn.denoiseQueryPos = torch::zeros({2, 5, mc.hiddenDim + 1});
+                             model.forward(images, badDn);
+                         }),
+                         {"denoising queries"}));
+
+        // Noise: within noise * max(length, 0.05) of the line (before clamping), deterministic,
+        // capped at max_queries; noise 0 gives the lines themselves.
+        DenoiseConfig dc;
+        dc.noise = 0.3;
+        std::vector<torch::Tensor> tg{torch::tensor({{0.1f, 0.1f, 0.5f, 0.1f}, {0.9f, 0.2f, 0.9f, 0.22f}, {0.3f, 0.3f, 0.6f, 0.7f}}),
+                                      torch::zeros({0, 4}), torch::tensor({{0.5f, 0.5f, 0.2f, 0.8f}})};
+        auto rngsOf = [] { return std::vector<std::mt19937_64>{std::mt19937_64(1), std::mt19937_64(2), std::mt19937_64(3)}; };
+        auto r1 = rngsOf(), r2 = rngsOf();
+        auto d1 = makeDenoiseBatch(tg, dc, r1), d2 = makeDenoiseBatch(tg, dc, r2);
+        QCOMPARE(d1.noised.sizes(), torch::IntArrayRef({3, 3, 4}));
+        QCOMPARE(testing::maxDiff(d1.noised, d2.noised), 0.0);
+        QCOMPARE(d1.valid.sum().item<int64_t>(), int64_t(4));
+        QVERIFY(!d1.valid[1].any().item<bool>() && d1.valid[2][0].item<bool>() && !d1.valid[2][1].item<bool>());
+        for (int64_t q = 0; q < 3; ++q) {
+            auto l = tg[0][q];
+            const double len = std::hypot((l[2] - l[0]).item<double>(), (l[3] - l[1]).item<double>());
+            const double bound = 0.3 * std::max(len, 0.05) + 1e-6;
+            QVERIFY((d1.noised[0][q] - l).abs().max().item<double>() <= bound);
+            QCOMPARE(testing::maxDiff(d1.target[0][q], l), 0.0);
+        }
+        QVERIFY(testing::maxDiff(d1.noised[0], tg[0]) > 1e-3);   // it is noised
+        QVERIFY(d1.noised.min().item<double>() >= 0 && d1.noised.max().item<double>() <= 1);
+        dc.noise = 0;
+        dc.maxQueries = 2;
+        auto r3 = rngsOf();
+        auto d3 = makeDenoiseBatch(tg, dc, r3);
+        QCOMPARE(d3.noised.size(1), int64_t(2));
+        QCOMPARE(testing::maxDiff(d3.noised[0], tg[0].slice(0, 0, 2)), 0.0);
+
+        // The embedding: DETR's sine features of each coordinate.
+        auto e = sineLineEmbedding(torch::tensor({{0.25f, 0.5f, 0.75f, 1.0f}}), 8);
+        QCOMPARE(e.sizes(), torch::IntArrayRef({1, 32}));
+        for (int k = 0; k < 4; ++k)
+            for (int i = 0; i < 8; ++i) {
+                const double v = (k + 1) * 0.25 * 2 * M_PI / std::pow(10000.0, 2.0 * (i / 2) / 8.0);
+                const double want = i % 2 == 0 ? std::sin(v) : std::cos(v);
+                QVERIFY(std::abs(e[0][k * 8 + i].item<double>() - want) < 1e-5);
+            }
+
+        // The loss against loops over the entries.
+        torch::manual_seed(4);
+        auto logits = torch::randn({2, 3, 3, 2}, torch::kFloat64), lines = torch::rand({2, 3, 3, 4}, torch::kFloat64);
+        LetrLossConfig lc;
+        auto dl = denoiseLoss(logits, lines, d1, lc, 4.0);
+        for (int64_t l = 0; l < 2; ++l) {
+            double cls = 0, l1 = 0;
+            for (int64_t bb = 0; bb < 3; ++bb)
+                for (int64_t q = 0; q < 3; ++q) {
+                    if (!d1.valid[bb][q].item<bool>()) continue;
+                    const double z0 = logits[l][bb][q][0].item<double>(), z1 = logits[l][bb][q][1].item<double>();
+                    cls += -(z0 - std::log(std::exp(z0) + std::exp(z1)));
+                    double direct = 0, swapped = 0;
+                    for (int k = 0; k < 4; ++k) {
+                        direct += std::abs(lines[l][bb][q][k].item<double>() - d1.target[bb][q][k].item<double>());
+                        swapped += std::abs(lines[l][bb][q][k].item<double>() - d1.target[bb][q][(k + 2) % 4].item<double>());
+                    }
+                    l1 += std::min(direct, swapped);
+                }
+            QVERIFY(std::abs(dl.clsPerLayer[size_t(l)] - cls / 4) < 1e-6);
+            QVERIFY(std::abs(dl.l1PerLayer[size_t(l)] - l1 / 4) < 1e-6);
+        }
+        QVERIFY(std::abs(dl.total.item<double>() - (dl.clsPerLayer[0] + dl.clsPerLayer[1] + 5 * (dl.l1PerLayer[0] + dl.l1PerLayer[1]))) < 1e-6);
+    }
+
     // A run with the dense head: its series are logged in the coarse phase, its weights are in
     // checkpoint.h5 (aux.*) but not in model.h5, it changes the backbone's training, and a
     // stopped and resumed run equals an uninterrupted one.
@@ -522,6 +625,7 @@ private Q_SLOTS:
         c.checkpointEvery = 2;
         c.aux.enabled = true;
         c.aux.channels = 8;
+        c.denoise.enabled = true;
         train::Control ca;
         trainLetr(c, "procedural:4:3:64x64", base + "/a", false, ca, {});
         auto log = RunLog::load(base + "/a/run.h5");
@@ -536,14 +640,18 @@ private Q_SLOTS:
         // loss/total = LETR's loss + the weighted dense loss.
         auto ck = train::loadTrainState(base + "/a/checkpoint.h5", "letr-train");
         QVERIFY(!ck.aux.empty());
-        QVERIFY(ck.aux.count("out.weight"));
+        QVERIFY(ck.aux.count("dense.out.weight"));
+        QVERIFY(ck.aux.count("denoise.fc1.weight"));
+        QCOMPARE(log.series.at("loss/dn").steps, std::vector<int64_t>({1, 2, 3}));
+        QVERIFY(log.series.at("loss/dn_l1").values[0] > 0);
         auto m = loadCheckpoint(base + "/a/model.h5");
         for (const auto& [k, v] : m.tensors) QVERIFY2(k.find("aux") == std::string::npos && k.find("lateral") == std::string::npos, k.c_str());
         QVERIFY(loadLetr(base + "/a/model.h5") != nullptr);
         QVERIFY(loadLetr(base + "/a/checkpoint.h5") != nullptr);
-        // Without the head the backbone trains differently.
+        // Without the head and the denoising queries the backbone trains differently.
         auto plain = c;
         plain.aux.enabled = false;
+        plain.denoise.enabled = false;
         train::Control cp;
         trainLetr(plain, "procedural:4:3:64x64", base + "/p", false, cp, {});
         const auto ta = modelTensors(base + "/a/model.h5"), tp = modelTensors(base + "/p/model.h5");

@@ -133,7 +133,8 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t embedDim, int64_t numHead
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query, const torch::Tensor& key,
                                               const torch::Tensor& value,
-                                              const torch::Tensor& keyPaddingMask) {
+                                              const torch::Tensor& keyPaddingMask,
+                                              const torch::Tensor& attnMask) {
     const int64_t B = query.size(0), L = query.size(1), S = key.size(1), E = embedDim_;
     const int64_t H = numHeads_, dh = E / H;
     auto q = torch::linear(query, in_proj_weight.narrow(0, 0, E), in_proj_bias.narrow(0, 0, E));
@@ -147,6 +148,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query, const 
     auto logits = torch::matmul(q, kT);   // [B, H, L, S]
     if (keyPaddingMask.defined())
         logits.masked_fill_(keyPaddingMask.view({B, 1, 1, S}), -std::numeric_limits<float>::infinity());
+    if (attnMask.defined())
+        logits.masked_fill_(attnMask.to(logits.device()).view({1, 1, L, S}), -std::numeric_limits<float>::infinity());
     auto attn = torch::softmax(logits, -1);
     if (captureWeights) capturedWeights = attn.detach().clone();
     if (dropout_ > 0.0 && is_training()) attn = torch::dropout(attn, dropout_, true);
@@ -186,10 +189,10 @@ DecoderLayerImpl::DecoderLayerImpl(int64_t d, int64_t heads, int64_t ffn, double
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& tgt, const torch::Tensor& memory,
                                         const torch::Tensor& memoryKeyPaddingMask,
                                         const torch::Tensor& pos, const torch::Tensor& queryPos,
-                                        torch::Tensor* crossIn) {
+                                        torch::Tensor* crossIn, const torch::Tensor& selfAttnMask) {
     const bool train = is_training();
     auto qk = tgt + queryPos;
-    auto x = norm1(tgt + torch::dropout(self_attn(qk, qk, tgt), dropout_, train));
+    auto x = norm1(tgt + torch::dropout(self_attn->forward(qk, qk, tgt, torch::Tensor(), selfAttnMask), dropout_, train));
     if (crossIn) *crossIn = x;
     auto ca = multihead_attn(x + queryPos, memory + pos, memory, memoryKeyPaddingMask);
     x = norm2(x + torch::dropout(ca, dropout_, train));
@@ -468,7 +471,8 @@ struct StageTimer {
 } // namespace
 
 void LetrModel::runStage(StageModules& s, const std::vector<torch::Tensor>& feats,
-                         const torch::Tensor& queryPos, bool record, LetrStageOutput& out) {
+                         const torch::Tensor& queryPos, bool record, LetrStageOutput& out,
+                         const torch::Tensor& extraQueryPos) {
     const int64_t B = int64_t(feats.size());
     const int64_t C = feats[0].size(0);
     int64_t h = 0, w = 0;
@@ -495,24 +499,45 @@ void LetrModel::runStage(StageModules& s, const std::vector<torch::Tensor>& feat
     auto keyMask = mask.flatten(1);
     out.memory = s.transformer->encoder(src, out.pos, keyMask);
     out.queryPos = queryPos;
-    auto tgt = torch::zeros_like(queryPos);
+    // Denoising entities (training) after the N learned ones; the learned ones may not see them.
+    const int64_t N = queryPos.size(1);
+    torch::Tensor allPos = queryPos, selfMask;
+    if (extraQueryPos.defined()) {
+        if (extraQueryPos.dim() != 3 || extraQueryPos.size(0) != B || extraQueryPos.size(2) != d)
+            throw Error("LETR: denoising queries must be [B, Q, hidden_dim]");
+        allPos = torch::cat({queryPos, extraQueryPos.to(queryPos.device(), queryPos.scalar_type())}, 1);
+        const int64_t T = allPos.size(1);
+        selfMask = torch::zeros({T, T}, torch::kBool);
+        selfMask.narrow(0, 0, N).narrow(1, N, T - N).fill_(true);
+    }
+    auto tgt = torch::zeros_like(allPos);
     auto& dec = s.transformer->decoder;
     std::vector<torch::Tensor> hs;
     out.selfIn.clear();
     out.crossIn.clear();
     for (auto& layer : dec->layerList) {
         torch::Tensor crossIn;
-        if (record) out.selfIn.push_back(tgt);
-        tgt = layer(tgt, out.memory, keyMask, out.pos, queryPos, record ? &crossIn : nullptr);
-        if (record) out.crossIn.push_back(crossIn);
+        if (record) out.selfIn.push_back(tgt.narrow(1, 0, N));
+        tgt = layer(tgt, out.memory, keyMask, out.pos, allPos, record ? &crossIn : nullptr, selfMask);
+        if (record) out.crossIn.push_back(crossIn.narrow(1, 0, N));
         hs.push_back(dec->norm(tgt));
     }
-    out.hs = torch::stack(hs, 0);
+    auto all = torch::stack(hs, 0);
+    if (extraQueryPos.defined()) {
+        out.hs = all.narrow(2, 0, N);
+        out.dnHs = all.narrow(2, N, all.size(2) - N);
+    } else {
+        out.hs = all;
+    }
 }
 
 void LetrModel::runHeads(StageModules& s, LetrStageOutput& out) {
     out.logits = s.classEmbed(out.hs);
     out.lines = s.linesEmbed(out.hs).sigmoid();
+    if (out.dnHs.defined()) {
+        out.dnLogits = s.classEmbed(out.dnHs);
+        out.dnLines = s.linesEmbed(out.dnHs).sigmoid();
+    }
 }
 
 LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const LetrForwardOptions& opts) {
@@ -558,7 +583,7 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
     const int64_t N = config_.numQueries, d = config_.hiddenDim;
     out.stages.resize(runFine ? 2 : 1);
     runStage(coarse_, levelFeats(coarse_.level), queryEmbed_->weight.unsqueeze(0).expand({B, N, d}),
-             opts.record, out.stages[0]);
+             opts.record, out.stages[0], opts.denoiseQueryPos);
     out.timings.coarse = timer.lap();
     runHeads(coarse_, out.stages[0]);
     out.timings.heads = timer.lap();

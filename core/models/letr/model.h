@@ -95,9 +95,11 @@ TORCH_MODULE(ResNetBody);
 class MultiheadAttentionImpl : public torch::nn::Module {
 public:
     MultiheadAttentionImpl(int64_t embedDim, int64_t numHeads, double dropout);
-    // keyPaddingMask: [B, S] bool, true = ignore that key (may be undefined).
+    // keyPaddingMask: [B, S] bool, true = ignore that key (may be undefined). attnMask: [L, S]
+    // bool, true = query l may not attend to key s (may be undefined).
     torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& key,
-                          const torch::Tensor& value, const torch::Tensor& keyPaddingMask = {});
+                          const torch::Tensor& value, const torch::Tensor& keyPaddingMask = {},
+                          const torch::Tensor& attnMask = {});
     int64_t embedDim() const { return embedDim_; }
     int64_t numHeads() const { return numHeads_; }
 
@@ -136,9 +138,11 @@ class DecoderLayerImpl : public torch::nn::Module {
 public:
     DecoderLayerImpl(int64_t d, int64_t heads, int64_t ffn, double dropout);
     // crossIn (optional out): tgt after the self-attention block = the cross-attn's entity input.
+    // selfAttnMask (optional): [N, N] bool, true = entity i may not attend to entity j.
     torch::Tensor forward(const torch::Tensor& tgt, const torch::Tensor& memory,
                           const torch::Tensor& memoryKeyPaddingMask, const torch::Tensor& pos,
-                          const torch::Tensor& queryPos, torch::Tensor* crossIn = nullptr);
+                          const torch::Tensor& queryPos, torch::Tensor* crossIn = nullptr,
+                          const torch::Tensor& selfAttnMask = {});
     MultiheadAttention self_attn{nullptr}, multihead_attn{nullptr};
     torch::nn::Linear linear1{nullptr}, linear2{nullptr};
     torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
@@ -216,6 +220,9 @@ struct LetrStageOutput {
     // Recorded when LetrForwardOptions::record is set (entity states per decoder layer):
     std::vector<torch::Tensor> selfIn;    // [B, N, d] tgt entering layer l (self-attn input)
     std::vector<torch::Tensor> crossIn;   // [B, N, d] tgt after self-attn block (cross-attn input)
+    // Query denoising (LetrForwardOptions::denoiseQueryPos, coarse stage, training): the extra
+    // entities' decoder outputs and head outputs, [L, B, Q, d] / [L, B, Q, C+1] / [L, B, Q, 4].
+    torch::Tensor dnHs, dnLogits, dnLines;
 };
 
 struct LetrTimings {               // milliseconds, filled when LetrForwardOptions::time is set
@@ -238,6 +245,11 @@ struct LetrForwardOptions {
     bool time = false;     // measure stage timings (synchronizes CUDA)
     bool coarseOnly = false;   // run the coarse stage only (training stage 1); stages.size() == 1
     bool keepFeatures = false; // keep the backbone features in LetrOutput::features (training)
+    // Query denoising (training; DN-DETR): [B, Q, d] positional queries of Q extra coarse-stage
+    // entities (embedded noised ground-truth lines) decoded beside the N learned ones. The
+    // learned entities cannot attend to them (their outputs equal a run without them); the
+    // extra ones see everything. Their outputs are in stages[0].dn*.
+    torch::Tensor denoiseQueryPos;
 };
 
 // ---- the model ----------------------------------------------------------------------------
@@ -286,7 +298,8 @@ private:
     void buildStage(torch::nn::Module& parent, StageModules& s, int level);
     // Pads per-image features into a batch and runs input_proj, encoder and decoder.
     void runStage(StageModules& s, const std::vector<torch::Tensor>& feats,
-                  const torch::Tensor& queryPos, bool record, LetrStageOutput& out);
+                  const torch::Tensor& queryPos, bool record, LetrStageOutput& out,
+                  const torch::Tensor& extraQueryPos = {});
     void runHeads(StageModules& s, LetrStageOutput& out);
     const StageModules& stageModules(Stage s) const;
 

@@ -76,6 +76,7 @@ void LetrTrainConfig::validate() const {
     if (!(a.cropMin > 0.1 && a.cropMin <= 1)) bad("augment.crop_min must be in (0.1, 1]");
     for (double j : {a.brightness, a.contrast, a.saturation})
         if (!(j >= 0 && j < 1)) bad("augment jitter strengths must be in [0, 1)");
+    if (denoise.enabled) denoise.validate();
     if (aux.enabled) {
         aux.validate();
         if (model.fineLevel > model.coarseLevel)
@@ -113,6 +114,7 @@ nlohmann::json LetrTrainConfig::toJson() const {
                     {"saturation", augment.saturation}};
     // Only when on: configs (and checkpoints) from before the key existed stay equal.
     if (aux.enabled) j["aux"] = aux.toJson();
+    if (denoise.enabled) j["denoise"] = denoise.toJson();
     return j;
 }
 
@@ -121,7 +123,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     using train::readKey;
     checkKeys(j, {"model", "seed", "batch_size", "coarse_steps", "fine_steps", "focal_steps", "lr", "lr_backbone",
                   "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "clip_max_norm", "checkpoint_every",
-                  "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment", "aux"},
+                  "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment", "aux", "denoise"},
               source);
     LetrTrainConfig c;
     if (j.contains("model")) {
@@ -159,6 +161,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
         readKey(l, "gamma", c.loss.gamma, w);
     }
     if (j.contains("aux")) c.aux = DenseAuxConfig::fromJson(j["aux"], source);
+    if (j.contains("denoise")) c.denoise = DenoiseConfig::fromJson(j["denoise"], source);
     if (j.contains("augment")) {
         const auto& a = j["augment"];
         const std::string w = source + " (augment)";
@@ -202,6 +205,8 @@ std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSi
     if (cfg.aux.enabled)
         for (const char* n : {"loss/aux", "loss/aux_line", "loss/aux_junction", "loss/aux_direction", "loss/aux_offset"})
             s.push_back(n);
+    if (cfg.denoise.enabled)
+        for (const char* n : {"loss/dn", "loss/dn_cls", "loss/dn_l1"}) s.push_back(n);
     for (const auto& n : dist::seriesNames(worldSize)) s.push_back(n);
     return s;
 }
@@ -340,6 +345,7 @@ struct LetrRun {
     std::unique_ptr<data::LineDataset> ds, valDs;
     std::shared_ptr<LetrModel> model;
     DenseLineHead auxHead{nullptr};   // cfg.aux.enabled: the dense head (training only)
+    LineQueryEncoder dnEncoder{nullptr};   // cfg.denoise.enabled: noised lines -> queries (training only)
     nlohmann::json cfgJson;
     bool resume = false;
     int64_t step = 0;
@@ -352,6 +358,21 @@ struct LetrRun {
     int64_t rowEnd() const { return cfg.batchSize / world * (rank + 1); }
 };
 
+// The training-only modules of a run and their tensors' prefix in checkpoint.h5 ("aux.<prefix>...").
+std::vector<std::pair<std::string, torch::nn::Module*>> trainingOnlyModules(LetrRun& run) {
+    std::vector<std::pair<std::string, torch::nn::Module*>> m;
+    if (run.auxHead) m.emplace_back("dense.", run.auxHead.get());
+    if (run.dnEncoder) m.emplace_back("denoise.", run.dnEncoder.get());
+    return m;
+}
+
+std::map<std::string, torch::Tensor> withoutPrefix(const std::map<std::string, torch::Tensor>& t, const std::string& prefix) {
+    std::map<std::string, torch::Tensor> out;
+    for (const auto& [k, v] : t)
+        if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = v;
+    return out;
+}
+
 // Restores model, step and optimizer phase from the run's checkpoint. The schedule may change
 // only where the steps already done are unaffected.
 void resumeRun(LetrRun& run) {
@@ -359,7 +380,8 @@ void resumeRun(LetrRun& run) {
     run.resumed = train::loadResumeState(path, "letr-train", run.cfgJson, kResumeMayChange, run.dataSpec);
     const LetrTrainConfig old = LetrTrainConfig::fromJson(run.resumed.meta["config"], path);
     train::loadModuleTensors(*run.model, run.resumed.model, path);
-    if (run.auxHead) train::loadModuleTensors(*run.auxHead, run.resumed.aux, path + " (aux head)");
+    for (auto& [prefix, module] : trainingOnlyModules(run))
+        train::loadModuleTensors(*module, withoutPrefix(run.resumed.aux, prefix), path + " (" + prefix + "*)");
     run.step = run.resumed.meta.value("step", int64_t(0));
     run.optimPhase = run.resumed.meta.value("optim_phase", -1);
     train::noteResumed(path, run.step);
@@ -483,10 +505,12 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
     auto params = trainable(*run.model, ph.fineStage, cfg.lrBackbone / cfg.lr, cfg.trainBackboneBn);
     // The dense head trains with the backbone (coarse phase); afterwards it is idle.
     const bool aux = run.auxHead && !ph.fineStage;
-    if (run.auxHead)
-        for (auto& p : run.auxHead->named_parameters()) {
-            p.value().set_requires_grad(aux);
-            if (aux) params.push_back({"aux." + p.key(), p.value(), 1.0});
+    const bool dn = run.dnEncoder && !ph.fineStage;   // query denoising: coarse stage only
+    for (auto& [prefix, module] : trainingOnlyModules(run))
+        for (auto& p : module->named_parameters()) {
+            const bool on = !ph.fineStage;
+            p.value().set_requires_grad(on);
+            if (on) params.push_back({"aux." + prefix + p.key(), p.value(), 1.0});
         }
     std::unique_ptr<dist::GradientReducer> reducer;
     if (run.comm) {
@@ -508,7 +532,8 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         // checkpoint must not leave a resumed log with a gap (docs/crash-safety.md).
         log.flush();
         train::TrainState st = train::stepState(run.cfgJson, run.dataSpec, run.step, *run.model, opt);
-        if (run.auxHead) st.aux = train::moduleTensors(*run.auxHead);
+        for (auto& [prefix, module] : trainingOnlyModules(run))
+            for (auto& [k, v] : train::moduleTensors(*module)) st.aux[prefix + k] = v;
         st.meta["phase"] = ph.name;
         st.meta["optim_phase"] = int(pi);
         train::saveTrainState(run.files.checkpoint, "letr-train", st);
@@ -528,6 +553,14 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         LetrForwardOptions fo;
         fo.coarseOnly = !ph.fineStage;
         fo.keepFeatures = aux;
+        DenoiseBatch dnBatch;
+        if (dn) {
+            std::vector<std::mt19937_64> rngs;
+            for (int64_t b = run.rowBegin(); b < run.rowEnd(); ++b)
+                rngs.emplace_back(train::mixSeed(cfg.seed, uint64_t(run.step), uint64_t(200 + b)));
+            dnBatch = makeDenoiseBatch(targets, cfg.denoise, rngs);
+            if (dnBatch.valid.size(1) > 0) fo.denoiseQueryPos = run.dnEncoder->forward(dnBatch.noised);
+        }
         auto out = run.model->forward(images, fo);
         const auto& so = out.stages[ph.fineStage ? 1 : 0];
         LossNormalizers norm;
@@ -546,6 +579,18 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
             auxValues = {{"loss/aux", cfg.aux.coef * dl.total.item<double>()}, {"loss/aux_line", dl.line},
                          {"loss/aux_junction", dl.junction}, {"loss/aux_direction", dl.direction},
                          {"loss/aux_offset", dl.offset}};
+        }
+        if (fo.denoiseQueryPos.defined()) {
+            double gt = 0;
+            for (const auto& g : targets) gt += double(g.numel() ? g.size(0) : 0);
+            const double denom = run.comm ? norm.numGt : std::max(1.0, gt);
+            const DenoiseLoss dl = denoiseLoss(out.stages[0].dnLogits, out.stages[0].dnLines, dnBatch, lossCfg, denom);
+            objective = objective + cfg.denoise.coef * dl.total;
+            auxValues["loss/dn"] = cfg.denoise.coef * dl.total.item<double>();
+            auxValues["loss/dn_cls"] = dl.clsPerLayer.back();
+            auxValues["loss/dn_l1"] = dl.l1PerLayer.back();
+        } else if (dn) {   // no line in this batch: the series still get a row on every rank
+            auxValues["loss/dn"] = auxValues["loss/dn_cls"] = auxValues["loss/dn_l1"] = 0.0;
         }
         double total = objective.item<double>();
         train::checkLossFinite(total, run.step, "LETR training");
@@ -582,7 +627,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     if (cfg.batchSize % world != 0)
         throw Error("batch_size " + std::to_string(cfg.batchSize) + " does not divide by the world size " +
                     std::to_string(world) + " (every rank trains on batch_size / world size images)");
-    LetrRun run{cfg, dataSpec, control, {}, data::openLineDataset(dataSpec), nullptr, nullptr, nullptr, cfg.toJson(), resume};
+    LetrRun run{cfg, dataSpec, control, {}, data::openLineDataset(dataSpec), nullptr, nullptr, nullptr, nullptr, cfg.toJson(), resume};
     if (run.ds->size() < 1) throw Error("dataset '" + dataSpec + "' is empty");
     run.files = train::runFiles(outDir);
     run.resume = train::resumeFrom(run.files.checkpoint, resume);   // none yet: start from step 0
@@ -594,6 +639,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     if (cfg.aux.enabled)
         run.auxHead = DenseLineHead(cfg.model.levelChannels(cfg.model.fineLevel), cfg.model.levelChannels(cfg.model.coarseLevel),
                                     cfg.aux, cfg.seed);
+    if (cfg.denoise.enabled) run.dnEncoder = LineQueryEncoder(cfg.model.hiddenDim, cfg.seed);
     if (comm && world > 1) {
         run.comm = comm;
         run.rank = comm->rank();
@@ -601,7 +647,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     }
     if (run.resume) resumeRun(run);
     dist::broadcastModule(run.comm, *run.model);   // every rank holds rank 0's weights
-    if (run.auxHead) dist::broadcastModule(run.comm, *run.auxHead);
+    for (auto& [prefix, module] : trainingOnlyModules(run)) dist::broadcastModule(run.comm, *module);
     const std::vector<Phase> phases = phasesOf(cfg);
     RunLogWriter log = openLetrRunLog(run);
     train::StepReporter rep(log, progress, cfg.totalSteps(), run.step);

@@ -26,8 +26,10 @@
 //                 "max_short_side": 288, "max_long_side": 512, "crop": 0.5, "crop_min": 0.6,
 //                 "brightness": 0.2, "contrast": 0.2, "saturation": 0.2},
 //     "aux": {"enabled": false, "coef": 1, "channels": 64, "line_radius": 1,
-//             "junction_sigma": 1, "stride": 8}   // dense auxiliary supervision (dense.h),
+//             "junction_sigma": 1, "stride": 8},  // dense auxiliary supervision (dense.h),
 //                                                 // coarse phase only (the backbone trains there)
+//     "denoise": {"enabled": false, "coef": 1, "noise": 0.2, "max_queries": 128}
+//                                                 // query denoising (denoise.h), coarse phase
 //   }
 // With "model": {"stages": "coarse"} only the coarse phase runs.
 //
@@ -50,6 +52,7 @@
 #include "core/data/augment.h"
 #include "core/models/letr/config.h"
 #include "core/models/letr/dense.h"
+#include "core/models/letr/denoise.h"
 #include "core/models/letr/loss.h"
 #include "core/train/control.h"
 
@@ -81,6 +84,7 @@ struct LetrTrainConfig {
     bool trainBackboneBn = true;
     data::AugmentConfig augment;
     DenseAuxConfig aux;
+    DenoiseConfig denoise;
 
     // The small CPU model: resnet10, d = 128, 4 heads, FFN 512, 2+2 layers per stage, 100
     // entities, short side 256.
@@ -99,7 +103,8 @@ struct LetrTrainConfig {
 // throughput (images/s), phase (0 coarse, 1 fine, 2 focal); with val_every > 0 also
 // val/sAP10, val/sAP15, val/APH (percent, in [0, 100]; rows at the validation steps); with
 // aux.enabled also loss/aux (the weighted dense loss) and loss/aux_line, loss/aux_junction,
-// loss/aux_direction, loss/aux_offset (coarse phase only); a
+// loss/aux_direction, loss/aux_offset (coarse phase only); with denoise.enabled also loss/dn
+// (the weighted denoising loss), loss/dn_cls, loss/dn_l1 (its last decoder layer); a
 // distributed run of W ranks adds dist/world_size and dist/throughput_rank0 .. <W-1>.
 std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSize = 1);
 
