@@ -509,6 +509,24 @@ private Q_SLOTS:
         auto b = denseBatchLoss(head, {c4}, {c5}, {{{64, 80}}}, {torch::tensor({{0.1f, 0.2f, 0.8f, 0.2f}})}, cfg);
         b.total.backward();
         QVERIFY(c4.grad().abs().sum().item<double>() > 0 && c5.grad().abs().sum().item<double>() > 0);
+        // The position term: each cell's centre over the 64 x 80 input (C4 cells of 16 px, C5 of 32).
+        {
+            torch::NoGradGuard ng;
+            auto p4 = head->position4(c4), p5 = head->position5(c5);
+            double e4 = 0, e5 = 0;
+            for (int64_t i = 0; i < 4; ++i)
+                for (int64_t j = 0; j < 5; ++j)
+                    e4 += std::abs(p4[0][i][j].item<double>() - (j + 0.5) * 16 / 80) + std::abs(p4[1][i][j].item<double>() - (i + 0.5) * 16 / 64);
+            for (int64_t i = 0; i < 2; ++i)
+                for (int64_t j = 0; j < 3; ++j)
+                    e5 += std::abs(p5[0][i][j].item<double>() - (j + 0.5) * 32 / 80) + std::abs(p5[1][i][j].item<double>() - (i + 0.5) * 32 / 64);
+            QVERIFY2(std::abs(b.position - (e4 / 40 + e5 / 12)) < 1e-5, qPrintable(QString("%1 vs %2").arg(b.position).arg(e4 / 40 + e5 / 12)));
+            auto mapsOnly = cfg;
+            mapsOnly.positionCoef = 0;
+            auto b0 = denseBatchLoss(head, {c4}, {c5}, {{{64, 80}}}, {torch::tensor({{0.1f, 0.2f, 0.8f, 0.2f}})}, mapsOnly);
+            QVERIFY(std::abs(b.total.item<double>() - b0.total.item<double>() - b.position) < 1e-5);
+            QCOMPARE(b0.position, 0.0);
+        }
         QCOMPARE(head->forward(c4, c5, 8, 10).sizes(), torch::IntArrayRef({6, 8, 10}));
     }
 

@@ -16,16 +16,17 @@ void DenseAuxConfig::validate() const {
     if (!(lineRadius > 0 && lineRadius <= 16)) bad("line_radius must be in (0, 16] cells");
     if (!(junctionSigma > 0 && junctionSigma <= 16)) bad("junction_sigma must be in (0, 16] cells");
     if (stride != 4 && stride != 8 && stride != 16) bad("stride must be 4, 8 or 16 pixels");
+    if (!(positionCoef >= 0 && positionCoef <= 1000)) bad("position_coef must be in [0, 1000]");
 }
 
 nlohmann::json DenseAuxConfig::toJson() const {
     return {{"enabled", enabled},          {"coef", coef},     {"channels", channels}, {"line_radius", lineRadius},
-            {"junction_sigma", junctionSigma}, {"stride", stride}};
+            {"junction_sigma", junctionSigma}, {"stride", stride}, {"position_coef", positionCoef}};
 }
 
 DenseAuxConfig DenseAuxConfig::fromJson(const nlohmann::json& j, const std::string& source) {
     const std::string w = source + " (aux)";
-    train::checkKeys(j, {"enabled", "coef", "channels", "line_radius", "junction_sigma", "stride"}, w);
+    train::checkKeys(j, {"enabled", "coef", "channels", "line_radius", "junction_sigma", "stride", "position_coef"}, w);
     DenseAuxConfig c;
     train::readKey(j, "enabled", c.enabled, w);
     train::readKey(j, "coef", c.coef, w);
@@ -33,6 +34,7 @@ DenseAuxConfig DenseAuxConfig::fromJson(const nlohmann::json& j, const std::stri
     train::readKey(j, "line_radius", c.lineRadius, w);
     train::readKey(j, "junction_sigma", c.junctionSigma, w);
     train::readKey(j, "stride", c.stride, w);
+    train::readKey(j, "position_coef", c.positionCoef, w);
     return c;
 }
 
@@ -95,6 +97,8 @@ DenseLineHeadImpl::DenseLineHeadImpl(int64_t c4Channels, int64_t c5Channels, con
     fuse = register_module("fuse", torch::nn::Conv2d(torch::nn::Conv2dOptions(k, k, 3).padding(1)));
     refine = register_module("refine", torch::nn::Conv2d(torch::nn::Conv2dOptions(k, k, 3).padding(1)));
     out = register_module("out", torch::nn::Conv2d(torch::nn::Conv2dOptions(k, 6, 1)));
+    pos4 = register_module("pos4", torch::nn::Conv2d(torch::nn::Conv2dOptions(c4Channels, 2, 1)));
+    pos5 = register_module("pos5", torch::nn::Conv2d(torch::nn::Conv2dOptions(c5Channels, 2, 1)));
     // Deterministic from `seed` without touching the global RNG: Kaiming-normal (fan_in, so the
     // head keeps its input's scale) convs, zero biases; the output layer small, with the heatmap logits starting
     // at the prior of a sparse map (about 5% positive cells).
@@ -109,6 +113,10 @@ DenseLineHeadImpl::DenseLineHeadImpl(int64_t c4Channels, int64_t c5Channels, con
     out->weight.normal_(0.0, 0.01, gen);
     out->bias.zero_();
     out->bias.slice(0, 0, 2).fill_(-3.0);
+    for (auto* c : {&pos4, &pos5}) {   // start at the image centre
+        (*c)->weight.normal_(0.0, 0.01, gen);
+        (*c)->bias.fill_(0.5);
+    }
 }
 
 torch::Tensor DenseLineHeadImpl::forward(const torch::Tensor& c4, const torch::Tensor& c5, int64_t gh, int64_t gw) {
@@ -150,9 +158,15 @@ DenseLoss denseLoss(const torch::Tensor& pred, const DenseTargets& t) {
     return l;
 }
 
+torch::Tensor cellCentres(int64_t h, int64_t w, int64_t stride, int64_t H, int64_t W) {
+    auto xs = (torch::arange(w, torch::kFloat32) + 0.5) * double(stride) / double(W);
+    auto ys = (torch::arange(h, torch::kFloat32) + 0.5) * double(stride) / double(H);
+    return torch::stack({xs.view({1, w}).expand({h, w}), ys.view({h, 1}).expand({h, w})}, 0);
+}
+
 DenseLoss denseBatchLoss(DenseLineHead& head, const std::vector<torch::Tensor>& c4, const std::vector<torch::Tensor>& c5,
                          const std::vector<std::array<int64_t, 2>>& inputSizes, const std::vector<torch::Tensor>& targets,
-                         const DenseAuxConfig& cfg) {
+                         const DenseAuxConfig& cfg, std::array<int, 2> levels) {
     const size_t B = c4.size();
     if (B == 0 || c5.size() != B || inputSizes.size() != B || targets.size() != B)
         throw Error("LETR dense loss: features, sizes and targets differ in count");
@@ -165,7 +179,17 @@ DenseLoss denseBatchLoss(DenseLineHead& head, const std::vector<torch::Tensor>& 
                                      : torch::zeros({0, 4}, torch::kFloat64);
         const DenseTargets t = denseTargets(px, gh, gw, cfg);
         DenseLoss l = denseLoss(head->forward(c4[i], c5[i], gh, gw), t);
+        if (cfg.positionCoef > 0) {
+            // The strides of C4 and C5 follow from the input size and the feature map's.
+            auto posLoss = [&](const torch::Tensor& pred, const torch::Tensor& f, int level) {
+                return (pred - cellCentres(f.size(1), f.size(2), int64_t(1) << level, H, W).to(pred.device())).abs().mean();
+            };
+            auto p = posLoss(head->position4(c4[i]), c4[i], levels[0]) + posLoss(head->position5(c5[i]), c5[i], levels[1]);
+            l.position = p.item<double>();
+            l.total = l.total + cfg.positionCoef * p;
+        }
         sum.total = sum.total.defined() ? sum.total + l.total : l.total;
+        sum.position += l.position;
         sum.line += l.line;
         sum.junction += l.junction;
         sum.direction += l.direction;
@@ -177,6 +201,7 @@ DenseLoss denseBatchLoss(DenseLineHead& head, const std::vector<torch::Tensor>& 
     sum.junction /= n;
     sum.direction /= n;
     sum.offset /= n;
+    sum.position /= n;
     return sum;
 }
 

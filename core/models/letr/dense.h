@@ -26,6 +26,13 @@
 // junction (mean over cells), L1 on direction and offset over their masks (mean over masked
 // cells; 0 when the mask is empty); total = line + junction + direction + offset, scaled by
 // the config's coef in the trainer.
+//
+// Position (positionCoef > 0): LETR's line head regresses absolute endpoints from the decoder's
+// content, which gets image content only through the cross-attention's values: the encoder
+// memory without its positional encoding. So the backbone features must carry where they are.
+// A 1x1 conv on C5 and one on C4 (no spatial context: the features themselves must hold it)
+// regress each cell's centre ((j + 0.5) * stride / W, (i + 0.5) * stride / H), L1, mean over
+// cells, positionCoef * (C4 + C5 term) added to the total.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -43,6 +50,7 @@ struct DenseAuxConfig {
     double lineRadius = 1.0;      // cells
     double junctionSigma = 1.0;   // cells
     int64_t stride = 8;           // pixels per target cell (the head upsamples C4 by 16 / stride)
+    double positionCoef = 1.0;    // weight of the cell-position regression (0: off)
 
     void validate() const;        // glimpse::Error naming the key
     nlohmann::json toJson() const;
@@ -71,22 +79,32 @@ public:
     // One image: c4 [C4, h4, w4], c5 [C5, h5, w5] -> [6, gh, gw].
     torch::Tensor forward(const torch::Tensor& c4, const torch::Tensor& c5, int64_t gh, int64_t gw);
 
+    // Cell centres regressed from the features alone (1x1 convs): [2, h, w] (x, y) per level.
+    torch::Tensor position4(const torch::Tensor& c4) { return pos4(c4.unsqueeze(0)).squeeze(0); }
+    torch::Tensor position5(const torch::Tensor& c5) { return pos5(c5.unsqueeze(0)).squeeze(0); }
+
     torch::nn::Conv2d lateral4{nullptr}, lateral5{nullptr}, fuse{nullptr}, refine{nullptr}, out{nullptr};
+    torch::nn::Conv2d pos4{nullptr}, pos5{nullptr};
 };
 TORCH_MODULE(DenseLineHead);
 
 struct DenseLoss {
-    torch::Tensor total;   // scalar, differentiable (line + junction + direction + offset)
-    double line = 0, junction = 0, direction = 0, offset = 0;   // detached, means over images
+    torch::Tensor total;   // scalar, differentiable (line + junction + direction + offset + positionCoef * position)
+    double line = 0, junction = 0, direction = 0, offset = 0, position = 0;   // detached, means over images
 };
+
+// The normalized centres of an h x w grid of `stride`-pixel cells over an H x W image: [2, h, w].
+torch::Tensor cellCentres(int64_t h, int64_t w, int64_t stride, int64_t H, int64_t W);
 
 // pred [6, gh, gw] of one image against its targets.
 DenseLoss denseLoss(const torch::Tensor& pred, const DenseTargets& t);
 
 // The batch: per image, its C4 and C5 features (levels 4 and 5 of LetrOutput::features), its
 // input size (H, W) and its lines [M, 4] normalized by (W, H, W, H); mean over images.
+// `levels`: the backbone levels of the two feature lists (their strides are 2^level).
 DenseLoss denseBatchLoss(DenseLineHead& head, const std::vector<torch::Tensor>& c4,
                          const std::vector<torch::Tensor>& c5, const std::vector<std::array<int64_t, 2>>& inputSizes,
-                         const std::vector<torch::Tensor>& targets, const DenseAuxConfig& cfg);
+                         const std::vector<torch::Tensor>& targets, const DenseAuxConfig& cfg,
+                         std::array<int, 2> levels = {4, 5});
 
 } // namespace glimpse::letr

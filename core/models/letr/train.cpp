@@ -203,7 +203,8 @@ std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSi
     if (cfg.valEvery > 0)
         for (const char* n : {"val/sAP10", "val/sAP15", "val/APH"}) s.push_back(n);
     if (cfg.aux.enabled)
-        for (const char* n : {"loss/aux", "loss/aux_line", "loss/aux_junction", "loss/aux_direction", "loss/aux_offset"})
+        for (const char* n : {"loss/aux", "loss/aux_line", "loss/aux_junction", "loss/aux_direction", "loss/aux_offset",
+                              "loss/aux_position"})
             s.push_back(n);
     if (cfg.denoise.enabled)
         for (const char* n : {"loss/dn", "loss/dn_cls", "loss/dn_l1"}) s.push_back(n);
@@ -574,11 +575,12 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
                 cf.push_back(f[size_t(cfg.model.fineLevel - 2)]);
                 cc.push_back(f[size_t(cfg.model.coarseLevel - 2)]);
             }
-            const DenseLoss dl = denseBatchLoss(run.auxHead, cf, cc, out.inputSizes, targets, cfg.aux);
+            const DenseLoss dl = denseBatchLoss(run.auxHead, cf, cc, out.inputSizes, targets, cfg.aux,
+                                                {cfg.model.fineLevel, cfg.model.coarseLevel});
             objective = objective + cfg.aux.coef * dl.total;
             auxValues = {{"loss/aux", cfg.aux.coef * dl.total.item<double>()}, {"loss/aux_line", dl.line},
                          {"loss/aux_junction", dl.junction}, {"loss/aux_direction", dl.direction},
-                         {"loss/aux_offset", dl.offset}};
+                         {"loss/aux_offset", dl.offset}, {"loss/aux_position", dl.position}};
         }
         if (fo.denoiseQueryPos.defined()) {
             double gt = 0;

@@ -26,7 +26,7 @@
 //                 "max_short_side": 288, "max_long_side": 512, "crop": 0.5, "crop_min": 0.6,
 //                 "brightness": 0.2, "contrast": 0.2, "saturation": 0.2},
 //     "aux": {"enabled": false, "coef": 1, "channels": 64, "line_radius": 1,
-//             "junction_sigma": 1, "stride": 8},  // dense auxiliary supervision (dense.h),
+//             "junction_sigma": 1, "stride": 8, "position_coef": 1},  // dense supervision (dense.h),
 //                                                 // coarse phase only (the backbone trains there)
 //     "denoise": {"enabled": false, "coef": 1, "noise": 0.2, "max_queries": 128}
 //                                                 // query denoising (denoise.h), coarse phase
@@ -103,7 +103,7 @@ struct LetrTrainConfig {
 // throughput (images/s), phase (0 coarse, 1 fine, 2 focal); with val_every > 0 also
 // val/sAP10, val/sAP15, val/APH (percent, in [0, 100]; rows at the validation steps); with
 // aux.enabled also loss/aux (the weighted dense loss) and loss/aux_line, loss/aux_junction,
-// loss/aux_direction, loss/aux_offset (coarse phase only); with denoise.enabled also loss/dn
+// loss/aux_direction, loss/aux_offset, loss/aux_position (coarse phase only); with denoise.enabled also loss/dn
 // (the weighted denoising loss), loss/dn_cls, loss/dn_l1 (its last decoder layer); a
 // distributed run of W ranks adds dist/world_size and dist/throughput_rank0 .. <W-1>.
 std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSize = 1);
