@@ -4,6 +4,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
 #include "core/models/letr/model.h"
 #include "core/runlog.h"
 
@@ -74,6 +77,42 @@ private Q_SLOTS:
         QVERIFY(log.eval.count("lsd/APH"));
         const double v = log.eval.at("coarse_1/sAP10").item<double>();
         QVERIFY(v >= 0 && v <= 1);
+    }
+
+    // `glimpse eval edges`: LETR's and LSD's top lines against the image's own edges. On an
+    // image of a bright rectangle LSD's lines lie on its edges; a random LETR's do not.
+    void edgeSupportOfPhotos() {
+        cv::Mat img(120, 160, CV_8UC3, cv::Scalar(30, 30, 30));
+        cv::rectangle(img, cv::Rect(40, 30, 80, 60), cv::Scalar(220, 220, 220), cv::FILLED);
+        const QString png = dir_.filePath("rect.png");
+        QVERIFY(cv::imwrite(png.toStdString(), img));
+        Result r = run({"eval", "edges", png, "--checkpoint", ckpt_, "--top", "4"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QStringList lsd, letr;
+        for (const QString& line : r.out.split('\n')) {
+            const QStringList f = line.split(' ', Qt::SkipEmptyParts);
+            if (f.size() == 5 && f[0] == "rect.png" && f[1] == "LSD") lsd = f;
+            if (f.size() == 5 && f[0] == "rect.png" && f[1] == "LETR") letr = f;
+        }
+        QVERIFY2(lsd.size() == 5 && letr.size() == 5, qPrintable(r.out));
+        QVERIFY2(lsd[2].toInt() >= 2 && lsd[2].toInt() <= 4, qPrintable(r.out));
+        QCOMPARE(lsd[3], QString("100.0%"));   // the rectangle's sides
+        QVERIFY2(letr[3].chopped(1).toDouble() < 50, qPrintable(r.out));
+        QVERIFY(r.out.contains("mean"));
+        // Without a checkpoint and no shipped model: LSD alone, said so.
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert("GLIMPSE_RESOURCES", dir_.filePath("no-resources"));
+        p.setProcessEnvironment(env);
+        p.start(GLIMPSE_EXE, {"eval", "edges", png});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        QVERIFY(QString::fromUtf8(p.readAllStandardError()).contains("LSD only"));
+        QVERIFY(!QString::fromUtf8(p.readAllStandardOutput()).contains("LETR"));
+        // Bad input names the file.
+        r = run({"eval", "edges", dir_.filePath("missing.jpg")});
+        QVERIFY(r.code != 0);
+        QVERIFY2(r.err.contains("missing.jpg"), qPrintable(r.err));
     }
 
     void lastLayersOnly() {

@@ -5,7 +5,10 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/eval/edge_support.h"
 #include "core/eval/line_metrics.h"
+
+#include <opencv2/imgproc.hpp>
 #include "tests/support.h"
 
 using namespace glimpse;
@@ -192,6 +195,45 @@ private Q_SLOTS:
         // Far-away coordinates are clipped, not a crash.
         ev.add({P(-1e9f, 5, 1e9f, 5, 1)}, {G(0, 5, 10, 5)}, 10, 10);
         QCOMPARE(ev.images(), int64_t(1));
+    }
+
+    // Edge support (the photo measure): on a vertical step edge, a line along the edge is
+    // supported at every sample, a parallel line in the flat part at none, and a line across
+    // the edge at none either (its gradient runs along it, not across); only the top K count.
+    void edgeSupportOnAStepEdge() {
+        cv::Mat img(64, 64, CV_8UC3, cv::Scalar(20, 20, 20));
+        img(cv::Rect(32, 0, 32, 64)).setTo(cv::Scalar(230, 230, 230));
+        using glimpse::eval::ScoredLine;
+        std::vector<ScoredLine> lines{{32.0f, 4.0f, 32.0f, 60.0f, 0.9f},     // on the edge (pixel x = 32 starts white)
+                                      {12.0f, 4.0f, 12.0f, 60.0f, 0.8f},     // flat region
+                                      {4.0f, 30.0f, 60.0f, 30.0f, 0.7f},     // across the edge
+                                      {31.5f, 60.0f, 32.5f, 4.0f, 0.6f}};    // on the edge, reversed, slightly tilted
+        glimpse::eval::EdgeSupportOptions o;
+        o.topK = 3;
+        auto r = glimpse::eval::edgeSupport(img, lines, o);
+        QCOMPARE(r.lines, 3);
+        QCOMPARE(r.support[0], 1.0);
+        QCOMPARE(r.support[1], 0.0);
+        QVERIFY2(r.support[2] < 0.1, qPrintable(QString::number(r.support[2])));
+        QVERIFY(std::abs(r.onEdge - 1.0 / 3) < 1e-9);
+        QVERIFY(std::abs(r.meanSupport - (r.support[0] + r.support[1] + r.support[2]) / 3) < 1e-12);
+        o.topK = 50;
+        auto all = glimpse::eval::edgeSupport(img, lines, o);
+        QCOMPARE(all.lines, 4);
+        QVERIFY(all.support[3] > 0.9);
+        // The threshold is the 90th percentile of the blurred image's gradient magnitudes.
+        cv::Mat g, gx, gy, m;
+        cv::cvtColor(img, g, cv::COLOR_RGB2GRAY);
+        g.convertTo(g, CV_32F, 1.0 / 255);
+        cv::GaussianBlur(g, g, cv::Size(0, 0), 1.0);
+        cv::Sobel(g, gx, CV_32F, 1, 0, 3);
+        cv::Sobel(g, gy, CV_32F, 0, 1, 3);
+        cv::magnitude(gx, gy, m);
+        std::vector<float> v(m.begin<float>(), m.end<float>());
+        std::sort(v.begin(), v.end());
+        QVERIFY(std::abs(r.threshold - std::max(1e-6, double(v[size_t(0.9 * v.size())]))) < 1e-6);
+        // Bad input.
+        QVERIFY(testing::contains(testing::errorOf([] { glimpse::eval::edgeSupport(cv::Mat(), {}); }), {"8-bit"}));
     }
 };
 

@@ -1,15 +1,22 @@
 // glimpse eval letr: sAP / sF / APH / FH of a LETR checkpoint on a line dataset, one row per
 // decoder layer (coarse 1..L, fine 1..L) and the LSD baseline (core/eval/letr_eval.h).
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
+#include "app/resources.h"
 #include "core/util/threads.h"
 #include "core/data/open.h"
 #include "core/error.h"
+#include "core/eval/edge_support.h"
 #include "core/eval/letr_eval.h"
+#include "core/eval/lsd.h"
+#include "core/io/image.h"
+#include "core/models/letr/trace.h"
 #include "core/models/letr/model.h"
 
 namespace glimpse::cli {
@@ -25,7 +32,65 @@ const char* kEvalUsage =
     "baseline on the same images. --out writes the numbers and PR curves as an eval file (a\n"
     "finished run log, docs/formats.md). Progress goes to stderr.\n";
 
+const char* kEdgesUsage =
+    "usage: glimpse eval edges IMAGE... [--checkpoint C.h5] [--top K] [--short-side S] [--threads T]\n"
+    "Photos have no ground truth: for the K best lines (default 50) of LETR (the last decoder\n"
+    "layer of its last stage; with --checkpoint, else resources/letr_demo.h5 when present) and\n"
+    "of LSD on each image, prints the fraction of lines that lie on strong image edges (70% of\n"
+    "their pixels on a gradient in the image's top 10% whose direction is within 22.5 degrees\n"
+    "of the line's normal) and the mean fraction of such pixels (docs/decisions.md).\n";
+
 } // namespace
+
+int evalEdges(const std::vector<std::string>& argv) {
+    if (argv.empty() || std::find(argv.begin(), argv.end(), "--help") != argv.end() ||
+        std::find(argv.begin(), argv.end(), "-h") != argv.end()) {
+        std::cout << kEdgesUsage;
+        return argv.empty() ? 2 : 0;
+    }
+    Args a(argv, {});
+    a.checkKnown({"--checkpoint", "--top", "--short-side", "--threads"});
+    if (a.positional().empty()) throw Error("glimpse eval edges: no image given");
+    eval::EdgeSupportOptions o;
+    o.topK = int(a.getInt("--top", 50));
+    if (o.topK < 1 || o.topK > 100000) throw Error("--top: expected 1..100000");
+    if (a.has("--threads")) {
+        const long long t = a.getInt("--threads", 1);
+        if (t < 1) throw Error("--threads: expected a positive integer");
+        glimpse::setComputeThreads(int(t));
+    }
+    std::shared_ptr<letr::LetrModel> model;
+    std::string ckpt = a.get("--checkpoint", "");
+    if (ckpt.empty()) ckpt = app::resourceFile("letr_demo.h5").toStdString();   // "" when none ships
+    if (!ckpt.empty()) {
+        model = letr::loadLetr(ckpt);
+        std::cerr << "glimpse eval edges: LETR " << ckpt << "\n";
+        if (a.has("--short-side")) model->setResize(a.getInt("--short-side", 512), model->config().maxLongSide);
+    }
+    if (!model) std::cerr << "glimpse eval edges: no LETR model (no --checkpoint and no resources/letr_demo.h5): LSD only\n";
+    std::printf("%-28s %-6s %6s %9s %13s\n", "image", "lines", "count", "on edge", "mean support");
+    double sumLetr = 0, sumLsd = 0;
+    for (const std::string& path : a.positional()) {
+        const cv::Mat rgb = loadImageRGB(path);
+        const std::string name = std::filesystem::path(path).filename().string();
+        if (model) {
+            const letr::LetrTrace trace = letr::runLetr(*model, rgb);
+            std::vector<eval::ScoredLine> lines;
+            for (const auto& l : trace.lines(trace.lastStage(), trace.lastLayer(), 0.0f))
+                lines.push_back({l.x1, l.y1, l.x2, l.y2, l.score});
+            const auto r = eval::edgeSupport(rgb, lines, o);
+            std::printf("%-28s %-6s %6d %8.1f%% %13.2f\n", name.c_str(), "LETR", r.lines, 100 * r.onEdge, r.meanSupport);
+            sumLetr += r.onEdge;
+        }
+        const auto r = eval::edgeSupport(rgb, eval::detectLsd(rgb), o);
+        std::printf("%-28s %-6s %6d %8.1f%% %13.2f\n", name.c_str(), "LSD", r.lines, 100 * r.onEdge, r.meanSupport);
+        sumLsd += r.onEdge;
+    }
+    const double n = double(a.positional().size());
+    if (model) std::printf("%-28s %-6s %6s %8.1f%%\n", "mean", "LETR", "", 100 * sumLetr / n);
+    std::printf("%-28s %-6s %6s %8.1f%%\n", "mean", "LSD", "", 100 * sumLsd / n);
+    return 0;
+}
 
 int evalLetr(const std::vector<std::string>& argv) {
     const bool help = std::find(argv.begin(), argv.end(), "--help") != argv.end() ||

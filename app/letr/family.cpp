@@ -28,6 +28,8 @@ ModelFamily letrFamily() {
         {"train", "letr", "--data D --out RUN_DIR [--config C.json] [--resume]", "train LETR", cli::trainLetr},
         {"eval", "letr", "--checkpoint C.h5 --data D [--layers all|last]", "sAP/APH per decoder layer and LSD",
          cli::evalLetr},
+        {"eval", "edges", "IMAGE... [--checkpoint C.h5] [--top K]", "do the top lines follow image edges (LETR, LSD)",
+         cli::evalEdges},
     };
     return f;
 }
