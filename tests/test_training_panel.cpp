@@ -255,6 +255,9 @@ private Q_SLOTS:
         QVERIFY2(panel2.openRun(QString::fromStdString(ez), &err), qPrintable(err));
         panel2.pollNow();
         QVERIFY2(panel2.progressText().contains("2 ranks: 0.0 | 212 env steps/s"), qPrintable(panel2.progressText()));
+        // Its preview is asked of EfficientZero (which has none), not of the LETR preview.
+        panel2.refreshPreview();
+        QVERIFY2(panel2.previewCaption() == "no preview for EfficientZero runs", qPrintable(panel2.previewCaption()));
         e.finish();
     }
 

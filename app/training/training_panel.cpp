@@ -496,7 +496,8 @@ void TrainingPanel::refreshPreview() {
         // An opened run: its run log says which trainer wrote it (and on which dataset).
         try {
             const RunLog runLog = RunLog::load(logPath.toStdString());
-            family = runLog.config.value("trainer", "letr");
+            // LETR, CoaT and ConstellationNet logs name their "trainer", EfficientZero its "family".
+            family = runLog.config.value("trainer", runLog.config.value("family", std::string("letr")));
             dataSpec = runLog.config.value("data", "");
         } catch (const std::exception&) {
             family = "letr";   // not readable (yet): the LETR preview reports what is missing
