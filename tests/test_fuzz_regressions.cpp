@@ -136,6 +136,14 @@ private Q_SLOTS:
         QVERIFY2(contains(e, {p, "actions (at most 100000"}), e.c_str());
     }
 
+    // fuzz_import_minari (finding 13): an episode without an action space whose largest action is
+    // INT64_MAX: "largest + 1" overflowed (UBSan) before the action-count cap was checked.
+    void minariActionInt64Max() {
+        const std::string p = fixture("minari-action-int64-max.hdf5");
+        const std::string e = errorOf([&] { replay::importMinari(p, path("minari-max.h5")); });
+        QVERIFY2(contains(e, {p, "9223372036854775807 actions (at most 100000"}), e.c_str());
+    }
+
     // describeH5 (glimpse info, File > Open) walked the group tree recursively: a file whose
     // hard links form a cycle (legal HDF5; found by fuzz_h5_info as a stack overflow) recursed
     // without end. Every recursive reader now refuses a cycle, and glimpse info shows it.

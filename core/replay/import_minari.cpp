@@ -139,7 +139,11 @@ std::vector<std::string> importedActionNames(const std::string& file, const Acti
                         std::to_string(A) + " actions");
         return options.actionNames;
     }
-    if (A < 0) A = std::max<int64_t>(actions.max().item<int64_t>() + 1, 1);
+    if (A < 0) {
+        // The largest action + 1, without overflowing on a corrupt INT64_MAX (fuzz finding 13).
+        const int64_t largest = actions.max().item<int64_t>();
+        A = largest >= 100000 ? largest : std::max<int64_t>(largest + 1, 1);
+    }
     // One name per action is built below: refuse a count no game has before allocating it
     // (a corrupt Discrete(n) asked for gigabytes of names; fuzz finding, docs/fuzzing.md).
     if (A > 100000)
