@@ -539,6 +539,7 @@ public:
 
 private:
     TrainResult runDistributed();
+    void endRun(bool stopped);
     void receiveReports(const std::vector<torch::Tensor>& reports, TrainResult& result, bool& actorStop);
     void addGame(rl::GameHistory&& h);
     uint64_t episodeSeedBase() const;
@@ -924,6 +925,18 @@ void Trainer::writeCheckpoints() {
     saveState(statePath_, cfg_, netCfg_, l_);
 }
 
+// The last checkpoint, the final counters and the log's end (stopped: resumable).
+void Trainer::endRun(bool stopped) {
+    writeCheckpoints();
+    log_->setEval("updates", torch::tensor(l_.n.updates, torch::kInt64));
+    log_->setEval("env_steps", torch::tensor(l_.n.envSteps, torch::kInt64));
+    log_->flush();
+    if (stopped)
+        log_->stop("stopped at update " + std::to_string(l_.n.updates) + "; --resume continues from its checkpoint");
+    else
+        log_->finish();
+}
+
 TrainResult Trainer::run() {
     if (comm_) return runDistributed();
     TrainResult result;
@@ -937,14 +950,7 @@ TrainResult Trainer::run() {
             trainAsDue();
             reportProgress();
         }
-        writeCheckpoints();
-        log_->setEval("updates", torch::tensor(l_.n.updates, torch::kInt64));
-        log_->setEval("env_steps", torch::tensor(l_.n.envSteps, torch::kInt64));
-        log_->flush();
-        if (result.stopped)
-            log_->stop("stopped at update " + std::to_string(l_.n.updates) + "; --resume continues from its checkpoint");
-        else
-            log_->finish();
+        endRun(result.stopped);
     } catch (const std::exception& e) {
         log_->fail(e.what());
         throw;
@@ -1049,16 +1055,7 @@ TrainResult Trainer::runDistributed() {
                 reportProgress();
             }
         }
-        if (!selfPlayRank()) {
-            writeCheckpoints();
-            log_->setEval("updates", torch::tensor(l_.n.updates, torch::kInt64));
-            log_->setEval("env_steps", torch::tensor(l_.n.envSteps, torch::kInt64));
-            log_->flush();
-            if (result.stopped)
-                log_->stop("stopped at update " + std::to_string(l_.n.updates) + "; --resume continues from its checkpoint");
-            else
-                log_->finish();
-        }
+        if (!selfPlayRank()) endRun(result.stopped);
     } catch (const std::exception& e) {
         if (!log_->closed()) log_->fail(e.what());
         throw;
