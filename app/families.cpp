@@ -10,10 +10,11 @@ ModelFamily letrFamily();           // app/letr/family.cpp
 ModelFamily coatFamily();           // app/coat/family.cpp
 ModelFamily efficientZeroFamily();  // app/efficientzero/family.cpp
 ModelFamily constellationFamily();  // app/constellation/family.cpp
+ModelFamily xtraFamily();           // app/xtra/family.cpp
 
 const std::vector<ModelFamily>& modelFamilies() {
     static const std::vector<ModelFamily> all{letrFamily(), coatFamily(), efficientZeroFamily(),
-                                              constellationFamily()};
+                                              constellationFamily(), xtraFamily()};
     return all;
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/h5/h5.h"
+#include "core/models/xtra/dataset.h"
 #include "core/h5/walk.h"
 #include "core/replay/episode_reader.h"
 #include "core/runlog.h"
@@ -221,6 +222,13 @@ std::string describeH5(const std::string& path) {
             out << describeEpisode(path);
         } catch (const std::exception& e) {
             out << "  episode summary unavailable: " << e.what() << "\n";
+        }
+    }
+    if (glimpse && f.attrTypeDescription("kind").rfind("string", 0) == 0 && f.attrString("kind") == xtra::kDatasetKind) {
+        try {
+            out << "  offline dataset: " << xtra::describeDataset(xtra::readDataset(path)) << "\n";
+        } catch (const std::exception& e) {
+            out << "  dataset summary unavailable: " << e.what() << "\n";
         }
     }
     out << "  /\n";

@@ -11,5 +11,5 @@ glimpse_add_test(test_replay_reader SOURCES test_replay_reader.cpp LIBS glimpse_
 glimpse_add_test(test_replay_import SOURCES test_replay_import.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl replay)
 glimpse_add_test(test_replay_model SOURCES test_replay_model.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl replay)
 glimpse_add_test(test_replay_cli SOURCES test_replay_cli.cpp LIBS glimpse_app TIMEOUT 120 LABELS rl replay)
-# XTRA (core/models/xtra): the task-weight rule.
-glimpse_add_test(test_xtra SOURCES test_xtra.cpp LIBS glimpse_core TIMEOUT 60 LABELS rl xtra)
+# XTRA (core/models/xtra, core/rl/shared_space.h): task weights, shared space, datasets, teachers, distillation.
+glimpse_add_test(test_xtra SOURCES test_xtra.cpp LIBS glimpse_core TIMEOUT 300 LABELS rl xtra)

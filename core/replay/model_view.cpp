@@ -63,8 +63,7 @@ std::string resolveCheckpoint(const std::string& path, const std::string& episod
 
 // An efficientzero checkpoint for a game that is not built in (no Env to check against).
 bool isBuiltInGame(const std::string& game) {
-    const auto names = rl::envNames();
-    return std::find(names.begin(), names.end(), game) != names.end();
+    return rl::isKnownEnv(game);
 }
 
 Tensor actionTensor(const Network& net, int64_t a) {

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/rl/envs/game.h"
+#include "core/rl/shared_space.h"
 
 namespace glimpse::rl {
 
@@ -50,6 +51,11 @@ public:
         std::vector<std::string> names;
         for (const auto& c : game_->channels()) names.push_back(c.name);
         return names;
+    }
+    std::vector<std::array<uint8_t, 3>> channelColours() const override {
+        std::vector<std::array<uint8_t, 3>> colours;
+        for (const auto& c : game_->channels()) colours.push_back({c.color.r, c.color.g, c.color.b});
+        return colours;
     }
     int lives() const override { return game_->lives(); }
     int episodeSteps() const override { return steps_; }
@@ -163,7 +169,15 @@ std::vector<std::string> envNames() {
     return names;
 }
 
+bool isKnownEnv(const std::string& name) {
+    const std::string base = baseGameName(name);
+    for (const auto& g : arcadeGames())
+        if (g.name == base) return true;
+    return false;
+}
+
 std::unique_ptr<Env> makeEnv(const std::string& name, const EnvOptions& options) {
+    if (isSharedName(name)) return makeSharedEnv(baseGameName(name), options);
     if (options.frameSkip < 1)
         throw Error("rl: frameSkip must be >= 1, got " + std::to_string(options.frameSkip));
     if (options.maxEpisodeSteps < 0)
@@ -175,7 +189,7 @@ std::unique_ptr<Env> makeEnv(const std::string& name, const EnvOptions& options)
         if (r.info.name == name) return std::make_unique<ArcadeEnv>(r.make(), options);
     std::string valid;
     for (const auto& n : envNames()) valid += (valid.empty() ? "" : ", ") + n;
-    throw Error("rl: unknown game '" + name + "'; valid names: " + valid);
+    throw Error("rl: unknown game '" + name + "'; valid names: " + valid + " (each also as shared:NAME)");
 }
 
 uint64_t episodeSeed(uint64_t seed, int index, int64_t episode) {

@@ -2,6 +2,7 @@
 // Reinforcement-learning environments (docs/rl.md): the Env interface, the registry of the
 // built-in arcade suite, and VecEnv, which steps K environments with auto-reset and frame
 // stacking. Headless: no Qt, no LibTorch in this header.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,6 +49,8 @@ public:
     virtual std::vector<std::string> actionNames() const = 0;
     virtual ObsShape observationShape() const = 0;
     virtual std::vector<std::string> channelNames() const = 0;
+    // The display colour (RGB) of each observation channel, as render() paints it.
+    virtual std::vector<std::array<uint8_t, 3>> channelColours() const = 0;
     // Writes the current observation, [C, H, W] floats in [0, 1], to dst (numel() floats).
     virtual void observationInto(float* dst) const = 0;
     std::vector<float> observation() const;
@@ -71,7 +74,10 @@ struct GameInfo {
 // The built-in arcade suite, in registry order.
 const std::vector<GameInfo>& arcadeGames();
 std::vector<std::string> envNames();
+// A name makeEnv accepts: a built-in game, or one with the "shared:" prefix.
+bool isKnownEnv(const std::string& name);
 // Throws glimpse::Error listing the valid names for an unknown name, and for bad options.
+// "shared:GAME" is GAME in the suite's shared observation and action space (shared_space.h).
 std::unique_ptr<Env> makeEnv(const std::string& name, const EnvOptions& options = {});
 
 // The seed of episode `episode` of environment `index` in a VecEnv seeded with `seed`.

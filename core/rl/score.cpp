@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/rl/shared_space.h"
 
 namespace glimpse::rl {
 
@@ -89,7 +90,8 @@ const std::vector<ReferenceScore>& referenceScores() {
     return table;
 }
 
-double normalizedScore(const std::string& game, double score) {
+double normalizedScore(const std::string& env, double score) {
+    const std::string game = baseGameName(env);  // a game scores the same in the shared space
     for (const auto& r : referenceScores())
         if (r.game == game) return (score - r.random) / (r.scripted - r.random);
     std::string valid;

@@ -149,7 +149,10 @@ private:
             torch::from_blob(obs.data(), {int64_t(active.size()), int64_t(stack_) * frame_.channels, frame_.height, frame_.width});
         SearchAdapter adapter(net_);
         const auto roots = adapter.start(obsT);
-        const auto res = mcts_.search(adapter, roots, o_.noise);
+        std::vector<std::vector<int>> legal;   // only when the game has illegal actions (shared space)
+        if (const auto l = slots_[size_t(active[0])].env->legalActions(); int(l.size()) < net_.config().numActions)
+            legal.assign(active.size(), l);
+        const auto res = mcts_.search(adapter, roots, o_.noise, legal);
         for (size_t j = 0; j < active.size(); ++j) {
             Slot& s = slots_[size_t(active[j])];
             const int a = rl::selectAction(res.visitCounts[j], o_.temperature, rng_, res.rootQ[j]);

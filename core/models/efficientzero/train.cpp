@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -329,6 +330,31 @@ void loadState(const std::string& path, const TrainConfig& cfg, const Config& ne
     l.replay.setTotalAdded(f.attrInt("replay_total_added"));
 }
 
+} // namespace
+
+RunReplay readRunReplay(const std::string& runDir) {
+    const std::string path = (fs::path(runDir) / "state.h5").string();
+    if (!fs::exists(path)) throw Error(runDir + ": no state.h5 (not an EfficientZero run folder, or killed before its first checkpoint)");
+    h5::File f = h5::openGlimpse(path, kStateKind, 1);
+    const auto cfg = nlohmann::json::parse(f.attrString("train_config"), nullptr, false);
+    const auto net = nlohmann::json::parse(f.attrString("network_config"), nullptr, false);
+    if (cfg.is_discarded() || !cfg.is_object()) throw Error(path + ": corrupt train_config attribute");
+    if (net.is_discarded() || !net.is_object()) throw Error(path + ": corrupt network_config attribute");
+    RunReplay r;
+    try {
+        r.config = TrainConfig::fromJson(cfg);
+        r.network = Config::fromJson(net);
+    } catch (const Error& e) {
+        throw Error(path + ": " + e.what());
+    }
+    rl::ReplayBuffer replay(rl::ReplayConfig{std::numeric_limits<int64_t>::max() / 4});
+    readReplay(f.group("replay"), r.network, replay, path);
+    r.games = replay.games();
+    return r;
+}
+
+namespace {
+
 const std::vector<std::string> kSeries = {
     "loss", "loss_value", "loss_value_prefix", "loss_policy", "loss_consistency", "lr", "beta", "grad_norm",
     "episode_return", "episode_length", "normalized_score", "env_steps", "env_steps_per_s", "updates_per_s",
@@ -590,6 +616,8 @@ private:
     std::vector<double> episodeReturn_;   // the game's own rewards
     std::vector<int> episodeLength_, lives_;
     std::optional<rl::Mcts> mcts_;
+    // The roots' legal actions when the game has illegal ones (a shared-space game); else empty.
+    std::vector<std::vector<int>> legal_;
     std::mt19937_64 actRng_;
     std::vector<float> obsBuf_;
 
@@ -631,6 +659,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& runDir, train::Contr
     mc.numSimulations = cfg.simulations;
     mc.discount = cfg.discount;
     mcts_.emplace(mc, cfg.seed + uint64_t(l_.n.updates) * 7919 + 1 + uint64_t(rank_) * 0x51ed27);
+    if (const auto legal = envs_.front()->legalActions(); int(legal.size()) < A_) legal_.assign(size_t(cfg.numEnvs), legal);
     actRng_.seed(cfg.seed + uint64_t(l_.n.envSteps) * 104729 + 3 + uint64_t(rank_) * 0x2545f491);
     obsBuf_.resize(size_t(cfg.numEnvs * stackNumel_));
     startUpdates_ = lastRateUpdates_ = l_.n.updates;
@@ -704,7 +733,7 @@ void Trainer::selfPlayStep() {
         histories_[size_t(i)].stackedInto(histories_[size_t(i)].length(), stack_, obsBuf_.data() + i * stackNumel_);
     const Tensor obs =
         torch::from_blob(obsBuf_.data(), {cfg_.numEnvs, int64_t(stack_) * frame_.channels, frame_.height, frame_.width});
-    const auto res = searchBatch(l_.actor, *mcts_, obs, true);
+    const auto res = searchBatch(l_.actor, *mcts_, obs, true, legal_);
     const double temp = selfPlayTemperature(cfg_, l_.n.updates);
     std::vector<float> frame(size_t(frame_.numel()));
     for (int i = 0; i < cfg_.numEnvs; ++i) playMove(i, res, temp, frame);

@@ -14,6 +14,7 @@
 #include "core/models/efficientzero/config.h"
 #include "core/models/efficientzero/eval.h"
 #include "core/rl/env.h"
+#include "core/rl/replay.h"
 #include "core/train/control.h"
 
 namespace glimpse::dist {
@@ -88,6 +89,14 @@ struct TrainResult {
     int rank = 0, worldSize = 1;
     int64_t gamesReceived = 0, weightBroadcasts = 0, playedSteps = 0, playedGames = 0;
 };
+
+// The replay buffer a run saved in RUN/state.h5, with the run's configs (for offline datasets).
+struct RunReplay {
+    TrainConfig config;
+    Config network;
+    std::vector<rl::GameHistory> games;
+};
+RunReplay readRunReplay(const std::string& runDir);
 
 // Files in runDir: model.h5 (glimpse.checkpoint, family "efficientzero", for play),
 // state.h5 (glimpse.ez_state: everything to resume), runlog.h5. When state.h5 exists the run

@@ -1,0 +1,173 @@
+// XTRA's headless commands: `glimpse data offline` (offline datasets) and `glimpse train
+// xtra-pretrain` (multi-task distillation), with progress bars on stderr; Ctrl-C stops after the
+// current step (a training writes its checkpoint; a dataset being played is not written).
+#include "app/xtra/cli.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "app/cli/cli.h"
+#include "app/cli/common.h"
+#include "core/dist/dist.h"
+#include "core/error.h"
+#include "core/models/xtra/dataset.h"
+#include "core/models/xtra/pretrain.h"
+#include "core/train/run.h"
+#include "core/util/json_file.h"
+#include "core/util/threads.h"
+
+namespace glimpse::cli {
+
+namespace {
+
+const char* kDataUsage =
+    "usage: glimpse data offline --env GAME --out DATA.h5 [options]\n"
+    "       glimpse data offline --from-run RUN --out DATA.h5\n"
+    "Builds an offline dataset for XTRA (docs/xtra.md): trajectories of one game played by a\n"
+    "behaviour policy, or the replay buffer of an EfficientZero run (RUN/state.h5).\n"
+    "  --env GAME               a built-in game, or shared:GAME for the shared space\n"
+    "  --policy P               random | scripted (the game's scripted player) | agent (default scripted)\n"
+    "  --checkpoint C.h5        agent: an EfficientZero checkpoint of GAME\n"
+    "  --simulations N          agent: MCTS simulations per move (default 16)\n"
+    "  --epsilon E[,E...]       epsilon-greedy: a random action with probability E; episode e uses\n"
+    "                           the e-th value, cycling (default 0; 1 = random)\n"
+    "  --steps N                transitions to collect (default 10000)\n"
+    "  --envs K                 games played side by side (default 8)\n"
+    "  --seed S                 (default 0)\n"
+    "  --max-episode-steps N    steps per episode (default 1000)\n"
+    "  --threads T              LibTorch threads for the agent (default 1)\n";
+
+const char* kPretrainUsage =
+    "usage: glimpse train xtra-pretrain --config C.json --out RUN [options]\n"
+    "Distils EfficientZero teachers of several games into one student in the shared space\n"
+    "(XTRA's offline multi-task pretraining, docs/xtra.md). C.json lists the sources,\n"
+    "{\"sources\": [{\"dataset\": \"D.h5\", \"teacher\": \"RUN/model.h5\"}, ...]}, and any training key.\n"
+    "RUN gets checkpoint.h5 (resume state), run.h5 (run log) and, at the end, model.h5: an\n"
+    "EfficientZero checkpoint of the shared space (glimpse play --env shared:GAME).\n"
+    "  --resume                 continue RUN from its checkpoint\n"
+    "  --steps N                updates (overrides the config)\n"
+    "  --seed S                 (overrides the config)\n"
+    "  --threads T              LibTorch threads (default 2)\n";
+
+std::vector<double> parseList(const std::string& s, const std::string& flag) {
+    std::vector<double> v;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        size_t used = 0;
+        double x = 0;
+        try {
+            x = std::stod(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (item.empty() || used != item.size()) throw Error(flag + ": expected numbers separated by commas, got '" + s + "'");
+        v.push_back(x);
+    }
+    if (v.empty()) throw Error(flag + ": expected at least one number");
+    return v;
+}
+
+} // namespace
+
+int dataOffline(const std::vector<std::string>& args) {
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+        std::cerr << kDataUsage;
+        return args.empty() ? 2 : 0;
+    }
+    Args a(args);
+    a.checkKnown({"--env", "--out", "--policy", "--checkpoint", "--simulations", "--epsilon", "--steps", "--envs", "--seed",
+                  "--max-episode-steps", "--threads", "--from-run"});
+    const std::string out = a.require("--out");
+    xtra::OfflineDataset d;
+    if (auto run = a.get("--from-run")) {
+        for (const char* f : {"--env", "--policy", "--checkpoint", "--epsilon", "--steps", "--envs", "--seed"})
+            if (a.has(f)) throw Error(std::string(f) + " does not go with --from-run (the run's replay is taken as it is)");
+        d = xtra::datasetFromRun(*run);
+    } else {
+        xtra::DatasetSpec spec;
+        spec.env = a.require("--env");
+        spec.policy = a.get("--policy", "scripted");
+        spec.checkpoint = a.get("--checkpoint", "");
+        spec.simulations = int(a.getInt("--simulations", 16));
+        if (auto e = a.get("--epsilon")) spec.epsilons = parseList(*e, "--epsilon");
+        spec.steps = a.getInt("--steps", 10000);
+        spec.numEnvs = int(a.getInt("--envs", 8));
+        spec.seed = uint64_t(a.getInt("--seed", 0));
+        spec.envOptions.maxEpisodeSteps = int(a.getInt("--max-episode-steps", 1000));
+        const long long threads = a.getInt("--threads", 1);
+        if (threads < 1 || threads > 256) throw Error("--threads must be in 1..256");
+        glimpse::setComputeThreads(int(threads));
+        spec.validate();
+        train::Control control;
+        {
+            StopOnInterrupt interrupt(control);
+            TrainingProgress bar(control, [](const train::Progress& p) {
+                char m[64];
+                std::snprintf(m, sizeof m, "episodes %.0f", latestMetric(p, "episodes"));
+                return std::string(m);
+            }, -1, 2000, "data");
+            d = xtra::generateDataset(spec, &control, bar.fn());
+            if (control.stopRequested()) {
+                std::cerr << "glimpse data offline: interrupted; nothing written\n";
+                return 1;
+            }
+        }
+    }
+    xtra::writeDataset(out, d);
+    std::cout << out << ": " << xtra::describeDataset(d) << "\n";
+    return 0;
+}
+
+int trainXtraPretrain(const std::vector<std::string>& args) {
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+        std::cerr << kPretrainUsage << kDistUsage;
+        return args.empty() ? 2 : 0;
+    }
+    Args a(args, {"--resume"});
+    std::vector<std::string> known{"--config", "--out", "--resume", "--steps", "--seed", "--threads"};
+    known.insert(known.end(), distFlags().begin(), distFlags().end());
+    a.checkKnown(known);
+    const dist::Settings ds = distSettings(a);
+    const std::string configPath = a.require("--config");
+    nlohmann::json j = readJsonFile(configPath, "xtra-pretrain config");
+    if (!j.is_object()) throw Error(configPath + ": the config file is not a JSON object");
+    if (a.has("--steps")) j["steps"] = a.getInt("--steps", 2000);
+    if (a.has("--seed")) j["seed"] = a.getInt("--seed", 0);
+    const auto cfg = xtra::PretrainConfig::fromJson(j, configPath);
+    const std::string out = a.require("--out");
+    const long long threads = a.getInt("--threads", 2);
+    if (threads < 1 || threads > 256) throw Error("--threads must be in 1..256");
+    glimpse::setComputeThreads(int(threads));
+    std::unique_ptr<dist::Communicator> comm;
+    if (ds.distributed()) {
+        std::cerr << "glimpse train xtra-pretrain: " << ds.describe() << ": waiting for the other ranks\n";
+        comm = std::make_unique<dist::Communicator>(ds);
+    }
+    train::Control control;
+    xtra::PretrainResult r;
+    {
+        StopOnInterrupt interrupt(control);
+        TrainingProgress bar(control, [](const train::Progress& p) {
+            char m[96];
+            std::snprintf(m, sizeof m, "loss %.4f", latestMetric(p, "loss"));
+            return std::string(m);
+        });
+        r = xtra::pretrain(cfg, out, a.has("--resume"), control, bar.fn(), comm.get());
+    }
+    if (r.rank != 0) {
+        std::cout << "rank " << r.rank << " of " << r.worldSize << ": " << (r.finished ? "done" : "stopped") << " at step "
+                  << r.steps << "; rank 0 writes " << out << "\n";
+        return 0;
+    }
+    std::string games;
+    for (const auto& g : r.games) games += (games.empty() ? "" : ", ") + g;
+    std::cout << (r.finished ? "finished" : "stopped") << ": " << r.steps << " updates on " << games << " in " << r.seconds
+              << " s; " << (r.finished ? "student " + out + "/model.h5" : "resume with --resume") << "\n";
+    return 0;
+}
+
+} // namespace glimpse::cli
