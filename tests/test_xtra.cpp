@@ -26,6 +26,7 @@
 #include "core/models/efficientzero/model.h"
 #include "core/models/efficientzero/train.h"
 #include "core/models/xtra/dataset.h"
+#include "core/models/xtra/finetune.h"
 #include "core/models/xtra/offline_task.h"
 #include "core/models/xtra/pretrain.h"
 #include "core/models/xtra/task_weights.h"
@@ -533,6 +534,95 @@ private Q_SLOTS:
         QCOMPARE(d.transitions(), moves);
         QVERIFY(d.rewardsClipped);
         QVERIFY(contains(errorOf([&] { xtra::datasetFromRun(tmp.path().toStdString()); }), {"no state.h5"}));
+    }
+
+    // Finetuning with concurrent offline tasks: every update logs each task's weight and loss; the
+    // weights are 1 through the warm-up and the first window, then s_i / N of the similarities
+    // logged in the window; "constant" keeps them at 1; the run resumes with its weights' state.
+    void finetuningWeighsOfflineTasks() {
+        QTemporaryDir tmp;
+        const std::string dir = tmp.path().toStdString();
+        xtra::writeDataset(dir + "/breakout.h5", scriptedData("breakout", 200, {0.0, 0.5}));
+        xtra::writeDataset(dir + "/invaders.h5", scriptedData("invaders", 200, {0.0, 0.5}));
+        xtra::writeDataset(dir + "/demon.h5", scriptedData("demon", 100));
+        const std::vector<xtra::SourceSpec> sources{{dir + "/breakout.h5", saveTeacher(dir, "breakout", 3)},
+                                                    {dir + "/invaders.h5", saveTeacher(dir, "invaders", 4)}};
+        xtra::PretrainConfig pc;
+        pc.sources = sources;
+        pc.steps = 3;
+        pc.batchSize = 8;
+        train::Control control;
+        xtra::pretrain(pc, dir + "/student", false, control);
+
+        nlohmann::json j = {{"env", "shared:demon"}, {"steps", 10}, {"num_envs", 2}, {"simulations", 4}, {"batch_size", 8},
+                            {"min_replay", 40}, {"max_episode_steps", 40}, {"checkpoint_interval", 5}, {"log_interval", 1},
+                            {"warmup_steps", 1}, {"init", dir + "/student/model.h5"}};
+        j["xtra"] = {{"sources", {{{"dataset", sources[0].dataset}, {"teacher", sources[0].teacher}},
+                                  {{"dataset", sources[1].dataset}, {"teacher", sources[1].teacher}}}},
+                     {"offline_batch_size", 6},
+                     {"task_weights", {{"cycle", 4}, {"window", 2}, {"threshold", 0.0}, {"warmup", 2}}}};
+        const auto cfg = xtra::FinetuneConfig::fromJson(j, "ft.json");
+        const auto r = xtra::finetune(cfg, dir + "/ft", &control);
+        QCOMPARE(r.updates, int64_t(10));
+        const RunLog log = RunLog::load(dir + "/ft/runlog.h5");
+        QCOMPARE(log.config.value("trainer", ""), std::string("xtra"));
+        QCOMPARE(log.config.at("game_categories").value("breakout", ""), std::string("shooter"));
+        for (const std::string g : {"breakout", "invaders"}) {
+            const auto& w = log.series.at("task_weight/" + g);
+            const auto& sim = log.series.at("task_similarity/" + g);
+            QCOMPARE(w.steps, std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+            QCOMPARE(log.series.at("task_loss/" + g).size(), size_t(10));
+            // Measured at updates 2, 3 (logged as 3, 4) and 6, 7 (7, 8).
+            QCOMPARE(sim.steps, std::vector<int64_t>({3, 4, 7, 8}));
+            for (int u = 0; u < 4; ++u) QCOMPARE(w.values[size_t(u)], 1.0);
+            const double first = ((sim.values[0] > 0) + (sim.values[1] > 0)) / 2.0;
+            for (int u = 4; u < 8; ++u) QCOMPARE(w.values[size_t(u)], first);
+            const double second = ((sim.values[2] > 0) + (sim.values[3] > 0)) / 2.0;
+            for (int u = 8; u < 10; ++u) QCOMPARE(w.values[size_t(u)], second);
+        }
+        // Constant weights.
+        auto constant = cfg;
+        constant.weights = "constant";
+        xtra::finetune(constant, dir + "/const", &control);
+        const RunLog cl = RunLog::load(dir + "/const/runlog.h5");
+        for (double v : cl.series.at("task_weight/breakout").values) QCOMPARE(v, 1.0);
+        QVERIFY(cl.series.find("task_similarity/breakout") == cl.series.end() || cl.series.at("task_similarity/breakout").size() == 0);
+        // Stopped at update 6, resumed to 10: the weights' state comes back. With a threshold no
+        // cosine exceeds, the weights are 0 from the end of the first window on; a resumed run
+        // that had lost them would be back at 1.
+        auto never = cfg;
+        never.taskWeights.threshold = 1.0;
+        train::Control stopper;
+        const auto first = xtra::finetune(never, dir + "/split", &stopper, [&](const train::Progress& p) {
+            if (p.phase == "train" && p.step >= 6) stopper.requestStop();
+        });
+        QVERIFY(first.stopped);
+        QCOMPARE(first.updates, int64_t(6));
+        train::Control again;
+        const auto rr = xtra::finetune(never, dir + "/split", &again);
+        QCOMPARE(rr.updates, int64_t(10));
+        const RunLog sl = RunLog::load(dir + "/split/runlog.h5");
+        QCOMPARE(sl.series.at("task_weight/breakout").steps, std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+        QCOMPARE(sl.series.at("task_weight/invaders").values, std::vector<double>({1, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
+        // Bad configurations.
+        auto bad = j;
+        bad["xtra"]["sources"].push_back({{"dataset", dir + "/demon.h5"}, {"teacher", saveTeacher(dir, "demon", 5)}});
+        QVERIFY(contains(errorOf([&] { xtra::finetune(xtra::FinetuneConfig::fromJson(bad, "b.json"), dir + "/bad", &control); }),
+                         {"demon.h5", "target game 'demon'", "offline tasks"}));
+        bad = j;
+        bad["env"] = "demon";
+        QVERIFY(contains(errorOf([&] { xtra::FinetuneConfig::fromJson(bad, "b.json"); }), {"b.json", "shared:GAME"}));
+        bad = j;
+        bad["xtra"]["weights"] = "random";
+        QVERIFY(contains(errorOf([&] { xtra::FinetuneConfig::fromJson(bad, "b.json"); }), {"adaptive", "constant"}));
+        bad = j;
+        bad["xtra"]["colour"] = 1;
+        QVERIFY(contains(errorOf([&] { xtra::FinetuneConfig::fromJson(bad, "b.json"); }), {"unknown key 'colour'"}));
+        bad = j;
+        bad["init"] = sources[0].teacher;   // a native breakout network
+        bad["xtra"]["sources"] = nlohmann::json::array();
+        QVERIFY(contains(errorOf([&] { xtra::finetune(xtra::FinetuneConfig::fromJson(bad, "b.json"), dir + "/init", &control); }),
+                         {"teacher_breakout.h5"}));
     }
 };
 

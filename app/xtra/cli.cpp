@@ -14,6 +14,7 @@
 #include "core/dist/dist.h"
 #include "core/error.h"
 #include "core/models/xtra/dataset.h"
+#include "core/models/xtra/finetune.h"
 #include "core/models/xtra/pretrain.h"
 #include "core/train/run.h"
 #include "core/util/json_file.h"
@@ -49,6 +50,20 @@ const char* kPretrainUsage =
     "EfficientZero checkpoint of the shared space (glimpse play --env shared:GAME).\n"
     "  --resume                 continue RUN from its checkpoint\n"
     "  --steps N                updates (overrides the config)\n"
+    "  --seed S                 (overrides the config)\n"
+    "  --threads T              LibTorch threads (default 2)\n";
+
+const char* kFinetuneUsage =
+    "usage: glimpse train xtra --config C.json --out RUN [options]\n"
+    "Finetunes EfficientZero online on a game of the shared space (env shared:GAME) while it keeps\n"
+    "learning the offline tasks of pretraining, weighted by the similarity of their gradients to\n"
+    "the target's (XTRA's concurrent cross-task learning, docs/xtra.md). C.json holds the\n"
+    "EfficientZero keys (env, steps, init: the pretrained student's model.h5, ...) and\n"
+    "\"xtra\": {\"sources\": [{\"dataset\", \"teacher\"}, ...], \"weights\": \"adaptive\"|\"constant\",\n"
+    "\"task_weights\": {\"cycle\", \"window\", \"threshold\", \"warmup\"}, \"offline_batch_size\"}.\n"
+    "RUN gets model.h5, state.h5 and runlog.h5 (task_weight/<game> per update) as for\n"
+    "glimpse train efficientzero; running it again resumes.\n"
+    "  --steps N                learner updates (overrides the config)\n"
     "  --seed S                 (overrides the config)\n"
     "  --threads T              LibTorch threads (default 2)\n";
 
@@ -167,6 +182,57 @@ int trainXtraPretrain(const std::vector<std::string>& args) {
     for (const auto& g : r.games) games += (games.empty() ? "" : ", ") + g;
     std::cout << (r.finished ? "finished" : "stopped") << ": " << r.steps << " updates on " << games << " in " << r.seconds
               << " s; " << (r.finished ? "student " + out + "/model.h5" : "resume with --resume") << "\n";
+    return 0;
+}
+
+int trainXtra(const std::vector<std::string>& args) {
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+        std::cerr << kFinetuneUsage << kDistUsage;
+        return args.empty() ? 2 : 0;
+    }
+    Args a(args, {"--resume"});
+    std::vector<std::string> known{"--config", "--out", "--resume", "--steps", "--seed", "--threads"};
+    known.insert(known.end(), distFlags().begin(), distFlags().end());
+    a.checkKnown(known);
+    const dist::Settings ds = distSettings(a);
+    const std::string configPath = a.require("--config");
+    nlohmann::json j = readJsonFile(configPath, "xtra config");
+    if (!j.is_object()) throw Error(configPath + ": the config file is not a JSON object");
+    if (a.has("--steps")) j["steps"] = a.getInt("--steps", 5000);
+    if (a.has("--seed")) j["seed"] = a.getInt("--seed", 0);
+    const auto cfg = xtra::FinetuneConfig::fromJson(j, configPath);
+    const std::string out = a.require("--out");
+    if (a.has("--resume")) train::resumeFrom(out + "/state.h5", true);
+    const long long threads = a.getInt("--threads", 2);
+    if (threads < 1 || threads > 256) throw Error("--threads must be in 1..256");
+    glimpse::setComputeThreads(int(threads));
+    std::unique_ptr<dist::Communicator> comm;
+    if (ds.distributed()) {
+        std::cerr << "glimpse train xtra: " << ds.describe() << ": waiting for the other ranks\n";
+        comm = std::make_unique<dist::Communicator>(ds);
+    }
+    train::Control control;
+    efficientzero::TrainResult r;
+    std::vector<std::string> games;
+    for (const auto& s : cfg.sources) games.push_back(s.dataset);
+    {
+        StopOnInterrupt interrupt(control);
+        TrainingProgress bar(control, [](const train::Progress& p) {
+            char m[160];
+            std::snprintf(m, sizeof m, "loss %.3f  offline %.3f  env %.0f  ret %.1f", latestMetric(p, "loss"),
+                          latestMetric(p, "loss_offline"), latestMetric(p, "env_steps"), latestMetric(p, "episode_return"));
+            return std::string(m);
+        });
+        r = xtra::finetune(cfg, out, &control, bar.fn(), comm.get());
+    }
+    if (r.rank != 0) {
+        std::cout << "rank " << r.rank << " of " << r.worldSize << ": " << (r.stopped ? "stopped" : "done") << " at update "
+                  << r.updates << "; rank 0 writes " << out << "\n";
+        return 0;
+    }
+    std::cout << (r.stopped ? "stopped" : "finished") << ": " << r.updates << " updates, " << r.envSteps
+              << " environment steps, " << r.episodes << " episodes in " << r.seconds << " s; checkpoint " << out
+              << "/model.h5\n";
     return 0;
 }
 

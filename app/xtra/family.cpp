@@ -14,6 +14,8 @@ ModelFamily xtraFamily() {
          "an offline dataset for XTRA (or --from-run RUN)", cli::dataOffline},
         {"train", "xtra-pretrain", "--config C.json --out RUN", "distil EfficientZero teachers into one student (XTRA)",
          cli::trainXtraPretrain},
+        {"train", "xtra", "--config C.json --out RUN", "finetune on a shared game with weighted offline tasks (XTRA)",
+         cli::trainXtra},
     };
     return f;
 }

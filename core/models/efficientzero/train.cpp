@@ -46,7 +46,7 @@ nlohmann::json TrainConfig::toJson() const {
             {"min_replay", minReplay}, {"updates_per_env_step", updatesPerEnvStep},
             {"self_play_update_interval", selfPlayUpdateInterval}, {"target_update_interval", targetUpdateInterval},
             {"checkpoint_interval", checkpointInterval}, {"log_interval", logInterval}, {"round_moves", roundMoves},
-            {"network", network}};
+            {"init", init}, {"network", network}};
 }
 
 TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
@@ -81,6 +81,7 @@ TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
     get("updates_per_env_step", c.updatesPerEnvStep); get("self_play_update_interval", c.selfPlayUpdateInterval);
     get("target_update_interval", c.targetUpdateInterval); get("checkpoint_interval", c.checkpointInterval);
     get("log_interval", c.logInterval); get("round_moves", c.roundMoves); get("network", c.network);
+    get("init", c.init);
     c.validate();
     return c;
 }
@@ -292,8 +293,10 @@ struct Learner {
     std::mt19937_64 rng;   // replay sampling and targets
 };
 
-void saveState(const std::string& path, const TrainConfig& cfg, const Config& netCfg, Learner& l) {
+void saveState(const std::string& path, const TrainConfig& cfg, const Config& netCfg, Learner& l,
+               const ExtraObjective* extra) {
     h5::writeAtomically(path, kStateKind, 1, [&](h5::File& f) {
+        if (extra) f.setAttr("extra_state", extra->state().dump());
         f.setAttr("train_config", cfg.toJson().dump());
         f.setAttr("network_config", netCfg.toJson().dump());
         f.setAttr("updates", l.n.updates);
@@ -309,8 +312,15 @@ void saveState(const std::string& path, const TrainConfig& cfg, const Config& ne
     });
 }
 
-void loadState(const std::string& path, const TrainConfig& cfg, const Config& netCfg, Learner& l) {
+void loadState(const std::string& path, const TrainConfig& cfg, const Config& netCfg, Learner& l, ExtraObjective* extra) {
     h5::File f = h5::openGlimpse(path, kStateKind, 1);
+    if (extra) {
+        if (!f.hasAttr("extra_state"))
+            throw Error(path + ": the run was trained without offline tasks; it cannot resume with them");
+        const auto st = nlohmann::json::parse(f.attrString("extra_state"), nullptr, false);
+        if (st.is_discarded()) throw Error(path + ": corrupt extra_state attribute");
+        extra->restore(st, path);
+    }
     const auto saved = nlohmann::json::parse(f.attrString("train_config"), nullptr, false);
     if (saved.is_discarded() || !saved.is_object()) throw Error(path + ": corrupt train_config attribute");
     if (saved.value("env", "") != cfg.env)
@@ -560,7 +570,7 @@ struct BatchBuffers {
 class Trainer {
 public:
     Trainer(const TrainConfig& cfg, const std::string& runDir, train::Control* control, const train::ProgressFn& progress,
-            dist::Communicator* comm);
+            dist::Communicator* comm, ExtraObjective* extra);
     TrainResult run();
 
 private:
@@ -591,6 +601,7 @@ private:
     train::Control* control_;
     train::ProgressFn progress_;
     dist::Communicator* comm_ = nullptr;   // a distributed run (W > 1), else null
+    ExtraObjective* extra_ = nullptr;      // loss terms added to the learner's (XTRA), else null
     int rank_ = 0, world_ = 1;
     bool selfPlayRank() const { return rank_ != 0; }
     // Rank 0: the self-play network's version (bumped at every copy from the learner) and the
@@ -630,9 +641,9 @@ private:
 };
 
 Trainer::Trainer(const TrainConfig& cfg, const std::string& runDir, train::Control* control,
-                 const train::ProgressFn& progress, dist::Communicator* comm)
+                 const train::ProgressFn& progress, dist::Communicator* comm, ExtraObjective* extra)
     : cfg_(cfg), control_(control), progress_(progress),
-      comm_(comm && comm->worldSize() > 1 ? comm : nullptr), rank_(comm_ ? comm_->rank() : 0),
+      comm_(comm && comm->worldSize() > 1 ? comm : nullptr), extra_(extra), rank_(comm_ ? comm_->rank() : 0),
       world_(comm_ ? comm_->worldSize() : 1), envs_(makeEnvs(cfg)),
       netCfg_(cpuNetwork(*envs_.front(), cfg.network)), frame_(envs_.front()->observationShape()),
       A_(netCfg_.numActions), stack_(netCfg_.stack), stackNumel_(int64_t(stack_) * frame_.numel()),
@@ -672,11 +683,18 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& runDir, train::Contr
 void Trainer::resumeOrStart() {
     RunLog previous;
     if (fs::exists(statePath_)) {
-        loadState(statePath_, cfg_, netCfg_, l_);
+        loadState(statePath_, cfg_, netCfg_, l_, extra_);
         if (int(l_.n.envEpisodes.size()) != cfg_.numEnvs) l_.n.envEpisodes.resize(size_t(cfg_.numEnvs), 0);
         previous = train::previousRunLog(logPath_);
         train::noteResumed(statePath_, l_.n.updates);
     } else {
+        if (!cfg_.init.empty()) {
+            Network init = loadForEnv(cfg_.init, *envs_.front());
+            if (init.config().toJson() != netCfg_.toJson())
+                throw Error(cfg_.init + ": its network (" + init.config().toJson().dump() + ") differs from this run's (" +
+                            netCfg_.toJson().dump() + ")");
+            copyWeights(init, l_.net);
+        }
         copyWeights(l_.net, l_.target);
     }
     copyWeights(l_.net, l_.actor);
@@ -694,6 +712,11 @@ void Trainer::openLog(const RunLog& previous) {
     logConfig["throughput_unit"] = "env steps/s";   // dist/throughput_rank<r>: environment steps each rank plays
     std::vector<std::string> series = kSeries;
     for (const auto& d : dist::seriesNames(world_)) series.push_back(d);
+    if (extra_) {
+        for (const auto& x : extra_->series()) series.push_back(x);
+        const nlohmann::json described = extra_->describe();
+        for (auto it = described.begin(); it != described.end(); ++it) logConfig[it.key()] = it.value();
+    }
     log_.emplace(train::openRunLog(logPath_, logConfig, series, previous, [&n](const std::string& series) {
         return countsEnvSteps(series) ? n.envSteps : n.updates;   // rows written after the checkpoint are dropped
     }));
@@ -892,8 +915,11 @@ void Trainer::learnStep() {
     for (auto& group : l_.opt.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
     l_.net.train(true);
     auto terms = computeLoss(l_.net, batch);
+    Tensor objective = terms.total;
+    std::map<std::string, double> extraMetrics;
+    if (extra_) objective = objective + extra_->loss(l_.net, terms.total, n.updates, extraMetrics);
     l_.opt.zero_grad();
-    (terms.total / double(cfg_.unroll)).backward();
+    (objective / double(cfg_.unroll)).backward();
     const double gradNorm = torch::nn::utils::clip_grad_norm_(l_.net.parameters(), cfg_.gradClip);
     l_.opt.step();
     const Tensor pr = terms.priorities.to(torch::kFloat64).contiguous();
@@ -904,6 +930,10 @@ void Trainer::learnStep() {
     if (!std::isfinite(total))
         throw Error("efficientzero: the loss became " + std::to_string(total) + " at update " + std::to_string(n.updates));
     rep_->setLatest("loss", total);
+    for (const auto& [k, v] : extraMetrics) {   // XTRA: every update (task weights, losses, similarities)
+        log_->append(k, n.updates, v, wallTime());
+        rep_->setLatest(k, v);
+    }
     rep_->setLatest("lr", lr);
     if (n.updates % cfg_.logInterval == 0 || n.updates == cfg_.steps) logUpdate(terms, total, lr, beta, gradNorm);
     if (n.updates % cfg_.targetUpdateInterval == 0) copyWeights(l_.net, l_.target);
@@ -951,7 +981,7 @@ void Trainer::writeCheckpoints() {
     // checkpoint must not leave a resumed log with a gap (docs/crash-safety.md).
     log_->flush();
     saveCheckpoint(modelPath_, checkpointFromModule(l_.net.module(), "efficientzero", netCfg_.toJson().dump()));
-    saveState(statePath_, cfg_, netCfg_, l_);
+    saveState(statePath_, cfg_, netCfg_, l_, extra_);
 }
 
 // The last checkpoint, the final counters and the log's end (stopped: resumable).
@@ -1100,9 +1130,9 @@ TrainResult Trainer::runDistributed() {
 } // namespace
 
 TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train::Control* control,
-                       const train::ProgressFn& progress, dist::Communicator* comm) {
+                       const train::ProgressFn& progress, dist::Communicator* comm, ExtraObjective* extra) {
     cfg.validate();
-    return Trainer(cfg, runDir, control, progress, comm).run();
+    return Trainer(cfg, runDir, control, progress, comm, extra).run();
 }
 
 } // namespace glimpse::efficientzero

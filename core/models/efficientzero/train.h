@@ -6,10 +6,12 @@
 // that is needed to resume. Evaluation (playing episodes with a trained network) is in eval.h,
 // included here for the callers of evaluate() and loadForEnv() that include this header.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <torch/types.h>
 
 #include "core/models/efficientzero/config.h"
 #include "core/models/efficientzero/eval.h"
@@ -64,12 +66,34 @@ struct TrainConfig {
     // Distributed runs (docs/distributed.md "EfficientZero"): moves each self-play rank plays
     // between two exchanges with the learner (rank 0). No effect in one process.
     int roundMoves = 4;
+    // An EfficientZero checkpoint whose weights start a new run (its network must be this run's,
+    // e.g. an XTRA student for a shared game); ignored when the run resumes. "" = random init.
+    std::string init;
     nlohmann::json network = nlohmann::json::object();  // overrides of cpuNetwork()'s keys
 
     nlohmann::json toJson() const;
     // Missing keys keep defaults; unknown keys, wrong types and absurd values are errors.
     static TrainConfig fromJson(const nlohmann::json& j);
     void validate() const;
+};
+
+// Loss terms a learner adds to its own at every update: XTRA's concurrent offline tasks
+// (core/models/xtra/finetune.h). Runs on the learner's thread (rank 0).
+class ExtraObjective {
+public:
+    virtual ~ExtraObjective() = default;
+    // The run-log series it writes (declared when the log opens).
+    virtual std::vector<std::string> series() const = 0;
+    // Entries added to the run log's config.
+    virtual nlohmann::json describe() const = 0;
+    // The loss added to the target task's `targetLoss` (eq. 5.3 of this update's batch) at learner
+    // update `update` (0-based), with gradients; `metrics` receives the values to log at this
+    // update (series -> value).
+    virtual torch::Tensor loss(Network& net, const torch::Tensor& targetLoss, int64_t update,
+                               std::map<std::string, double>& metrics) = 0;
+    // Resumable state (saved in state.h5 with the learner).
+    virtual nlohmann::json state() const = 0;
+    virtual void restore(const nlohmann::json& state, const std::string& source) = 0;
 };
 
 // The CPU network for a game: Config::grid reduced to 16 latent channels, LSTM 32, projection
@@ -107,7 +131,9 @@ RunReplay readRunReplay(const std::string& runDir);
 // ranks send their finished games to the learner, which adds them to its replay, trains as the
 // replay ratio allows while the next round is played, and broadcasts the self-play network
 // whenever it changed (every self_play_update_interval updates). A resumed run may change W.
+// `extra`: loss terms added at every learner update (null: plain EfficientZero).
 TrainResult trainAgent(const TrainConfig& config, const std::string& runDir, train::Control* control = nullptr,
-                       const train::ProgressFn& progress = {}, dist::Communicator* comm = nullptr);
+                       const train::ProgressFn& progress = {}, dist::Communicator* comm = nullptr,
+                       ExtraObjective* extra = nullptr);
 
 } // namespace glimpse::efficientzero
