@@ -154,6 +154,61 @@ private Q_SLOTS:
         QVERIFY(c.model.hiddenDim < letr::LetrTrainConfig{}.model.hiddenDim);
     }
 
+    // XTRA: the task weights of a run being written go live into one chart with a line per
+    // offline game, shooters in warm colours and mazes in cool ones; the per-game losses likewise.
+    void plotsTaskWeightsLive() {
+        const nlohmann::json config = {
+            {"trainer", "xtra"}, {"total_steps", 20}, {"offline_games", {"breakout", "invaders", "pellets"}},
+            {"game_categories", {{"breakout", "shooter"}, {"invaders", "shooter"}, {"pellets", "maze"}}}};
+        const std::vector<std::string> games{"breakout", "invaders", "pellets"};
+        std::vector<std::string> series{"loss"};
+        for (const auto& g : games) {
+            series.push_back("task_weight/" + g);
+            series.push_back("task_loss/" + g);
+        }
+        auto w = RunLogWriter::create(file("xtra.h5"), config, series);
+        auto write = [&](int from, int to) {
+            for (int s = from; s < to; ++s) {
+                w.append("loss", s, 1.0 / s);
+                w.append("task_weight/breakout", s, s < 5 ? 1.0 : 0.5);
+                w.append("task_weight/invaders", s, 1.0);
+                w.append("task_weight/pellets", s, s < 5 ? 1.0 : 0.0);
+                for (const auto& g : games) w.append("task_loss/" + g, s, 2.0 / s);
+            }
+            w.flush();
+        };
+        write(1, 6);
+        TrainingPanel panel(nullptr);
+        QString err;
+        QVERIFY2(panel.openRun(dir_.filePath("xtra.h5"), &err), qPrintable(err));
+        auto* c = panel.charts()->chart("task weights");
+        QVERIFY(c);
+        QVERIFY(!panel.charts()->chart("task_weight/breakout"));   // grouped, not a chart per game
+        QVERIFY(panel.charts()->chart("task losses"));
+        QCOMPARE(panel.charts()->layoutOrder().front(), QString("task weights"));
+        QCOMPARE(c->runs().size(), 3);
+        QMap<QString, int> line;
+        for (int k : c->runs()) line[c->runLabel(k).section(' ', 0, 0)] = k;
+        QCOMPARE(line.keys(), QStringList({"breakout", "invaders", "pellets"}));
+        QCOMPARE(c->runLabel(line["pellets"]), QString("pellets (maze)"));
+        QCOMPARE(c->pointCount(line["breakout"]), 5);
+        QCOMPARE(c->lastPoint(line["breakout"]), QPointF(5, 0.5));
+        QCOMPARE(c->lastPoint(line["pellets"]), QPointF(5, 0.0));
+        const QColor b = c->runPen(line["breakout"]).color(), i = c->runPen(line["invaders"]).color(),
+                     p = c->runPen(line["pellets"]).color();
+        QVERIFY(b.red() > b.blue() && i.red() > i.blue());   // shooters warm
+        QVERIFY(p.blue() > p.red());                         // maze cool
+        QVERIFY(b != i);
+        // Live: rows written after opening arrive at the next poll.
+        write(6, 11);
+        panel.pollNow();
+        QCOMPARE(c->pointCount(line["invaders"]), 10);
+        QCOMPARE(c->lastPoint(line["breakout"]), QPointF(10, 0.5));
+        w.finish();
+        panel.closeRuns();
+        QVERIFY(c->runs().isEmpty());
+    }
+
     void openRunErrorsNameTheFile() {
         TrainingPanel panel(nullptr);
         QString err;

@@ -120,9 +120,10 @@ QLineSeries* LiveChart::line(int run) {
     auto it = lines_.find(run);
     if (it != lines_.end()) return it.value();
     auto* s = new QLineSeries(chart_);
-    QPen pen(runColor(run));
+    const bool own = styles_.contains(run);
+    QPen pen(own ? styles_[run].first : runColor(run));
     pen.setWidthF(1.6);
-    pen.setStyle(runPenStyle(run));
+    pen.setStyle(own ? styles_[run].second : runPenStyle(run));
     s->setPen(pen);
     s->setName(runLabel(run));
     chart_->addSeries(s);
@@ -130,6 +131,16 @@ QLineSeries* LiveChart::line(int run) {
     s->attachAxis(axisY_);
     lines_.insert(run, s);
     return s;
+}
+
+void LiveChart::setLineStyle(int run, const QColor& colour, Qt::PenStyle style) {
+    styles_[run] = {colour, style};
+    if (lines_.contains(run)) {
+        QPen pen = lines_[run]->pen();
+        pen.setColor(colour);
+        pen.setStyle(style);
+        lines_[run]->setPen(pen);
+    }
 }
 
 void LiveChart::setRunLabel(int run, const QString& label) {

@@ -36,6 +36,9 @@ public:
     QString title() const { return title_; }
     // The legend text of a run (created on first use).
     void setRunLabel(int run, const QString& label);
+    // A line's own colour and dash instead of its run's (e.g. one line per game in one chart);
+    // applies to a line drawn already and to one created later.
+    void setLineStyle(int run, const QColor& colour, Qt::PenStyle style);
     QString runLabel(int run) const;
     // Appends points to a run's line (x ascending within a run) and rescales the axes.
     void appendPoints(int run, const QVector<QPointF>& points);
@@ -79,6 +82,7 @@ private:
     QMap<int, QVector<QPointF>> data_;   // every point of each run; lines_ show at most
                                          // kShownPoints of them (min/max per bucket)
     QMap<int, QString> labels_;
+    QMap<int, QPair<QColor, Qt::PenStyle>> styles_;   // setLineStyle's overrides
 };
 
 // A grid of LiveCharts, one per series name, created on first append: the names given to

@@ -123,6 +123,17 @@ QString RunFollower::configText() const {
     return reader_ ? QString::fromStdString(reader_->config().dump(2)) : QString();
 }
 
+QMap<QString, QString> RunFollower::gameCategories() const {
+    QMap<QString, QString> out;
+    if (!reader_) return out;
+    const auto& c = reader_->config();
+    auto it = c.find("game_categories");
+    if (it == c.end() || !it->is_object()) return out;
+    for (auto g = it->begin(); g != it->end(); ++g)
+        if (g.value().is_string()) out.insert(QString::fromStdString(g.key()), QString::fromStdString(g.value().get<std::string>()));
+    return out;
+}
+
 std::string RunFollower::dataSpec() const {
     if (!reader_) return {};
     const auto& c = reader_->config();

@@ -39,7 +39,9 @@ public:
     QString status() const;
     QString statusMessage() const;   // for "dead": "stopped responding at ...; ... resume with --resume"
     QString configText() const;      // the run's config JSON, pretty-printed
-    std::string dataSpec() const;    // config's "data" (or "data_spec") string, "" if none
+    std::string dataSpec() const;
+    // XTRA: the config's "game_categories" (game -> "shooter" / "maze"), empty if absent.
+    QMap<QString, QString> gameCategories() const;    // config's "data" (or "data_spec") string, "" if none
 
     // Progress read from the log: the last step of its first series ("loss/total" when there
     // is one), the config's "total_steps" (-1 if absent), and the ETA from the wall times of

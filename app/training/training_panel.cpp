@@ -69,7 +69,68 @@ struct TrainingPanel::Run {
     std::unique_ptr<RunFollower> follower;
     QString label;
     QString error;
+    QStringList games;   // XTRA: the games of its per-game series, in order of appearance
 };
+
+namespace {
+
+// XTRA's per-game series (docs/xtra.md): each quantity is one chart with a line per game.
+const QList<QPair<QString, QString>> kGameGroups = {{"task_weight/", "task weights"},
+                                                    {"task_loss/", "task losses"},
+                                                    {"task_similarity/", "task similarities"},
+                                                    {"task_policy_loss/", "task policy losses"}};
+constexpr int kGameLineBase = 1000;   // line keys of games: base + run * kGamesPerRun + game
+constexpr int kGamesPerRun = 64;
+
+// Shooters in warm colours, mazes in cool ones; the k-th game of a category gets the k-th shade.
+QColor gameColour(const QString& category, int k) {
+    static const QColor warm[] = {QColor(230, 85, 13), QColor(214, 39, 40), QColor(253, 174, 107), QColor(140, 45, 4),
+                                  QColor(227, 119, 194)};
+    static const QColor cool[] = {QColor(31, 119, 180), QColor(44, 160, 44), QColor(23, 190, 207), QColor(8, 48, 107),
+                                  QColor(116, 196, 118)};
+    static const QColor other[] = {QColor(127, 127, 127), QColor(148, 103, 189), QColor(188, 189, 34)};
+    if (category == "shooter") return warm[k % 5];
+    if (category == "maze") return cool[k % 5];
+    return other[k % 3];
+}
+
+} // namespace
+
+void TrainingPanel::appendRunPoints(Run& r, const QMap<QString, QVector<QPointF>>& points) {
+    for (auto it = points.begin(); it != points.end(); ++it) {
+        QString group, game;
+        for (const auto& g : kGameGroups)
+            if (it.key().startsWith(g.first)) {
+                group = g.second;
+                game = it.key().mid(g.first.size());
+            }
+        if (group.isEmpty()) {
+            charts_->appendPoints(it.key(), r.index, it.value());
+            continue;
+        }
+        if (!r.games.contains(game)) r.games << game;
+        const int gi = int(r.games.indexOf(game));
+        if (gi >= kGamesPerRun) continue;
+        const int key = kGameLineBase + r.index * kGamesPerRun + gi;
+        charts_->appendPoints(group, key, it.value());
+        widgets::LiveChart* chart = charts_->chart(group);
+        const QMap<QString, QString> categories = r.follower->gameCategories();
+        const QString category = categories.value(game);
+        int k = 0;   // the game's rank among its category's games in this run
+        for (int j = 0; j < gi; ++j) k += categories.value(r.games[j]) == category;
+        chart->setRunLabel(key, game + (category.isEmpty() ? QString() : " (" + category + ")") +
+                                    (r.index ? " - " + r.label : QString()));
+        chart->setLineStyle(key, gameColour(category, k), widgets::runPenStyle(r.index));
+    }
+}
+
+void TrainingPanel::clearRunCharts(Run& r) {
+    charts_->clearRun(r.index);
+    for (const auto& g : kGameGroups)
+        if (widgets::LiveChart* c = charts_->chart(g.second))
+            for (int gi = 0; gi < kGamesPerRun; ++gi) c->clearRun(kGameLineBase + r.index * kGamesPerRun + gi);
+    r.games.clear();
+}
 
 TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent), job_(job) {
     auto* lay = new QVBoxLayout(this);
@@ -193,7 +254,7 @@ QHBoxLayout* TrainingPanel::buildButtons() {
 QHBoxLayout* TrainingPanel::buildChartsAndPreview() {
     charts_ = new widgets::ChartGrid(this, 2);
     // The headline charts first: total loss, validation, then the other loss terms and rates.
-    charts_->setOrder({"loss/total", "val/sAP10", "val/sAP15", "val/APH", "loss/cls", "loss/l1", "lr",
+    charts_->setOrder({"loss/total", "task weights", "episode_return", "loss", "loss_offline", "val/sAP10", "val/sAP15", "val/APH", "loss/cls", "loss/l1", "lr",
                        "throughput", "grad_norm", "phase"});
     auto* scroll = new QScrollArea(this);
     scroll->setWidgetResizable(true);
@@ -319,7 +380,7 @@ void TrainingPanel::followJobRun() {
     // read again from its first row).
     for (auto it = runs_.begin(); it != runs_.end(); ++it) {
         if ((*it)->live) {
-            charts_->clearRun((*it)->index);
+            clearRunCharts(**it);
             runs_.erase(it);
             break;
         }
@@ -351,8 +412,7 @@ bool TrainingPanel::openRun(const QString& path, QString* error) {
     const QFileInfo fi(path);
     run->label = fi.dir().dirName() + "/" + fi.fileName();
     charts_->setRunLabel(run->index, run->label);
-    for (auto it = u.points.begin(); it != u.points.end(); ++it)
-        charts_->appendPoints(it.key(), run->index, it.value());
+    appendRunPoints(*run, u.points);
     runs_.push_back(std::move(run));
     rebuildRunList();
     showFollowedProgress();
@@ -369,7 +429,7 @@ void TrainingPanel::closeRuns() {
             ++it;
             continue;
         }
-        charts_->clearRun((*it)->index);
+        clearRunCharts(**it);
         it = runs_.erase(it);
     }
     rebuildRunList();
@@ -402,13 +462,11 @@ void TrainingPanel::pollNow() {
         try {
             const RunFollower::Update u = r->follower->poll();
             if (u.reset) {
-                charts_->clearRun(r->index);
+                clearRunCharts(*r);
                 charts_->setRunLabel(r->index, r->label);
             }
-            for (auto it = u.points.begin(); it != u.points.end(); ++it) {
-                charts_->appendPoints(it.key(), r->index, it.value());
-                changed = true;
-            }
+            appendRunPoints(*r, u.points);
+            changed |= !u.points.isEmpty();
             if (u.statusChanged || u.opened) listDirty = true;
             if (!r->error.isEmpty()) {
                 r->error.clear();

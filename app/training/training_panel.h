@@ -85,6 +85,10 @@ private:
     void showFollowedProgress();   // progress / ETA of a followed run when no job is running
     void updateButtons();
     void rebuildRunList();
+    // A run's new points into the charts; XTRA's per-game series go into one chart per quantity
+    // ("task weights", ...), one line per game coloured by its category.
+    void appendRunPoints(Run& r, const QMap<QString, QVector<QPointF>>& points);
+    void clearRunCharts(Run& r);   // every line of the run, the per-game ones too
 
     TrainingJob* job_;
     QComboBox* model_ = nullptr;
