@@ -30,6 +30,8 @@
 #include "core/models/letr/trace.h"
 #include "core/models/letr/train.h"
 #include "core/rl/episode.h"
+#include "core/models/efficientzero/train.h"
+#include "core/models/xtra/dataset.h"
 #include "core/runlog.h"
 #include "fuzz/small_models.h"
 
@@ -154,6 +156,32 @@ void episode() {
     rl::writeEpisode(dir("fuzz_episode") + "/grey.h5", g);
 }
 
+// An offline dataset (scripted demon, epsilon 0 and 1) and an EfficientZero run's state.h5.
+void rlDatasets() {
+    xtra::DatasetSpec spec;
+    spec.env = "demon";
+    spec.epsilons = {0.0, 1.0};
+    spec.steps = 40;
+    spec.numEnvs = 2;
+    spec.envOptions.maxEpisodeSteps = 15;
+    xtra::writeDataset(dir("fuzz_rl_dataset") + "/demon.h5", xtra::generateDataset(spec));
+    efficientzero::TrainConfig c;
+    c.env = "breakout";
+    c.steps = 2;
+    c.numEnvs = 2;
+    c.simulations = 2;
+    c.batchSize = 4;
+    c.minReplay = 20;
+    c.maxEpisodeSteps = 12;
+    c.network = nlohmann::json::parse(R"({"channels": 4, "lstm_hidden": 8, "proj_hidden": 16, "proj_out": 16,
+        "pred_hidden": 8, "reduced_channels_reward": 1, "reduced_channels_value": 1, "reduced_channels_policy": 1,
+        "support_size": 10, "reward_hidden": [4], "value_hidden": [4], "policy_hidden": [4]})");
+    const std::string run = (root / "ez_run").string();
+    efficientzero::trainAgent(c, run);
+    fs::copy_file(run + "/state.h5", dir("fuzz_rl_dataset") + "/state.h5", fs::copy_options::overwrite_existing);
+    fs::remove_all(run);
+}
+
 void images() {
     const std::string d = dir("fuzz_image");
     const cv::Mat rgb = pattern(6, 5);
@@ -233,6 +261,7 @@ int main(int argc, char** argv) {
         checkpointsAndTraces();
         runLogs();
         episode();
+        rlDatasets();
         images();
         video();
         idx();
