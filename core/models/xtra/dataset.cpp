@@ -204,12 +204,10 @@ void DatasetSpec::validate() const {
     if (simulations < 1 || simulations > 10000) throw Error("dataset: --simulations must be in 1..10000");
 }
 
-OfflineDataset generateDataset(const DatasetSpec& spec, train::Control* control, const train::ProgressFn& progress) {
-    spec.validate();
-    const int K = spec.numEnvs;
-    std::vector<std::unique_ptr<rl::Env>> envs;
-    for (int i = 0; i < K; ++i) envs.push_back(rl::makeEnv(spec.env, spec.envOptions));
-    const rl::Env& e0 = *envs.front();
+namespace {
+
+// A new dataset's description of itself: game, options, behaviour policy, source line.
+OfflineDataset datasetHeader(const DatasetSpec& spec, const rl::Env& e0) {
     OfflineDataset d;
     d.env = spec.env;
     d.envOptions = spec.envOptions;
@@ -231,14 +229,42 @@ OfflineDataset generateDataset(const DatasetSpec& spec, train::Control* control,
     }
     src << ", seed " << spec.seed;
     d.source = src.str();
+    return d;
+}
+
+// The agent's greedy action in every environment: one batched search over their current stacks.
+std::vector<int> agentActions(efficientzero::Network& net, rl::Mcts& mcts, const std::vector<rl::GameHistory>& hist,
+                              const std::vector<std::unique_ptr<rl::Env>>& envs, std::mt19937_64& rng) {
+    const int K = int(envs.size()), stack = net.config().stack;
+    const rl::ObsShape f = hist.front().frame;
+    const int64_t stackNumel = int64_t(stack) * f.numel();
+    std::vector<float> stacked(size_t(K * stackNumel), 0.f);
+    for (int i = 0; i < K; ++i) hist[size_t(i)].stackedInto(hist[size_t(i)].length(), stack, stacked.data() + i * stackNumel);
+    torch::NoGradGuard ng;
+    const Tensor x = torch::from_blob(stacked.data(), {K, int64_t(stack) * f.channels, f.height, f.width});
+    std::vector<std::vector<int>> legal;
+    for (const auto& e : envs) legal.push_back(e->legalActions());
+    const auto res = efficientzero::searchBatch(net, mcts, x, false, legal);
+    std::vector<int> out(static_cast<size_t>(K));
+    for (int i = 0; i < K; ++i) out[size_t(i)] = rl::selectAction(res.visitCounts[size_t(i)], 0.0, rng);
+    return out;
+}
+
+} // namespace
+
+OfflineDataset generateDataset(const DatasetSpec& spec, train::Control* control, const train::ProgressFn& progress) {
+    spec.validate();
+    const int K = spec.numEnvs;
+    std::vector<std::unique_ptr<rl::Env>> envs;
+    for (int i = 0; i < K; ++i) envs.push_back(rl::makeEnv(spec.env, spec.envOptions));
+    const rl::Env& e0 = *envs.front();
+    OfflineDataset d = datasetHeader(spec, e0);
 
     std::optional<efficientzero::Network> net;
     std::optional<rl::Mcts> mcts;
-    int stack = 1;
     if (spec.policy == "agent") {
         net.emplace(efficientzero::loadForEnv(spec.checkpoint, e0));
         net->train(false);
-        stack = net->config().stack;
         rl::MctsConfig mc;
         mc.numSimulations = spec.simulations;
         mcts.emplace(mc, spec.seed * 7919 + 11);
@@ -278,26 +304,12 @@ OfflineDataset generateDataset(const DatasetSpec& spec, train::Control* control,
     };
     for (int i = 0; i < K; ++i) startEpisode(i);
 
-    const int64_t stackNumel = int64_t(stack) * d.frame.numel();
-    std::vector<float> stacked;
     int64_t collected = 0;
     const auto t0 = std::chrono::steady_clock::now();
     while (collected < spec.steps) {
         if (control && !control->checkpoint()) break;
-        std::vector<int> policyAction(size_t(K), 0);
-        if (spec.policy == "agent") {
-            stacked.assign(size_t(K * stackNumel), 0.f);
-            for (int i = 0; i < K; ++i) {
-                const auto& h = hist[size_t(i)];
-                h.stackedInto(h.length(), stack, stacked.data() + i * stackNumel);
-            }
-            torch::NoGradGuard ng;
-            const Tensor x = torch::from_blob(stacked.data(), {K, int64_t(stack) * d.frame.channels, d.frame.height, d.frame.width});
-            std::vector<std::vector<int>> legal;
-            for (int i = 0; i < K; ++i) legal.push_back(envs[size_t(i)]->legalActions());
-            const auto res = efficientzero::searchBatch(*net, *mcts, x, false, legal);
-            for (int i = 0; i < K; ++i) policyAction[size_t(i)] = rl::selectAction(res.visitCounts[size_t(i)], 0.0, rng);
-        }
+        const std::vector<int> policyAction =
+            spec.policy == "agent" ? agentActions(*net, *mcts, hist, envs, rng) : std::vector<int>(size_t(K), 0);
         for (int i = 0; i < K && collected < spec.steps; ++i) {
             rl::Env& env = *envs[size_t(i)];
             const auto legal = env.legalActions();

@@ -124,6 +124,94 @@ std::vector<train::AdamW::Param> studentParams(torch::nn::Module& m) {
     return params;
 }
 
+// The tasks of every source (the teachers run here); errors for two datasets of one game.
+std::vector<std::unique_ptr<OfflineTask>> loadTasks(const PretrainConfig& cfg, int stack, train::Control& control,
+                                                    const train::ProgressFn& progress) {
+    TargetOptions to;
+    to.unroll = cfg.unroll;
+    to.tdSteps = cfg.tdSteps;
+    to.discount = cfg.discount;
+    to.clipRewards = cfg.clipRewards;
+    to.stack = stack;
+    std::vector<std::unique_ptr<OfflineTask>> tasks;
+    std::set<std::string> seen;
+    for (const auto& s : cfg.sources) {
+        if (control.stopRequested()) break;
+        tasks.push_back(std::make_unique<OfflineTask>(s, to, progress));
+        if (!seen.insert(tasks.back()->game()).second)
+            throw Error("xtra-pretrain: two sources are datasets of '" + tasks.back()->game() + "' (" + s.dataset +
+                        "); one per game");
+    }
+    return tasks;
+}
+
+nlohmann::json pretrainLogConfig(const nlohmann::json& cfgJson, const std::vector<std::unique_ptr<OfflineTask>>& tasks,
+                                 const efficientzero::Config& netCfg, int64_t steps, int world) {
+    nlohmann::json c = cfgJson;
+    c["trainer"] = "xtra-pretrain";
+    c["family"] = "efficientzero";
+    nlohmann::json games = nlohmann::json::array(), categories = nlohmann::json::object(), datasets = nlohmann::json::array();
+    for (const auto& t : tasks) {
+        games.push_back(t->game());
+        for (const auto& g : rl::arcadeGames())
+            if (g.name == t->game()) categories[t->game()] = g.category;
+        datasets.push_back(t->game() + ": " + std::to_string(t->transitions()) + " transitions");
+    }
+    c["games"] = games;
+    c["game_categories"] = categories;
+    c["datasets"] = datasets;
+    c["network_config"] = netCfg.toJson();
+    c["total_steps"] = steps;
+    c["world_size"] = world;
+    return c;
+}
+
+// Loads the resumed state into the student; returns its step.
+int64_t resumeStudent(const std::string& checkpoint, const nlohmann::json& cfgJson, const std::string& data, int64_t steps,
+                      efficientzero::Network& net, train::TrainState& resumed) {
+    resumed = train::loadResumeState(checkpoint, "xtra-pretrain-train", cfgJson, kResumeMayChange, data);
+    train::loadModuleTensors(net.module(), resumed.model, checkpoint);
+    const int64_t step = resumed.meta.value("step", int64_t(0));
+    if (step < 0 || step > steps) throw Error(checkpoint + ": bad step " + std::to_string(step));
+    train::noteResumed(checkpoint, step);
+    return step;
+}
+
+// The step's loss terms, per game and their means, as the whole batch's (averaged over the ranks),
+// with each rank's throughput in a distributed run. Per-game series only on `logRow`.
+std::map<std::string, double> stepMetrics(const std::vector<efficientzero::LossTerms>& terms,
+                                          const std::vector<std::string>& games, dist::Communicator* comm, bool logRow,
+                                          double samplesPerSecond) {
+    std::vector<double> vals;
+    for (const auto& t : terms)
+        for (double v : {t.total.item<double>(), t.policy, t.value, t.valuePrefix, t.consistency}) vals.push_back(v);
+    std::map<std::string, double> mt;
+    if (comm) {
+        std::vector<Tensor> tv{torch::tensor(vals, torch::kFloat64)};
+        comm->allReduce(tv, true);
+        const Tensor r = tv[0].contiguous();
+        vals.assign(r.data_ptr<double>(), r.data_ptr<double>() + r.numel());
+        mt = dist::stepSeries(comm, samplesPerSecond);
+    }
+    const int m = int(terms.size());
+    double sum[5] = {0, 0, 0, 0, 0};
+    for (int i = 0; i < m; ++i) {
+        for (int k = 0; k < 5; ++k) sum[k] += vals[size_t(i * 5 + k)] / m;
+        if (logRow) {
+            mt["task_loss/" + games[size_t(i)]] = vals[size_t(i * 5)];
+            mt["task_policy_loss/" + games[size_t(i)]] = vals[size_t(i * 5 + 1)];
+        }
+    }
+    mt["loss"] = sum[0];
+    if (logRow) {
+        mt["loss_policy"] = sum[1];
+        mt["loss_value"] = sum[2];
+        mt["loss_value_prefix"] = sum[3];
+        mt["loss_consistency"] = sum[4];
+    }
+    return mt;
+}
+
 } // namespace
 
 PretrainResult pretrain(const PretrainConfig& cfg, const std::string& runDir, bool resume, train::Control& control,
@@ -141,23 +229,9 @@ PretrainResult pretrain(const PretrainConfig& cfg, const std::string& runDir, bo
 
     // The student, then the tasks (the teachers' targets are computed here, once).
     const efficientzero::Config netCfg = efficientzero::Config::fromJson(studentNetworkConfig(cfg.network));
-    TargetOptions to;
-    to.unroll = cfg.unroll;
-    to.tdSteps = cfg.tdSteps;
-    to.discount = cfg.discount;
-    to.clipRewards = cfg.clipRewards;
-    to.stack = netCfg.stack;
-    std::vector<std::unique_ptr<OfflineTask>> tasks;
+    std::vector<std::unique_ptr<OfflineTask>> tasks = loadTasks(cfg, netCfg.stack, control, progress);
     std::vector<std::string> games;
-    std::set<std::string> seen;
-    for (const auto& s : cfg.sources) {
-        if (control.stopRequested()) break;
-        tasks.push_back(std::make_unique<OfflineTask>(s, to, progress));
-        const std::string g = tasks.back()->game();
-        if (!seen.insert(g).second)
-            throw Error("xtra-pretrain: two sources are datasets of '" + g + "' (" + s.dataset + "); one per game");
-        games.push_back(g);
-    }
+    for (const auto& t : tasks) games.push_back(t->game());
     PretrainResult result;
     result.games = games;
     result.rank = rank;
@@ -171,15 +245,8 @@ PretrainResult pretrain(const PretrainConfig& cfg, const std::string& runDir, bo
     torch::manual_seed(cfg.seed);
     efficientzero::Network net(netCfg);
     net.train(true);
-    int64_t step = 0;
     train::TrainState resumed;
-    if (resume) {
-        resumed = train::loadResumeState(files.checkpoint, "xtra-pretrain-train", cfgJson, kResumeMayChange, data);
-        train::loadModuleTensors(net.module(), resumed.model, files.checkpoint);
-        step = resumed.meta.value("step", int64_t(0));
-        if (step < 0 || step > cfg.steps) throw Error(files.checkpoint + ": bad step " + std::to_string(step));
-        train::noteResumed(files.checkpoint, step);
-    }
+    int64_t step = resume ? resumeStudent(files.checkpoint, cfgJson, data, cfg.steps, net, resumed) : 0;
     const auto params = studentParams(net.module());
     train::AdamW::Options o;
     o.lr = cfg.lr;
@@ -190,16 +257,7 @@ PretrainResult pretrain(const PretrainConfig& cfg, const std::string& runDir, bo
     std::unique_ptr<dist::GradientReducer> reducer;
     if (comm) reducer = std::make_unique<dist::GradientReducer>(comm, net.parameters());
 
-    nlohmann::json logConfig = cfgJson;
-    logConfig["trainer"] = "xtra-pretrain";
-    logConfig["family"] = "efficientzero";
-    logConfig["games"] = games;
-    logConfig["network_config"] = netCfg.toJson();
-    logConfig["total_steps"] = cfg.steps;
-    logConfig["world_size"] = world;
-    std::vector<std::string> datasets;
-    for (const auto& t : tasks) datasets.push_back(t->game() + ": " + std::to_string(t->transitions()) + " transitions");
-    logConfig["datasets"] = datasets;
+    const nlohmann::json logConfig = pretrainLogConfig(cfgJson, tasks, netCfg, cfg.steps, world);
     const auto series = seriesNames(games, world);
     RunLogWriter log = rank == 0 ? train::openRunLog(files.runLog, logConfig, series, resume ? step : -1)
                                  : RunLogWriter::memoryOnly(logConfig, series);
@@ -242,49 +300,16 @@ PretrainResult pretrain(const PretrainConfig& cfg, const std::string& runDir, bo
             if (comm) dist::broadcastBuffers(comm, net.module());  // BatchNorm statistics as rank 0's
             ++step;
             const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
-            // Per-game and mean terms (the whole batch's: averaged over the ranks).
-            std::vector<double> vals;
-            for (const auto& t : terms) {
-                vals.push_back(t.total.item<double>());
-                vals.push_back(t.policy);
-                vals.push_back(t.value);
-                vals.push_back(t.valuePrefix);
-                vals.push_back(t.consistency);
-            }
-            std::map<std::string, double> mt;
-            if (comm) {
-                std::vector<Tensor> tv{torch::tensor(vals, torch::kFloat64)};
-                comm->allReduce(tv, true);
-                const Tensor r = tv[0].contiguous();
-                vals.assign(r.data_ptr<double>(), r.data_ptr<double>() + r.numel());
-                mt = dist::stepSeries(comm, double(rowEnd - rowBegin) * m / std::max(dt, 1e-9));
-            }
-            double loss = 0, pv = 0, vv = 0, vp = 0, cv = 0;
-            for (int i = 0; i < m; ++i) {
-                const double* v = vals.data() + i * 5;
-                loss += v[0] / m;
-                pv += v[1] / m;
-                vv += v[2] / m;
-                vp += v[3] / m;
-                cv += v[4] / m;
-                if (step % cfg.logEvery == 0 || step == cfg.steps) {
-                    mt["task_loss/" + games[size_t(i)]] = v[0];
-                    mt["task_policy_loss/" + games[size_t(i)]] = v[1];
-                }
-            }
-            train::checkLossFinite(loss, step, "xtra-pretrain");
-            if (step % cfg.logEvery == 0 || step == cfg.steps) {
-                mt["loss"] = loss;
-                mt["loss_policy"] = pv;
-                mt["loss_value"] = vv;
-                mt["loss_value_prefix"] = vp;
-                mt["loss_consistency"] = cv;
+            const bool logRow = step % cfg.logEvery == 0 || step == cfg.steps;
+            std::map<std::string, double> mt = stepMetrics(terms, games, comm, logRow, double(rowEnd - rowBegin) * m / std::max(dt, 1e-9));
+            train::checkLossFinite(mt.at("loss"), step, "xtra-pretrain");
+            if (logRow) {
                 mt["lr"] = lr;
                 mt["grad_norm"] = gn;
                 mt["throughput"] = double(cfg.batchSize) / std::max(dt, 1e-9);
                 rep.report(step, "distill", mt);
             } else {
-                rep.setLatest("loss", loss);
+                rep.setLatest("loss", mt.at("loss"));
                 rep.advance(step, "distill");
             }
             if (step % cfg.checkpointEvery == 0 || step == cfg.steps) save();
