@@ -86,6 +86,39 @@ std::vector<double> parseList(const std::string& s, const std::string& flag) {
     return v;
 }
 
+// What `train xtra-pretrain` and `train xtra` share: flags, the config file with --steps and
+// --seed applied, the thread count, and the communicator of a distributed run.
+struct TrainSetup {
+    nlohmann::json config;
+    std::string configPath, out;
+    bool resume = false;
+    std::unique_ptr<dist::Communicator> comm;
+};
+
+TrainSetup trainSetup(const std::vector<std::string>& args, const char* command) {
+    Args a(args, {"--resume"});
+    std::vector<std::string> known{"--config", "--out", "--resume", "--steps", "--seed", "--threads"};
+    known.insert(known.end(), distFlags().begin(), distFlags().end());
+    a.checkKnown(known);
+    const dist::Settings ds = distSettings(a);
+    TrainSetup t;
+    t.configPath = a.require("--config");
+    t.config = readJsonFile(t.configPath, std::string(command) + " config");
+    if (!t.config.is_object()) throw Error(t.configPath + ": the config file is not a JSON object");
+    if (a.has("--steps")) t.config["steps"] = a.getInt("--steps", 2000);
+    if (a.has("--seed")) t.config["seed"] = a.getInt("--seed", 0);
+    t.out = a.require("--out");
+    t.resume = a.has("--resume");
+    const long long threads = a.getInt("--threads", 2);
+    if (threads < 1 || threads > 256) throw Error("--threads must be in 1..256");
+    glimpse::setComputeThreads(int(threads));
+    if (ds.distributed()) {
+        std::cerr << "glimpse train " << command << ": " << ds.describe() << ": waiting for the other ranks\n";
+        t.comm = std::make_unique<dist::Communicator>(ds);
+    }
+    return t;
+}
+
 } // namespace
 
 int dataOffline(const std::vector<std::string>& args) {
@@ -142,26 +175,9 @@ int trainXtraPretrain(const std::vector<std::string>& args) {
         std::cerr << kPretrainUsage << kDistUsage;
         return args.empty() ? 2 : 0;
     }
-    Args a(args, {"--resume"});
-    std::vector<std::string> known{"--config", "--out", "--resume", "--steps", "--seed", "--threads"};
-    known.insert(known.end(), distFlags().begin(), distFlags().end());
-    a.checkKnown(known);
-    const dist::Settings ds = distSettings(a);
-    const std::string configPath = a.require("--config");
-    nlohmann::json j = readJsonFile(configPath, "xtra-pretrain config");
-    if (!j.is_object()) throw Error(configPath + ": the config file is not a JSON object");
-    if (a.has("--steps")) j["steps"] = a.getInt("--steps", 2000);
-    if (a.has("--seed")) j["seed"] = a.getInt("--seed", 0);
-    const auto cfg = xtra::PretrainConfig::fromJson(j, configPath);
-    const std::string out = a.require("--out");
-    const long long threads = a.getInt("--threads", 2);
-    if (threads < 1 || threads > 256) throw Error("--threads must be in 1..256");
-    glimpse::setComputeThreads(int(threads));
-    std::unique_ptr<dist::Communicator> comm;
-    if (ds.distributed()) {
-        std::cerr << "glimpse train xtra-pretrain: " << ds.describe() << ": waiting for the other ranks\n";
-        comm = std::make_unique<dist::Communicator>(ds);
-    }
+    TrainSetup t = trainSetup(args, "xtra-pretrain");
+    const auto cfg = xtra::PretrainConfig::fromJson(t.config, t.configPath);
+    const std::string& out = t.out;
     train::Control control;
     xtra::PretrainResult r;
     {
@@ -171,7 +187,7 @@ int trainXtraPretrain(const std::vector<std::string>& args) {
             std::snprintf(m, sizeof m, "loss %.4f", latestMetric(p, "loss"));
             return std::string(m);
         });
-        r = xtra::pretrain(cfg, out, a.has("--resume"), control, bar.fn(), comm.get());
+        r = xtra::pretrain(cfg, out, t.resume, control, bar.fn(), t.comm.get());
     }
     if (r.rank != 0) {
         std::cout << "rank " << r.rank << " of " << r.worldSize << ": " << (r.finished ? "done" : "stopped") << " at step "
@@ -190,31 +206,12 @@ int trainXtra(const std::vector<std::string>& args) {
         std::cerr << kFinetuneUsage << kDistUsage;
         return args.empty() ? 2 : 0;
     }
-    Args a(args, {"--resume"});
-    std::vector<std::string> known{"--config", "--out", "--resume", "--steps", "--seed", "--threads"};
-    known.insert(known.end(), distFlags().begin(), distFlags().end());
-    a.checkKnown(known);
-    const dist::Settings ds = distSettings(a);
-    const std::string configPath = a.require("--config");
-    nlohmann::json j = readJsonFile(configPath, "xtra config");
-    if (!j.is_object()) throw Error(configPath + ": the config file is not a JSON object");
-    if (a.has("--steps")) j["steps"] = a.getInt("--steps", 5000);
-    if (a.has("--seed")) j["seed"] = a.getInt("--seed", 0);
-    const auto cfg = xtra::FinetuneConfig::fromJson(j, configPath);
-    const std::string out = a.require("--out");
-    if (a.has("--resume")) train::resumeFrom(out + "/state.h5", true);
-    const long long threads = a.getInt("--threads", 2);
-    if (threads < 1 || threads > 256) throw Error("--threads must be in 1..256");
-    glimpse::setComputeThreads(int(threads));
-    std::unique_ptr<dist::Communicator> comm;
-    if (ds.distributed()) {
-        std::cerr << "glimpse train xtra: " << ds.describe() << ": waiting for the other ranks\n";
-        comm = std::make_unique<dist::Communicator>(ds);
-    }
+    TrainSetup t = trainSetup(args, "xtra");
+    const auto cfg = xtra::FinetuneConfig::fromJson(t.config, t.configPath);
+    const std::string& out = t.out;
+    if (t.resume) train::resumeFrom(out + "/state.h5", true);   // the note when there is none yet
     train::Control control;
     efficientzero::TrainResult r;
-    std::vector<std::string> games;
-    for (const auto& s : cfg.sources) games.push_back(s.dataset);
     {
         StopOnInterrupt interrupt(control);
         TrainingProgress bar(control, [](const train::Progress& p) {
@@ -223,7 +220,7 @@ int trainXtra(const std::vector<std::string>& args) {
                           latestMetric(p, "loss_offline"), latestMetric(p, "env_steps"), latestMetric(p, "episode_return"));
             return std::string(m);
         });
-        r = xtra::finetune(cfg, out, &control, bar.fn(), comm.get());
+        r = xtra::finetune(cfg, out, &control, bar.fn(), t.comm.get());
     }
     if (r.rank != 0) {
         std::cout << "rank " << r.rank << " of " << r.worldSize << ": " << (r.stopped ? "stopped" : "done") << " at update "

@@ -33,16 +33,7 @@ FinetuneConfig FinetuneConfig::fromJson(const nlohmann::json& j, const std::stri
         for (auto it = x.begin(); it != x.end(); ++it)
             if (it.key() != "sources" && it.key() != "weights" && it.key() != "task_weights" && it.key() != "offline_batch_size")
                 throw Error(where + ": unknown key '" + it.key() + "'");
-        if (x.contains("sources")) {
-            const auto& s = x.at("sources");
-            if (!s.is_array()) throw Error(where + ".sources must be a list of {\"dataset\", \"teacher\"}");
-            for (const auto& e : s) {
-                if (!e.is_object() || e.size() != 2 || !e.contains("dataset") || !e.contains("teacher") ||
-                    !e.at("dataset").is_string() || !e.at("teacher").is_string())
-                    throw Error(where + ".sources: every source must be {\"dataset\": FILE, \"teacher\": FILE}");
-                c.sources.push_back({e.at("dataset").get<std::string>(), e.at("teacher").get<std::string>()});
-            }
-        }
+        if (x.contains("sources")) c.sources = sourcesFromJson(x.at("sources"), where);
         if (x.contains("weights")) {
             if (!x.at("weights").is_string()) throw Error(where + ".weights must be \"adaptive\" or \"constant\"");
             c.weights = x.at("weights").get<std::string>();
@@ -63,9 +54,7 @@ FinetuneConfig FinetuneConfig::fromJson(const nlohmann::json& j, const std::stri
 
 nlohmann::json FinetuneConfig::toJson() const {
     nlohmann::json j = ez.toJson();
-    nlohmann::json src = nlohmann::json::array();
-    for (const auto& s : sources) src.push_back({{"dataset", s.dataset}, {"teacher", s.teacher}});
-    j["xtra"] = {{"sources", src}, {"weights", weights}, {"task_weights", taskWeights.toJson()},
+    j["xtra"] = {{"sources", sourcesToJson(sources)}, {"weights", weights}, {"task_weights", taskWeights.toJson()},
                  {"offline_batch_size", offlineBatchSize}};
     return j;
 }

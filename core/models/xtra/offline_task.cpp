@@ -30,6 +30,24 @@ float clipReward(float r) { return r > 0.f ? 1.f : (r < 0.f ? -1.f : 0.f); }
 
 } // namespace
 
+std::vector<SourceSpec> sourcesFromJson(const nlohmann::json& j, const std::string& where) {
+    if (!j.is_array()) throw Error(where + ": 'sources' must be a list of {\"dataset\", \"teacher\"}");
+    std::vector<SourceSpec> out;
+    for (const auto& e : j) {
+        if (!e.is_object() || e.size() != 2 || !e.contains("dataset") || !e.contains("teacher") ||
+            !e.at("dataset").is_string() || !e.at("teacher").is_string())
+            throw Error(where + ": every source must be {\"dataset\": FILE, \"teacher\": FILE}");
+        out.push_back({e.at("dataset").get<std::string>(), e.at("teacher").get<std::string>()});
+    }
+    return out;
+}
+
+nlohmann::json sourcesToJson(const std::vector<SourceSpec>& sources) {
+    nlohmann::json src = nlohmann::json::array();
+    for (const auto& s : sources) src.push_back({{"dataset", s.dataset}, {"teacher", s.teacher}});
+    return src;
+}
+
 OfflineTask::OfflineTask(const SourceSpec& spec, const TargetOptions& options, const train::ProgressFn& progress)
     : spec_(spec), opt_(options), replay_(replayConfig(options)) {
     if (options.stack < 1) throw Error("xtra: the student's frame stack must be >= 1");

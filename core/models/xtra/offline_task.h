@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <torch/types.h>
 
 #include "core/models/efficientzero/loss.h"
@@ -27,6 +28,10 @@ struct SourceSpec {
     std::string dataset;   // a glimpse.rl_dataset file
     std::string teacher;   // an EfficientZero checkpoint (model.h5) of the dataset's game
 };
+
+// A JSON list of {"dataset": FILE, "teacher": FILE} (config key "sources"); errors name `where`.
+std::vector<SourceSpec> sourcesFromJson(const nlohmann::json& j, const std::string& where);
+nlohmann::json sourcesToJson(const std::vector<SourceSpec>& sources);
 
 struct TargetOptions {
     int unroll = 5;

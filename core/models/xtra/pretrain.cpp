@@ -24,9 +24,7 @@ namespace fs = std::filesystem;
 using torch::Tensor;
 
 nlohmann::json PretrainConfig::toJson() const {
-    nlohmann::json src = nlohmann::json::array();
-    for (const auto& s : sources) src.push_back({{"dataset", s.dataset}, {"teacher", s.teacher}});
-    return {{"sources", src},        {"steps", steps},
+    return {{"sources", sourcesToJson(sources)},        {"steps", steps},
             {"seed", seed},          {"batch_size", batchSize},
             {"unroll", unroll},      {"td_steps", tdSteps},
             {"discount", discount},  {"clip_rewards", clipRewards},
@@ -56,16 +54,7 @@ PretrainConfig PretrainConfig::fromJson(const nlohmann::json& j, const std::stri
         if (!ok) throw Error(where + ": '" + key + "' has the wrong type");
         field = v.get<T>();
     };
-    if (j.contains("sources")) {
-        const auto& s = j.at("sources");
-        if (!s.is_array()) throw Error(where + ": 'sources' must be a list of {\"dataset\", \"teacher\"}");
-        for (const auto& e : s) {
-            if (!e.is_object() || !e.contains("dataset") || !e.contains("teacher") || !e.at("dataset").is_string() ||
-                !e.at("teacher").is_string() || e.size() != 2)
-                throw Error(where + ": every source must be {\"dataset\": FILE, \"teacher\": FILE}");
-            c.sources.push_back({e.at("dataset").get<std::string>(), e.at("teacher").get<std::string>()});
-        }
-    }
+    if (j.contains("sources")) c.sources = sourcesFromJson(j.at("sources"), where);
     get("steps", c.steps); get("seed", c.seed); get("batch_size", c.batchSize); get("unroll", c.unroll);
     get("td_steps", c.tdSteps); get("discount", c.discount); get("clip_rewards", c.clipRewards); get("lr", c.lr);
     get("min_lr", c.minLr); get("weight_decay", c.weightDecay); get("grad_clip", c.gradClip);
