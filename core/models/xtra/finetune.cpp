@@ -89,12 +89,9 @@ public:
         nlohmann::json games = nlohmann::json::array(), categories = nlohmann::json::object();
         for (const auto& t : tasks_) {
             games.push_back(t->game());
-            for (const auto& g : rl::arcadeGames())
-                if (g.name == t->game()) categories[t->game()] = g.category;
+            categories[t->game()] = gameCategory(t->game());
         }
-        std::string target = rl::baseGameName(cfg_.ez.env), targetCategory;
-        for (const auto& g : rl::arcadeGames())
-            if (g.name == target) targetCategory = g.category;
+        const std::string target = rl::baseGameName(cfg_.ez.env), targetCategory = gameCategory(target);
         return {{"trainer", "xtra"},
                 {"xtra", cfg_.toJson().at("xtra")},
                 {"offline_games", games},

@@ -30,6 +30,13 @@ float clipReward(float r) { return r > 0.f ? 1.f : (r < 0.f ? -1.f : 0.f); }
 
 } // namespace
 
+std::string gameCategory(const std::string& game) {
+    const std::string base = rl::baseGameName(game);
+    for (const auto& g : rl::arcadeGames())
+        if (g.name == base) return g.category;
+    return {};
+}
+
 std::vector<SourceSpec> sourcesFromJson(const nlohmann::json& j, const std::string& where) {
     if (!j.is_array()) throw Error(where + ": 'sources' must be a list of {\"dataset\", \"teacher\"}");
     std::vector<SourceSpec> out;

@@ -29,6 +29,9 @@ struct SourceSpec {
     std::string teacher;   // an EfficientZero checkpoint (model.h5) of the dataset's game
 };
 
+// The suite's category of a game ("shooter", "maze"; "" for an unknown name), for run logs.
+std::string gameCategory(const std::string& game);
+
 // A JSON list of {"dataset": FILE, "teacher": FILE} (config key "sources"); errors name `where`.
 std::vector<SourceSpec> sourcesFromJson(const nlohmann::json& j, const std::string& where);
 nlohmann::json sourcesToJson(const std::vector<SourceSpec>& sources);

@@ -142,8 +142,7 @@ nlohmann::json pretrainLogConfig(const nlohmann::json& cfgJson, const std::vecto
     nlohmann::json games = nlohmann::json::array(), categories = nlohmann::json::object(), datasets = nlohmann::json::array();
     for (const auto& t : tasks) {
         games.push_back(t->game());
-        for (const auto& g : rl::arcadeGames())
-            if (g.name == t->game()) categories[t->game()] = g.category;
+        categories[t->game()] = gameCategory(t->game());
         datasets.push_back(t->game() + ": " + std::to_string(t->transitions()) + " transitions");
     }
     c["games"] = games;
