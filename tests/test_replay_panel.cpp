@@ -29,6 +29,7 @@
 #include "core/replay/episode_reader.h"
 #include "core/rl/env.h"
 #include "core/rl/episode.h"
+#include "widgets/live_chart.h"
 #include "widgets/strip_chart.h"
 #include "tests/ez_support.h"
 
@@ -373,6 +374,55 @@ private Q_SLOTS:
         QCOMPARE(r->shownStep(), 3);
         r->stepBy(1);
         expectFrame(w, 4);
+    }
+
+    // An episode recorded during XTRA finetuning: the header names the run and its updates, the
+    // "task weights" chart has one line per offline game (coloured by category) with the
+    // recorded values, and the step view lists the weights in force at the step shown; an
+    // episode without them hides the chart again.
+    void showsTaskWeightsInForce() {
+        rl::Episode e = syntheticEpisode();
+        e.hasTraining = true;
+        e.training.run = "/runs/xtra-demon";
+        e.training.trainer = "xtra";
+        e.training.updates = torch::arange(100, 100 + kT, torch::kInt64);
+        e.training.envSteps = torch::arange(0, 2 * kT, 2, torch::kInt64);
+        e.training.taskNames = {"invaders", "pellets"};
+        e.training.taskCategories = {"shooter", "maze"};
+        e.training.taskWeights = torch::ones({kT, 2});
+        e.training.taskWeights.slice(0, 20).select(1, 0).fill_(0.25f);
+        e.training.taskWeights.slice(0, 30).select(1, 1).fill_(0.f);
+        const QString file = path("xtra_episode.h5");
+        rl::writeEpisode(file.toStdString(), e);
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        ReplayPanel* r = w.replayPanel();
+        QSignalSpy shown(r, &ReplayPanel::frameShown);
+        w.openImage(file);
+        QVERIFY(shown.wait(20000));
+        widgets::StripChart* chart = r->chart("task weights");
+        QVERIFY(chart && chart->isVisible());
+        QCOMPARE(chart->lines().size(), 2);
+        QCOMPARE(chart->lines()[0].name, QString("invaders (shooter)"));
+        QCOMPARE(chart->lines()[1].name, QString("pellets (maze)"));
+        QCOMPARE(chart->lines()[0].color, widgets::gameColour("shooter", 0));
+        QCOMPARE(chart->lines()[1].color, widgets::gameColour("maze", 0));
+        QCOMPARE(chart->lines()[0].values[19], 1.0);
+        QCOMPARE(chart->lines()[0].values[20], 0.25);
+        QCOMPARE(chart->lines()[1].values[30], 0.0);
+        r->seek(25);
+        QTRY_COMPARE_WITH_TIMEOUT(r->shownStep(), 25, 10000);
+        QVERIFY2(r->stepText().contains("update 125, environment step 50"), qPrintable(r->stepText()));
+        QVERIFY2(r->stepText().contains("task weights in force: invaders 0.25, pellets 1.00"), qPrintable(r->stepText()));
+        QCOMPARE(chart->cursorStep(), 25);
+        r->seek(35);
+        QVERIFY2(r->stepText().contains("invaders 0.25, pellets 0.00"), qPrintable(r->stepText()));
+        // An episode without training information: no chart, no training line.
+        w.openImage(path_);
+        QTRY_COMPARE_WITH_TIMEOUT(r->episodePath(), QFileInfo(path_).absoluteFilePath(), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(!chart->isVisible(), 10000);
+        QVERIFY(!r->stepText().contains("task weights"));
     }
 
     // With a checkpoint: predictions, an imagined rollout, saliency over the frame, cancel.

@@ -242,6 +242,58 @@ private Q_SLOTS:
         QVERIFY(failures > 0);
     }
 
+    // An episode recorded during training: its updates, environment steps and task weights
+    // round-trip; names and weights that disagree are refused, naming the file and dataset.
+    void trainingRecord() {
+        rl::Episode e = sample();
+        e.hasTraining = true;
+        e.training.run = "runs/ft";
+        e.training.trainer = "xtra";
+        e.training.updates = torch::arange(kT, torch::kInt64).div(7, "floor");
+        e.training.envSteps = torch::arange(kT, torch::kInt64) * 8;
+        e.training.taskNames = {"invaders", "sub", "pellets"};
+        e.training.taskCategories = {"shooter", "shooter", "maze"};
+        e.training.taskWeights = torch::rand({kT, 3});
+        rl::writeEpisode(path("trained.h5"), e);
+        EpisodeReader r(path("trained.h5"));
+        QVERIFY(r.hasTraining());
+        QCOMPARE(r.meta().training.trainer, std::string("xtra"));
+        QCOMPARE(r.meta().training.run, std::string("runs/ft"));
+        QCOMPARE(r.taskNames(), e.training.taskNames);
+        QCOMPARE(r.taskCategories(), e.training.taskCategories);
+        QCOMPARE(r.trainingUpdate(100), int64_t(14));
+        QCOMPARE(r.trainingEnvSteps(100), int64_t(800));
+        const std::vector<float> w = r.taskWeights(123);
+        QCOMPARE(w.size(), size_t(3));
+        for (int i = 0; i < 3; ++i) {
+            QCOMPARE(w[size_t(i)], e.training.taskWeights[123][i].item<float>());
+            QCOMPARE(r.taskWeightSeries(i)[123], w[size_t(i)]);
+        }
+        QVERIFY(contains(errorOf([&] { r.taskWeights(kT); }), {"trained.h5", "step"}));
+        QVERIFY(contains(errorOf([&] { r.taskWeightSeries(3); }), {"trained.h5", "no task 3"}));
+        const rl::Episode back = rl::readEpisode(path("trained.h5"));
+        QVERIFY(back.hasTraining && torch::equal(back.training.taskWeights, e.training.taskWeights));
+        QVERIFY(torch::equal(back.training.updates, e.training.updates));
+        // Without training information.
+        EpisodeReader plain(path("ep.h5"));
+        QVERIFY(!plain.hasTraining() && plain.taskNames().empty());
+        QVERIFY(contains(errorOf([&] { plain.trainingUpdate(0); }), {"ep.h5", "not recorded during training"}));
+        // Inconsistent: three names, two columns of weights (refused when writing, and when
+        // reading a file written so by another program).
+        rl::Episode bad = e;
+        bad.training.taskWeights = torch::rand({kT, 2});
+        QVERIFY(contains(errorOf([&] { rl::writeEpisode(path("bad_training.h5"), bad); }), {"training/task_weights"}));
+        std::filesystem::copy_file(path("trained.h5"), path("bad_training.h5"));
+        {
+            auto f = h5::File::open(path("bad_training.h5"), h5::File::Mode::ReadWrite);
+            auto g = f.group("training");
+            H5Ldelete(g.id(), "task_weights", H5P_DEFAULT);
+            g.writeTensor("task_weights", torch::rand({kT, 2}));
+        }
+        const std::string err = errorOf([&] { EpisodeReader x(path("bad_training.h5")); });
+        QVERIFY2(contains(err, {"bad_training.h5", "task_weights"}), err.c_str());
+    }
+
     void infoSummary() {
         const std::string s = describeH5(path("ep.h5"));
         QVERIFY2(contains(s, {"episode (format version 2)", "pellets", "300 steps", "10x12 RGB", "2 life losses",

@@ -30,6 +30,8 @@
 #include "core/models/xtra/offline_task.h"
 #include "core/models/xtra/pretrain.h"
 #include "core/models/xtra/task_weights.h"
+#include "core/replay/episode_reader.h"
+#include "core/rl/episode.h"
 #include "core/rl/score.h"
 #include "core/rl/shared_space.h"
 #include "core/runlog.h"
@@ -69,6 +71,42 @@ xtra::OfflineDataset scriptedData(const std::string& env, int64_t steps, std::ve
 }
 
 } // namespace
+
+// The episode files a run recorded (RUN/episodes/*.h5), sorted.
+std::vector<std::string> episodeFiles(const std::string& dir) {
+    std::vector<std::string> files;
+    if (std::filesystem::exists(dir))
+        for (const auto& e : std::filesystem::directory_iterator(dir))
+            if (e.path().extension() == ".h5") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
+// Self-play recorded during finetuning (record_interval 1): each step's task weights are the
+// ones the run log shows for the next update (logged at update u + 1).
+void checkRecordedWeights(const std::string& runDir, const RunLog& log) {
+    const auto recorded = episodeFiles(runDir + "/episodes");
+    QVERIFY(!recorded.empty());
+    int compared = 0;
+    for (const auto& file : recorded) {
+        replay::EpisodeReader ep(file);
+        QVERIFY(ep.hasTraining());
+        QCOMPARE(ep.meta().training.trainer, std::string("xtra"));
+        QCOMPARE(ep.taskNames(), std::vector<std::string>({"breakout", "invaders"}));
+        QCOMPARE(ep.taskCategories(), std::vector<std::string>({"shooter", "shooter"}));
+        QCOMPARE(ep.game(), std::string("shared:demon"));
+        for (int64_t t = 0; t < ep.length(); ++t) {
+            const int64_t u = ep.trainingUpdate(t);
+            if (t > 0) QVERIFY(u >= ep.trainingUpdate(t - 1) && ep.trainingEnvSteps(t) == ep.trainingEnvSteps(t - 1) + 2);
+            if (u >= 10) continue;
+            const auto now = ep.taskWeights(t);
+            QCOMPARE(now[0], float(log.series.at("task_weight/breakout").values[size_t(u)]));
+            QCOMPARE(now[1], float(log.series.at("task_weight/invaders").values[size_t(u)]));
+            ++compared;
+        }
+    }
+    QVERIFY(compared >= 20);
+}
 
 class TestXtra : public QObject {
     Q_OBJECT
@@ -516,8 +554,30 @@ private Q_SLOTS:
         c.checkpointInterval = 100;
         c.logInterval = 1;
         c.warmupSteps = 1;
+        c.recordInterval = 2;
         const auto r = efficientzero::trainAgent(c, dir);
         QCOMPARE(r.updates, int64_t(4));
+        // Recorded self-play: the game replayed from the episode's seed with its actions shows
+        // the same frames and rewards; EfficientZero alone records no task weights.
+        const auto recorded = episodeFiles(dir + "/episodes");
+        QVERIFY(!recorded.empty());
+        QVERIFY(QString::fromStdString(recorded.front()).endsWith("update_0000000.h5"));
+        for (const auto& file : recorded) {
+            const rl::Episode e = rl::readEpisode(file);
+            QVERIFY(e.hasTraining && e.training.trainer == "efficientzero" && e.training.taskNames.empty());
+            QVERIFY(!e.training.taskWeights.defined());
+            rl::EnvOptions eo;
+            eo.maxEpisodeSteps = 40;
+            auto env = rl::makeEnv("shared:demon", eo);
+            env->reset(uint64_t(e.seed));
+            for (int64_t t = 0; t < e.length(); ++t) {
+                cv::Mat img = env->render(8);
+                QVERIFY(torch::equal(torch::from_blob(img.data, {img.rows, img.cols, 3}, torch::kUInt8), e.frames[t]));
+                const auto st = env->step(int(e.actions[t].item<int64_t>()));
+                QCOMPARE(st.reward, e.rewards[t].item<float>());
+                QCOMPARE(st.done(), t == e.length() - 1 && (e.terminal || e.length() == 40));
+            }
+        }
         const auto run = efficientzero::readRunReplay(dir);
         const auto legal = rl::actionMap("demon").legal;
         int64_t moves = 0;
@@ -556,7 +616,7 @@ private Q_SLOTS:
 
         nlohmann::json j = {{"env", "shared:demon"}, {"steps", 10}, {"num_envs", 2}, {"simulations", 4}, {"batch_size", 8},
                             {"min_replay", 40}, {"max_episode_steps", 40}, {"checkpoint_interval", 5}, {"log_interval", 1},
-                            {"warmup_steps", 1}, {"init", dir + "/student/model.h5"}};
+                            {"warmup_steps", 1}, {"init", dir + "/student/model.h5"}, {"record_interval", 1}};
         j["xtra"] = {{"sources", {{{"dataset", sources[0].dataset}, {"teacher", sources[0].teacher}},
                                   {{"dataset", sources[1].dataset}, {"teacher", sources[1].teacher}}}},
                      {"offline_batch_size", 6},
@@ -580,6 +640,7 @@ private Q_SLOTS:
             const double second = ((sim.values[2] > 0) + (sim.values[3] > 0)) / 2.0;
             for (int u = 8; u < 10; ++u) QCOMPARE(w.values[size_t(u)], second);
         }
+        checkRecordedWeights(dir + "/ft", log);
         // Constant weights.
         auto constant = cfg;
         constant.weights = "constant";
@@ -604,6 +665,19 @@ private Q_SLOTS:
         const RunLog sl = RunLog::load(dir + "/split/runlog.h5");
         QCOMPARE(sl.series.at("task_weight/breakout").steps, std::vector<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
         QCOMPARE(sl.series.at("task_weight/invaders").values, std::vector<double>({1, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
+        // Its recorded self-play: weight 1 while fewer than 4 updates were done, 0 after, in both
+        // sittings (the stopped one saved its unfinished episode as cut).
+        std::set<int64_t> before, after;
+        for (const auto& file : episodeFiles(dir + "/split/episodes")) {
+            replay::EpisodeReader ep(file);
+            for (int64_t t = 0; t < ep.length(); ++t) {
+                const int64_t u = ep.trainingUpdate(t);
+                const float want = u < 4 ? 1.f : 0.f;
+                QCOMPARE(ep.taskWeights(t), std::vector<float>({want, want}));
+                (u < 6 ? before : after).insert(u);
+            }
+        }
+        QVERIFY(before.count(0) && !after.empty());
         // Bad configurations.
         auto bad = j;
         bad["xtra"]["sources"].push_back({{"dataset", dir + "/demon.h5"}, {"teacher", saveTeacher(dir, "demon", 5)}});

@@ -19,6 +19,8 @@
 #   STEPS     finetuning updates per run [2000]
 #   MINUTES   wall-clock limit per training run (SIGINT: final checkpoint) [30]
 #   THREADS   LibTorch threads per run [1];  NICE  niceness [10];  EPISODES [32]
+#   RECORD    finetuning runs record a self-play episode every RECORD updates [500] (RUN/episodes,
+#             shown with the task weights in force by the replay viewer)
 # Teachers are EfficientZero runs of the source games (tools/ez_study_shooter.json); each
 # teacher's replay buffer is its game's offline dataset (glimpse data offline --from-run), i.e.
 # what the agent played from its first random moves to the end, as the dissertation's datasets
@@ -40,6 +42,7 @@ MINUTES="${MINUTES:-30}"
 THREADS="${THREADS:-1}"
 NICE="${NICE:-10}"
 EPISODES="${EPISODES:-32}"
+RECORD="${RECORD:-500}"
 case "${1:-}" in
     --summarize) summarize_only=1 ;;
     "") summarize_only=0 ;;
@@ -84,7 +87,7 @@ if [[ $summarize_only == 0 ]]; then
                     extra=", \"init\": \"$student/model.h5\", \"xtra\": {\"sources\": [$sources_json], \"weights\": \"$w\", \"offline_batch_size\": 32, \"task_weights\": {\"cycle\": 200, \"window\": 20, \"threshold\": 0.1, \"warmup\": 200}}" ;;
                 *) echo "xtra_study.sh: unknown variant $v" >&2; exit 2 ;;
             esac
-            echo "$base, \"env\": \"shared:$target\"$extra}" >"$OUT/$target-$v.json"
+            echo "$base, \"env\": \"shared:$target\", \"record_interval\": $RECORD$extra}" >"$OUT/$target-$v.json"
             for s in $SEEDS; do
                 r="$OUT/$target-$v-$s"
                 [[ -f "$r/eval.txt" ]] && { echo "$r: evaluated already"; continue; }

@@ -28,6 +28,18 @@ Qt::PenStyle runPenStyle(int run) {
     return styles[std::abs(run) % 4];
 }
 
+QColor gameColour(const QString& category, int k) {
+    static const QColor warm[] = {QColor(230, 85, 13), QColor(214, 39, 40), QColor(253, 174, 107), QColor(140, 45, 4),
+                                  QColor(227, 119, 194)};
+    static const QColor cool[] = {QColor(31, 119, 180), QColor(44, 160, 44), QColor(23, 190, 207), QColor(8, 48, 107),
+                                  QColor(116, 196, 118)};
+    static const QColor other[] = {QColor(127, 127, 127), QColor(148, 103, 189), QColor(188, 189, 34)};
+    k = std::abs(k);
+    if (category == "shooter") return warm[k % 5];
+    if (category == "maze") return cool[k % 5];
+    return other[k % 3];
+}
+
 double niceIntegerTickInterval(double span, int maxTicks) {
     const double raw = std::max(1.0, span / double(std::max(1, maxTicks)));
     if (!std::isfinite(raw)) return 1.0;

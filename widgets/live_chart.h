@@ -22,6 +22,9 @@ namespace glimpse::widgets {
 // The style of run `run` (shared by every chart, so a run looks the same everywhere).
 QColor runColor(int run);
 Qt::PenStyle runPenStyle(int run);
+// The colour of the k-th game of a category ("shooter": warm shades, "maze": cool ones, any
+// other: greys and muted hues), shared by the Training panel and the replay viewer.
+QColor gameColour(const QString& category, int k);
 
 // The tick spacing for an integer axis spanning `span` with at most about `maxTicks` ticks:
 // the smallest of 1, 2, 5 x 10^k that is >= span / maxTicks, and at least 1.

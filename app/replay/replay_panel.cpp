@@ -30,6 +30,7 @@
 #include "app/replay/replay_export.h"
 #include "app/replay/replay_model.h"
 #include "core/replay/episode_reader.h"
+#include "widgets/live_chart.h"
 #include "widgets/strip_chart.h"
 
 namespace glimpse::app {
@@ -140,11 +141,12 @@ void ReplayPanel::buildTimeline(QVBoxLayout* column) {
 
 void ReplayPanel::buildCharts(QVBoxLayout* column) {
     for (const QString& title : {QStringLiteral("reward"), QStringLiteral("return"), QStringLiteral("value"),
-                                 QStringLiteral("value prefix")}) {
+                                 QStringLiteral("value prefix"), QStringLiteral("task weights")}) {
         auto* c = new widgets::StripChart(title, this);
         c->setToolTip("Click or drag to go to a step");
         column->addWidget(c);
         charts_[title] = c;
+        c->setVisible(title != "task weights");   // shown for episodes that recorded them
         connect(c, &widgets::StripChart::stepClicked, this, [this](int t) {
             setPlaying(false);
             seek(t);
@@ -301,6 +303,12 @@ void ReplayPanel::adopt(std::shared_ptr<EpisodeReader> reader, const QString& pa
                                        .arg(r.meta().model.simulations)
                                        .arg(QFileInfo(QString::fromStdString(r.meta().model.checkpoint)).fileName().toHtmlEscaped())
                                  : QStringLiteral("<br>no model outputs recorded");
+    if (r.hasTraining() && r.length() > 0)
+        model += QStringLiteral("<br>recorded in self-play of the %1 run %2, learner updates %3-%4")
+                     .arg(QString::fromStdString(r.meta().training.trainer),
+                          QFileInfo(QString::fromStdString(r.meta().training.run)).fileName().toHtmlEscaped())
+                     .arg(r.trainingUpdate(0))
+                     .arg(r.trainingUpdate(r.length() - 1));
     header_->setText(QStringLiteral("<b>%1</b><br>%2, %3 steps, %4 x %5, return %6%7%8")
                          .arg(QFileInfo(path).fileName().toHtmlEscaped(), QString::fromStdString(r.game()))
                          .arg(r.length())
@@ -344,6 +352,18 @@ void ReplayPanel::fillCharts() {
     if (r.has(Series::ValuePrefix))
         prefix->addLine({"value prefix", QColor(0, 150, 160), toVector(r.series(Series::ValuePrefix))});
     prefix->setVisible(!prefix->lines().isEmpty());
+    // XTRA: the offline tasks' weights in force while the episode was played, one line per game,
+    // coloured by category as in the Training panel.
+    auto* weights = charts_["task weights"];
+    std::map<std::string, int> perCategory;
+    for (size_t i = 0; i < r.taskNames().size(); ++i) {
+        const std::string category = i < r.taskCategories().size() ? r.taskCategories()[i] : "";
+        const QString name = QString::fromStdString(r.taskNames()[i]) +
+                             (category.empty() ? QString() : " (" + QString::fromStdString(category) + ")");
+        weights->addLine({name, widgets::gameColour(QString::fromStdString(category), perCategory[category]++),
+                          toVector(r.taskWeightSeries(int64_t(i)))});
+    }
+    weights->setVisible(!weights->lines().isEmpty());
 }
 
 // --- stepping ---------------------------------------------------------------------------------
@@ -405,6 +425,16 @@ QString ReplayPanel::stepText() const {
     if (r.isTerminal(t)) s += ", <b>game over</b>";
     if (r.has(Series::Value)) s += QStringLiteral("<br>predicted value %1").arg(r.series(Series::Value)[size_t(t)]);
     if (r.has(Series::RootValue)) s += QStringLiteral(", root value %1").arg(r.series(Series::RootValue)[size_t(t)]);
+    if (r.hasTraining()) {
+        s += QStringLiteral("<br>training: update %1, environment step %2").arg(r.trainingUpdate(t)).arg(r.trainingEnvSteps(t));
+        if (!r.taskNames().empty()) {
+            const std::vector<float> w = r.taskWeights(t);
+            QStringList parts;
+            for (size_t i = 0; i < w.size(); ++i)
+                parts << QStringLiteral("%1 %2").arg(QString::fromStdString(r.taskNames()[i]).toHtmlEscaped()).arg(w[i], 0, 'f', 2);
+            s += "<br>task weights in force: " + parts.join(", ");
+        }
+    }
     return s;
 }
 

@@ -82,18 +82,6 @@ const QList<QPair<QString, QString>> kGameGroups = {{"task_weight/", "task weigh
 constexpr int kGameLineBase = 1000;   // line keys of games: base + run * kGamesPerRun + game
 constexpr int kGamesPerRun = 64;
 
-// Shooters in warm colours, mazes in cool ones; the k-th game of a category gets the k-th shade.
-QColor gameColour(const QString& category, int k) {
-    static const QColor warm[] = {QColor(230, 85, 13), QColor(214, 39, 40), QColor(253, 174, 107), QColor(140, 45, 4),
-                                  QColor(227, 119, 194)};
-    static const QColor cool[] = {QColor(31, 119, 180), QColor(44, 160, 44), QColor(23, 190, 207), QColor(8, 48, 107),
-                                  QColor(116, 196, 118)};
-    static const QColor other[] = {QColor(127, 127, 127), QColor(148, 103, 189), QColor(188, 189, 34)};
-    if (category == "shooter") return warm[k % 5];
-    if (category == "maze") return cool[k % 5];
-    return other[k % 3];
-}
-
 } // namespace
 
 void TrainingPanel::appendRunPoints(Run& r, const QMap<QString, QVector<QPointF>>& points) {
@@ -120,7 +108,7 @@ void TrainingPanel::appendRunPoints(Run& r, const QMap<QString, QVector<QPointF>
         for (int j = 0; j < gi; ++j) k += categories.value(r.games[j]) == category;
         chart->setRunLabel(key, game + (category.isEmpty() ? QString() : " (" + category + ")") +
                                     (r.index ? " - " + r.label : QString()));
-        chart->setLineStyle(key, gameColour(category, k), widgets::runPenStyle(r.index));
+        chart->setLineStyle(key, widgets::gameColour(category, k), widgets::runPenStyle(r.index));
     }
 }
 

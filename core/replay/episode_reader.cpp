@@ -167,6 +167,33 @@ const std::vector<float>& EpisodeReader::series(Series s) const {
 
 bool EpisodeReader::has(PerAction p) const { return hasPerAction_[int(p)]; }
 
+int64_t EpisodeReader::trainingUpdate(int64_t t) const {
+    if (!hasTraining()) throw Error(path_ + ": the episode was not recorded during training");
+    checkStep(t, "training update");
+    return meta_.training.updates[t].item<int64_t>();
+}
+
+int64_t EpisodeReader::trainingEnvSteps(int64_t t) const {
+    if (!hasTraining()) throw Error(path_ + ": the episode was not recorded during training");
+    checkStep(t, "training environment steps");
+    return meta_.training.envSteps[t].item<int64_t>();
+}
+
+std::vector<float> EpisodeReader::taskWeights(int64_t t) const {
+    if (taskNames().empty()) throw Error(path_ + ": the episode has no task weights recorded");
+    checkStep(t, "task weights");
+    const torch::Tensor row = meta_.training.taskWeights[t].contiguous();
+    return std::vector<float>(row.data_ptr<float>(), row.data_ptr<float>() + row.numel());
+}
+
+std::vector<float> EpisodeReader::taskWeightSeries(int64_t task) const {
+    if (task < 0 || task >= int64_t(taskNames().size()))
+        throw Error(path_ + ": no task " + std::to_string(task) + " (the episode has " + std::to_string(taskNames().size()) +
+                    " task weights)");
+    const torch::Tensor col = meta_.training.taskWeights.select(1, task).contiguous();
+    return std::vector<float>(col.data_ptr<float>(), col.data_ptr<float>() + col.numel());
+}
+
 std::vector<float> EpisodeReader::perAction(PerAction p, int64_t t) const {
     if (!has(p)) throw Error(path_ + ": the episode has no '" + perActionName(p) + "' recorded");
     checkStep(t, perActionName(p));

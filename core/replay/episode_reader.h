@@ -94,6 +94,19 @@ public:
     int64_t previousLifeLoss(int64_t t) const;
     int64_t nextTerminal(int64_t t) const;
 
+    // ---- the training run an episode was recorded in (recorded self-play) -------------------
+    bool hasTraining() const { return meta_.hasTraining; }
+    // The offline tasks whose weights were recorded (XTRA), else empty.
+    const std::vector<std::string>& taskNames() const { return meta_.training.taskNames; }
+    const std::vector<std::string>& taskCategories() const { return meta_.training.taskCategories; }
+    // Learner updates done / the run's environment steps when step t was played (throws
+    // without training information).
+    int64_t trainingUpdate(int64_t t) const;
+    int64_t trainingEnvSteps(int64_t t) const;
+    // The task weights in force at step t (one per task), and task i's weight at every step.
+    std::vector<float> taskWeights(int64_t t) const;
+    std::vector<float> taskWeightSeries(int64_t task) const;
+
     // ---- frames ----------------------------------------------------------------------------
     // Frame t from the cache, or read from the file (and cached).
     FramePtr frame(int64_t t);

@@ -88,6 +88,17 @@ void validateSteps(const Episode& e, const std::string& where) {
         checkOptional(m.childrenQ, "model/children_q", torch::kFloat32, {T, A}, where);
         checkOptional(m.childrenPrior, "model/children_prior", torch::kFloat32, {T, A}, where);
     }
+    if (e.hasTraining) {
+        const auto& tr = e.training;
+        const int64_t m = int64_t(tr.taskNames.size());
+        check(tr.updates, "training/updates", torch::kInt64, {T}, where);
+        check(tr.envSteps, "training/env_steps", torch::kInt64, {T}, where);
+        if (!tr.taskCategories.empty() && int64_t(tr.taskCategories.size()) != m)
+            throw Error(where + ": 'training' names " + std::to_string(m) + " tasks but " +
+                        std::to_string(tr.taskCategories.size()) + " task categories");
+        if (m > 0) check(tr.taskWeights, "training/task_weights", torch::kFloat32, {T, m}, where);
+        else if (tr.taskWeights.defined()) throw Error(where + ": 'training/task_weights' without task names");
+    }
 }
 
 void checkFrameShape(int64_t T, int64_t H, int64_t W, int64_t C, const std::string& where, const std::string& what) {
@@ -137,6 +148,16 @@ void writeSteps(h5::File& f, const Episode& e) {
         put("policy", e.model.policy);
         put("children_q", e.model.childrenQ);
         put("children_prior", e.model.childrenPrior);
+    }
+    if (e.hasTraining) {
+        auto g = f.createGroup("training");
+        g.setAttr("run", e.training.run);
+        g.setAttr("trainer", e.training.trainer);
+        g.setAttr("task_names", nlohmann::json(e.training.taskNames).dump());
+        g.setAttr("task_categories", nlohmann::json(e.training.taskCategories).dump());
+        g.writeTensor("updates", e.training.updates.contiguous(), gz);
+        g.writeTensor("env_steps", e.training.envSteps.contiguous(), gz);
+        if (e.training.taskWeights.defined()) g.writeTensor("task_weights", e.training.taskWeights.contiguous(), gz);
     }
 }
 
@@ -296,6 +317,19 @@ Episode readEpisodeSteps(const h5::File& f, int64_t version) {
         e.model.policy = readOptional(g, "policy", torch::kFloat32, {T, A});
         e.model.childrenQ = readOptional(g, "children_q", torch::kFloat32, {T, A});
         e.model.childrenPrior = readOptional(g, "children_prior", torch::kFloat32, {T, A});
+    }
+    if (f.hasGroup("training")) {
+        auto g = f.group("training");
+        e.hasTraining = true;
+        e.training.run = g.attrString("run");
+        e.training.trainer = g.attrString("trainer");
+        e.training.taskNames = parseNames(g.attrString("task_names"), path, "training/task_names");
+        e.training.taskCategories = parseNames(g.attrString("task_categories"), path, "training/task_categories");
+        e.training.updates = g.dataset("updates").read(torch::kInt64, {T});
+        e.training.envSteps = g.dataset("env_steps").read(torch::kInt64, {T});
+        const int64_t m = int64_t(e.training.taskNames.size());
+        if (m > 0) e.training.taskWeights = g.dataset("task_weights").read(torch::kFloat32, {T, m});
+        else if (g.hasDataset("task_weights")) g.fail("'task_weights' without task names");
     }
     validateSteps(e, path);
     // The pixel datasets: shapes only (their data is read on demand).

@@ -39,6 +39,19 @@ struct EpisodeModel {
     torch::Tensor childrenPrior; // float32 [T, A]: prior of the root's children
 };
 
+// Where an episode was played during a training run (self-play recorded by the trainer,
+// EfficientZero's `record_interval`): the learner's update count and the run's environment
+// steps at each step and, for XTRA finetuning, the offline tasks' weights in force then.
+struct EpisodeTraining {
+    std::string run;             // the run folder
+    std::string trainer;         // "efficientzero" or "xtra"
+    torch::Tensor updates;       // int64 [T]: learner updates done before step t was played
+    torch::Tensor envSteps;      // int64 [T]: the run's environment steps before step t
+    std::vector<std::string> taskNames;       // m offline tasks (XTRA), else empty
+    std::vector<std::string> taskCategories;  // m ("shooter", "maze", ...) or empty
+    torch::Tensor taskWeights;   // float32 [T, m] (defined when m > 0)
+};
+
 struct Episode {
     std::string env;             // game name, e.g. "breakout"
     std::string source;          // where it came from ("glimpse play", "minari:F#episode_3", ...)
@@ -60,6 +73,8 @@ struct Episode {
     torch::Tensor lifeLoss;
     bool hasModel = false;
     EpisodeModel model;
+    bool hasTraining = false;
+    EpisodeTraining training;
 
     int64_t length() const { return actions.defined() ? actions.size(0) : 0; }
 };

@@ -19,6 +19,7 @@
 #include "core/io/checkpoint.h"
 #include "core/models/efficientzero/loss.h"
 #include "core/models/efficientzero/model.h"
+#include "core/models/efficientzero/recorder.h"
 #include "core/models/efficientzero/search.h"
 #include "core/rl/mcts.h"
 #include "core/rl/replay.h"
@@ -46,7 +47,7 @@ nlohmann::json TrainConfig::toJson() const {
             {"min_replay", minReplay}, {"updates_per_env_step", updatesPerEnvStep},
             {"self_play_update_interval", selfPlayUpdateInterval}, {"target_update_interval", targetUpdateInterval},
             {"checkpoint_interval", checkpointInterval}, {"log_interval", logInterval}, {"round_moves", roundMoves},
-            {"init", init}, {"network", network}};
+            {"record_interval", recordInterval}, {"init", init}, {"network", network}};
 }
 
 TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
@@ -81,7 +82,7 @@ TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
     get("updates_per_env_step", c.updatesPerEnvStep); get("self_play_update_interval", c.selfPlayUpdateInterval);
     get("target_update_interval", c.targetUpdateInterval); get("checkpoint_interval", c.checkpointInterval);
     get("log_interval", c.logInterval); get("round_moves", c.roundMoves); get("network", c.network);
-    get("init", c.init);
+    get("init", c.init); get("record_interval", c.recordInterval);
     c.validate();
     return c;
 }
@@ -109,6 +110,7 @@ void TrainConfig::validate() const {
     need(selfPlayUpdateInterval >= 1 && targetUpdateInterval >= 1 && checkpointInterval >= 1 && logInterval >= 1,
          "intervals must be at least 1");
     need(roundMoves >= 1 && roundMoves <= 100000, "round_moves must be in 1..100000");
+    need(recordInterval >= 0 && recordInterval <= 100000000, "record_interval must be in 0..1e8 (0: no recording)");
 }
 
 double selfPlayTemperature(const TrainConfig& config, int64_t updates) {
@@ -586,6 +588,7 @@ private:
     void selfPlayStep();
     void playMove(int i, const rl::SearchResult& res, double temperature, std::vector<float>& frame);
     void endEpisode(int i);
+    void finishRecording(bool terminal);
     void trainAsDue();
     void learnStep();
     Batch sampleBatch(const std::vector<rl::SampledPosition>& positions);
@@ -631,6 +634,11 @@ private:
     std::vector<std::vector<int>> legal_;
     std::mt19937_64 actRng_;
     std::vector<float> obsBuf_;
+    // Recorded self-play (record_interval): the recorder and the update from which the next
+    // episode to start is recorded.
+    std::string runDir_;
+    std::optional<EpisodeRecorder> recorder_;
+    int64_t nextRecord_ = 0, recorded_ = 0;
 
     // Learner pace and rates.
     int64_t startUpdates_ = 0;
@@ -648,7 +656,7 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& runDir, train::Contr
       netCfg_(cpuNetwork(*envs_.front(), cfg.network)), frame_(envs_.front()->observationShape()),
       A_(netCfg_.numActions), stack_(netCfg_.stack), stackNumel_(int64_t(stack_) * frame_.numel()),
       statePath_((fs::path(runDir) / "state.h5").string()), modelPath_((fs::path(runDir) / "model.h5").string()),
-      logPath_((fs::path(runDir) / "runlog.h5").string()), l_(newLearner(cfg, netCfg_)) {
+      logPath_((fs::path(runDir) / "runlog.h5").string()), l_(newLearner(cfg, netCfg_)), runDir_(runDir) {
     rankRates_.assign(size_t(world_), 0.0);
     if (selfPlayRank()) {
         // Plays with the weights the learner broadcasts; writes nothing.
@@ -665,6 +673,12 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& runDir, train::Contr
     episodeReturn_.assign(size_t(cfg.numEnvs), 0.0);
     episodeLength_.assign(size_t(cfg.numEnvs), 0);
     lives_.assign(size_t(cfg.numEnvs), 0);
+    if (cfg.recordInterval > 0 && !selfPlayRank()) {
+        recorder_.emplace(runDir, extra_ ? "xtra" : "efficientzero", cfg.env, netCfg_.toJson().dump(), cfg.simulations,
+                          extra_ ? extra_->taskNames() : std::vector<std::string>{},
+                          extra_ ? extra_->taskCategories() : std::vector<std::string>{});
+        nextRecord_ = l_.n.updates;   // a new or resumed run records the first episode it starts
+    }
     for (int i = 0; i < cfg.numEnvs; ++i) startEpisode(i);
     rl::MctsConfig mc;
     mc.numSimulations = cfg.simulations;
@@ -744,7 +758,12 @@ uint64_t Trainer::episodeSeedBase() const {
 }
 
 void Trainer::startEpisode(int i) {
-    envs_[size_t(i)]->reset(rl::episodeSeed(episodeSeedBase(), i, l_.n.envEpisodes[size_t(i)]++));
+    const uint64_t seed = rl::episodeSeed(episodeSeedBase(), i, l_.n.envEpisodes[size_t(i)]++);
+    envs_[size_t(i)]->reset(seed);
+    if (recorder_ && !recorder_->active() && l_.n.updates >= nextRecord_) {
+        recorder_->begin(i, seed, *envs_[size_t(i)], cfg_.maxEpisodeSteps);
+        nextRecord_ = (l_.n.updates / cfg_.recordInterval + 1) * cfg_.recordInterval;
+    }
     episodeReturn_[size_t(i)] = 0;
     episodeLength_[size_t(i)] = 0;
     lives_[size_t(i)] = envs_[size_t(i)]->lives();
@@ -766,7 +785,12 @@ void Trainer::playMove(int i, const rl::SearchResult& res, double temperature, s
     auto& env = *envs_[size_t(i)];
     auto& h = histories_[size_t(i)];
     const int a = rl::selectAction(res.visitCounts[size_t(i)], temperature, actRng_);
+    const bool recording = recorder_ && recorder_->env() == i;
+    if (recording)
+        recorder_->beforeMove(env, res, size_t(i),
+                              {l_.n.updates, l_.n.envSteps, extra_ ? extra_->taskWeightsNow() : std::vector<float>{}});
     const auto step = env.step(a);
+    if (recording) recorder_->afterMove(a, step.reward, step.lives);
     episodeReturn_[size_t(i)] += step.reward;
     ++episodeLength_[size_t(i)];
     const float reward = cfg_.clipRewards ? float((step.reward > 0) - (step.reward < 0)) : step.reward;
@@ -789,6 +813,7 @@ void Trainer::playMove(int i, const rl::SearchResult& res, double temperature, s
     } else if (step.done()) {
         h.terminal = step.terminal || lifeLost;
         h.done = true;
+        if (recording) finishRecording(step.terminal);
         endEpisode(i);
     }
 }
@@ -815,6 +840,13 @@ void Trainer::endEpisode(int i) {
     log_->append("normalized_score", at, rl::normalizedScore(cfg_.env, ret), wallTime());
     rep_->setLatest("episode_return", ret);
     startEpisode(i);
+}
+
+// The recorded episode ended (or the run did: then it is saved as cut, when it has a step).
+void Trainer::finishRecording(bool terminal) {
+    if (!recorder_ || !recorder_->active() || recorder_->steps() == 0) return;
+    recorder_->finish(terminal);
+    rep_->setLatest("episodes_recorded", double(++recorded_));
 }
 
 // Replay ratio: once the buffer is filled, learner updates follow environment steps.
@@ -986,6 +1018,7 @@ void Trainer::writeCheckpoints() {
 
 // The last checkpoint, the final counters and the log's end (stopped: resumable).
 void Trainer::endRun(bool stopped) {
+    finishRecording(false);
     writeCheckpoints();
     log_->setEval("updates", torch::tensor(l_.n.updates, torch::kInt64));
     log_->setEval("env_steps", torch::tensor(l_.n.envSteps, torch::kInt64));
@@ -1132,6 +1165,9 @@ TrainResult Trainer::runDistributed() {
 TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train::Control* control,
                        const train::ProgressFn& progress, dist::Communicator* comm, ExtraObjective* extra) {
     cfg.validate();
+    if (cfg.recordInterval > 0 && comm && comm->worldSize() > 1)
+        throw Error("efficientzero: record_interval records self-play in the learner's process; in a distributed run the "
+                    "learner plays no games (set record_interval to 0, or record with one process)");
     return Trainer(cfg, runDir, control, progress, comm, extra).run();
 }
 

@@ -66,6 +66,9 @@ struct TrainConfig {
     // Distributed runs (docs/distributed.md "EfficientZero"): moves each self-play rank plays
     // between two exchanges with the learner (rank 0). No effect in one process.
     int roundMoves = 4;
+    // Every record_interval learner updates, the next self-play episode to start is recorded to
+    // RUN/episodes/update_NNNNNNN.h5 (recorder.h); 0 = never. One-process runs only.
+    int64_t recordInterval = 0;
     // An EfficientZero checkpoint whose weights start a new run (its network must be this run's,
     // e.g. an XTRA student for a shared game); ignored when the run resumes. "" = random init.
     std::string init;
@@ -94,6 +97,11 @@ public:
     // Resumable state (saved in state.h5 with the learner).
     virtual nlohmann::json state() const = 0;
     virtual void restore(const nlohmann::json& state, const std::string& source) = 0;
+    // The offline tasks' names and categories, and the weights the next update gives them
+    // (recorded with self-play episodes); empty when the objective has no task weights.
+    virtual std::vector<std::string> taskNames() const { return {}; }
+    virtual std::vector<std::string> taskCategories() const { return {}; }
+    virtual std::vector<float> taskWeightsNow() const { return {}; }
 };
 
 // The CPU network for a game: Config::grid reduced to 16 latent channels, LSTM 32, projection

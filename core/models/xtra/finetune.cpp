@@ -128,6 +128,24 @@ public:
         return total;
     }
 
+    std::vector<std::string> taskNames() const override {
+        std::vector<std::string> n;
+        for (const auto& t : tasks_) n.push_back(t->game());
+        return n;
+    }
+    std::vector<std::string> taskCategories() const override {
+        std::vector<std::string> c;
+        for (const auto& t : tasks_) c.push_back(gameCategory(t->game()));
+        return c;
+    }
+    // What the next update's loss() uses: the adaptive weights, or 1.
+    std::vector<float> taskWeightsNow() const override {
+        std::vector<float> w(tasks_.size(), 1.f);
+        if (cfg_.weights == "adaptive")
+            for (size_t i = 0; i < w.size(); ++i) w[i] = float(weights_.weights()[i]);
+        return w;
+    }
+
     nlohmann::json state() const override { return weights_.state(); }
     void restore(const nlohmann::json& state, const std::string& source) override { weights_.restore(state, source); }
 
