@@ -35,6 +35,7 @@
 #include "core/rl/score.h"
 #include "core/rl/shared_space.h"
 #include "core/runlog.h"
+#include "tests/ez_support.h"
 #include "tests/support.h"
 
 using namespace glimpse;
@@ -42,21 +43,6 @@ using testing::contains;
 using testing::errorOf;
 
 namespace {
-
-// A freshly initialised EfficientZero network of `env`, saved as a checkpoint: a teacher whose
-// outputs the tests recompute by calling the network directly.
-std::string saveTeacher(const std::string& dir, const std::string& env, uint64_t seed) {
-    torch::manual_seed(seed);
-    const auto e = rl::makeEnv(env);
-    const efficientzero::Config c = efficientzero::cpuNetwork(*e);
-    efficientzero::Network net(c);
-    // Non-zero heads, so that the teacher's policy and value are not uniform and 0.
-    torch::NoGradGuard ng;
-    for (auto& p : net.module().parameters()) p.add_(torch::randn_like(p) * 0.05);
-    const std::string path = dir + "/teacher_" + rl::baseGameName(env) + (rl::isSharedName(env) ? "_shared" : "") + ".h5";
-    saveCheckpoint(path, checkpointFromModule(net.module(), "efficientzero", c.toJson().dump()));
-    return path;
-}
 
 xtra::OfflineDataset scriptedData(const std::string& env, int64_t steps, std::vector<double> eps = {0.0}) {
     xtra::DatasetSpec spec;
@@ -369,7 +355,7 @@ private Q_SLOTS:
             std::ofstream(dir + "/cut.h5", std::ios::binary).write(bytes.data(), std::streamsize(bytes.size() / 2));
         }
         QVERIFY(contains(errorOf([&] { xtra::readDataset(dir + "/cut.h5"); }), {"cut.h5"}));
-        const std::string teacher = saveTeacher(dir, "demon", 1);
+        const std::string teacher = testing::saveRandomTeacher(dir, "demon", 1);
         QVERIFY(contains(errorOf([&] { xtra::readDataset(teacher); }), {"glimpse.rl_dataset"}));
         // Bad specifications.
         xtra::DatasetSpec spec;
@@ -392,7 +378,7 @@ private Q_SLOTS:
         const std::string dir = tmp.path().toStdString();
         const auto d = scriptedData("breakout", 240, {0.0, 1.0});
         xtra::writeDataset(dir + "/d.h5", d);
-        const std::string teacher = saveTeacher(dir, "breakout", 7);
+        const std::string teacher = testing::saveRandomTeacher(dir, "breakout", 7);
         xtra::TargetOptions o;
         o.unroll = 3;
         o.tdSteps = 2;
@@ -469,7 +455,7 @@ private Q_SLOTS:
         QCOMPARE(testing::maxDiff(whole.value.slice(0, 4, 8), part.value), 0.0);
         QCOMPARE(testing::maxDiff(whole.actions.slice(0, 4, 8).to(torch::kFloat), part.actions.to(torch::kFloat)), 0.0);
         // A teacher of another game (other actions and frames) is refused, naming both files.
-        const std::string other = saveTeacher(dir, "heist", 2);
+        const std::string other = testing::saveRandomTeacher(dir, "heist", 2);
         QVERIFY(contains(errorOf([&] { xtra::OfflineTask({dir + "/d.h5", other}, o); }), {"teacher_heist.h5", "d.h5"}));
     }
 
@@ -481,7 +467,7 @@ private Q_SLOTS:
         xtra::writeDataset(dir + "/breakout.h5", scriptedData("breakout", 200, {0.0, 0.5}));
         xtra::writeDataset(dir + "/demon.h5", scriptedData("demon", 200, {0.0, 0.5}));
         xtra::PretrainConfig c;
-        c.sources = {{dir + "/breakout.h5", saveTeacher(dir, "breakout", 3)}, {dir + "/demon.h5", saveTeacher(dir, "demon", 4)}};
+        c.sources = {{dir + "/breakout.h5", testing::saveRandomTeacher(dir, "breakout", 3)}, {dir + "/demon.h5", testing::saveRandomTeacher(dir, "demon", 4)}};
         c.steps = 40;
         c.batchSize = 16;
         c.unroll = 3;
@@ -605,8 +591,8 @@ private Q_SLOTS:
         xtra::writeDataset(dir + "/breakout.h5", scriptedData("breakout", 200, {0.0, 0.5}));
         xtra::writeDataset(dir + "/invaders.h5", scriptedData("invaders", 200, {0.0, 0.5}));
         xtra::writeDataset(dir + "/demon.h5", scriptedData("demon", 100));
-        const std::vector<xtra::SourceSpec> sources{{dir + "/breakout.h5", saveTeacher(dir, "breakout", 3)},
-                                                    {dir + "/invaders.h5", saveTeacher(dir, "invaders", 4)}};
+        const std::vector<xtra::SourceSpec> sources{{dir + "/breakout.h5", testing::saveRandomTeacher(dir, "breakout", 3)},
+                                                    {dir + "/invaders.h5", testing::saveRandomTeacher(dir, "invaders", 4)}};
         xtra::PretrainConfig pc;
         pc.sources = sources;
         pc.steps = 3;
@@ -680,7 +666,7 @@ private Q_SLOTS:
         QVERIFY(before.count(0) && !after.empty());
         // Bad configurations.
         auto bad = j;
-        bad["xtra"]["sources"].push_back({{"dataset", dir + "/demon.h5"}, {"teacher", saveTeacher(dir, "demon", 5)}});
+        bad["xtra"]["sources"].push_back({{"dataset", dir + "/demon.h5"}, {"teacher", testing::saveRandomTeacher(dir, "demon", 5)}});
         QVERIFY(contains(errorOf([&] { xtra::finetune(xtra::FinetuneConfig::fromJson(bad, "b.json"), dir + "/bad", &control); }),
                          {"demon.h5", "target game 'demon'", "offline tasks"}));
         bad = j;

@@ -68,6 +68,10 @@ TrainingProgress::~TrainingProgress() {
 void TrainingProgress::operator()(const train::Progress& p) {
     if (maxSteps_ >= 0 && p.step >= maxSteps_) control_.requestStop();
     if (p.phase == "stopped") return;
+    if (p.phase != lastPhase_ || p.step < lastPrinted_) {   // a new phase counts its own steps
+        lastPhase_ = p.phase;
+        lastPrinted_ = -every_;
+    }
     const bool show = tty_ || p.step == p.totalSteps || p.step - lastPrinted_ >= every_;
     if (!show || (!tty_ && p.step == lastPrinted_)) return;
     lastPrinted_ = p.step;

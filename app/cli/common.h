@@ -67,6 +67,7 @@ private:
     bool tty_;
     bool drawn_ = false;
     int64_t lastPrinted_ = -1;
+    std::string lastPhase_;
 };
 
 } // namespace glimpse::cli
