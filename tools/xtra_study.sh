@@ -19,6 +19,8 @@
 #   STEPS     finetuning updates per run [2000]
 #   MINUTES   wall-clock limit per training run (SIGINT: final checkpoint) [30]
 #   THREADS   LibTorch threads per run [1];  NICE  niceness [10];  EPISODES [32]
+#   OFFLINE_BATCH  positions of each offline task per update [32]
+#   CYCLE WINDOW WARMUP  the task weights' cycle T, window N and warm-up, in updates [200 20 200]
 #   RECORD    finetuning runs record a self-play episode every RECORD updates [500] (RUN/episodes,
 #             shown with the task weights in force by the replay viewer)
 # Teachers are EfficientZero runs of the source games (tools/ez_study_shooter.json); each
@@ -43,10 +45,14 @@ THREADS="${THREADS:-1}"
 NICE="${NICE:-10}"
 EPISODES="${EPISODES:-32}"
 RECORD="${RECORD:-500}"
+OFFLINE_BATCH="${OFFLINE_BATCH:-32}"
+CYCLE="${CYCLE:-200}"
+WINDOW="${WINDOW:-20}"
+WARMUP="${WARMUP:-200}"
 case "${1:-}" in
     --summarize) summarize_only=1 ;;
     "") summarize_only=0 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "xtra_study.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 run() { timeout -s INT "$((MINUTES * 60))" nice -n "$NICE" "$GLIMPSE" "$@"; }
@@ -78,17 +84,18 @@ if [[ $summarize_only == 0 ]]; then
     fi
     base=$(sed 's/}$//' "$here/tools/ez_study_shooter.json")
     for target in $TARGETS; do
-        for v in $VARIANTS; do
-            case $v in
-                scratch) extra='' ;;
-                pretrained) extra=", \"init\": \"$student/model.h5\"" ;;
-                constant | xtra)
-                    w=$([[ $v == xtra ]] && echo adaptive || echo constant)
-                    extra=", \"init\": \"$student/model.h5\", \"xtra\": {\"sources\": [$sources_json], \"weights\": \"$w\", \"offline_batch_size\": 32, \"task_weights\": {\"cycle\": 200, \"window\": 20, \"threshold\": 0.1, \"warmup\": 200}}" ;;
-                *) echo "xtra_study.sh: unknown variant $v" >&2; exit 2 ;;
-            esac
-            echo "$base, \"env\": \"shared:$target\", \"record_interval\": $RECORD$extra}" >"$OUT/$target-$v.json"
-            for s in $SEEDS; do
+        # Seeds outer, variants inner: a study cut short still has as many seeds of every variant.
+        for s in $SEEDS; do
+            for v in $VARIANTS; do
+                case $v in
+                    scratch) extra='' ;;
+                    pretrained) extra=", \"init\": \"$student/model.h5\"" ;;
+                    constant | xtra)
+                        w=$([[ $v == xtra ]] && echo adaptive || echo constant)
+                        extra=", \"init\": \"$student/model.h5\", \"xtra\": {\"sources\": [$sources_json], \"weights\": \"$w\", \"offline_batch_size\": $OFFLINE_BATCH, \"task_weights\": {\"cycle\": $CYCLE, \"window\": $WINDOW, \"threshold\": 0.1, \"warmup\": $WARMUP}}" ;;
+                    *) echo "xtra_study.sh: unknown variant $v" >&2; exit 2 ;;
+                esac
+                echo "$base, \"env\": \"shared:$target\", \"record_interval\": $RECORD$extra}" >"$OUT/$target-$v.json"
                 r="$OUT/$target-$v-$s"
                 [[ -f "$r/eval.txt" ]] && { echo "$r: evaluated already"; continue; }
                 if ! finished "$r.log"; then
