@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cli/command.h"
 #include "app/training/training_job.h"
 
 class QWidget;
@@ -24,16 +25,6 @@ namespace glimpse::app {
 
 class ModelPanel;
 
-// A headless command: `glimpse VERB SUBJECT ARGS...` (for "infer", `glimpse infer --model
-// SUBJECT ARGS...`). `run` gets the arguments after the subject (infer: all of them), prints,
-// and returns the exit code (0 ok, 1 failure, 2 bad usage); it may throw glimpse::Error.
-struct Command {
-    std::string verb;       // "train", "bench", "infer", "eval", "play", "info", ...
-    std::string subject;    // "letr", "rl", ...; "" for a verb without subjects (info, env, play)
-    std::string synopsis;   // the options after "glimpse VERB SUBJECT" in the usage line
-    std::string summary;    // what it does, a few words
-    std::function<int(const std::vector<std::string>&)> run;
-};
 
 // The Training panel's preview of a run: the run's latest model on fixed inputs.
 struct TrainingPreview {

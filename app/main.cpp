@@ -1,20 +1,34 @@
 // glimpse: the headless subcommands (the command table, app/cli/commands.cpp) and the GUI
-// (app/gui.cpp, no arguments or a file to open).
+// (app/gui.cpp, no arguments or a file to open). Compiled with GLIMPSE_HEADLESS it is the CLI
+// alone (docs/gpu.md): no GUI, no commands that need the GUI stack.
 #include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "app/cli/cli.h"
+#include "app/cli/command.h"
+#ifndef GLIMPSE_HEADLESS
 #include "app/gui.h"
+#endif
 
 int main(int argc, char** argv) {
+#ifndef GLIMPSE_HEADLESS
+    glimpse::cli::addCommands(glimpse::cli::guiCommands());
+    glimpse::cli::setRunLogFollower(glimpse::cli::followRunLog);
+#endif
     if (argc > 1) {
         const std::string cmd = argv[1];
         if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+#ifdef GLIMPSE_HEADLESS
+            std::cout << "usage: " << glimpse::cli::commandsUsage().substr(7) << "       glimpse --help | --version\n\n"
+                      << "This glimpse was built headless (GLIMPSE_HEADLESS): commands only, no GUI.\n"
+#else
             std::cout << "usage: glimpse [FILE] [GUI options]                          start the GUI\n"
                       << glimpse::cli::commandsUsage() << "       glimpse --help | --version\n\n"
-                      << glimpse::app::guiUsage() << "Run 'glimpse COMMAND --help' for a command's options.\n";
+                      << glimpse::app::guiUsage()
+#endif
+                      << "Run 'glimpse COMMAND --help' for a command's options.\n";
             return 0;
         }
         if (cmd == "--version" || cmd == "-v") {
@@ -31,5 +45,10 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+#ifdef GLIMPSE_HEADLESS
+    std::cerr << "glimpse: built headless (GLIMPSE_HEADLESS): no GUI; glimpse --help lists the commands\n";
+    return 2;
+#else
     return glimpse::app::runGui(argc, argv);
+#endif
 }

@@ -1,7 +1,8 @@
 glimpse_add_test(test_gui SOURCES test_gui.cpp LIBS glimpse_app XVFB TIMEOUT 300)
 glimpse_add_test(test_cli SOURCES test_cli.cpp LIBS glimpse_app TIMEOUT 300)
-add_dependencies(test_cli glimpse)
-target_compile_definitions(test_cli PRIVATE GLIMPSE_EXE="$<TARGET_FILE:glimpse>")
+add_dependencies(test_cli glimpse glimpse-headless)
+target_compile_definitions(test_cli PRIVATE GLIMPSE_EXE="$<TARGET_FILE:glimpse>"
+                           GLIMPSE_HEADLESS_EXE="$<TARGET_FILE:glimpse-headless>")
 # Live training charts (widgets/live_chart), offscreen.
 # (glimpse_core only for the shared test PCH, which includes LibTorch.)
 glimpse_add_test(test_live_chart SOURCES test_live_chart.cpp LIBS glimpse_widgets glimpse_core TIMEOUT 120)

@@ -20,9 +20,9 @@ class TestCli : public QObject {
         int code = -1;
         QString out, err;
     };
-    static Result run(const QStringList& args) {
+    static Result run(const QStringList& args, const QString& exe = GLIMPSE_EXE) {
         QProcess p;
-        p.start(GLIMPSE_EXE, args);
+        p.start(exe, args);
         if (!p.waitForFinished(120000)) return {};
         Result r;
         r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
@@ -44,6 +44,30 @@ private Q_SLOTS:
         r = run({"frobnicate"});
         QCOMPARE(r.code, 2);
         QVERIFY(r.err.contains("unknown command 'frobnicate'"));
+    }
+
+    // The headless build of the same commands (glimpse-headless; GLIMPSE_HEADLESS=ON builds it as
+    // `glimpse`): the commands run, the GUI-only ones are absent and say why.
+    void headlessBuild() {
+        const QString exe = GLIMPSE_HEADLESS_EXE;
+        Result r = run({"--help"}, exe);
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.out.contains("glimpse train letr") && r.out.contains("glimpse train xtra"), qPrintable(r.out));
+        QVERIFY2(r.out.contains("built headless") && !r.out.contains("start the GUI"), qPrintable(r.out));
+        QVERIFY(!r.out.contains("bench ui") && !r.out.contains("bench inspector"));
+        QVERIFY(run({"--help"}).out.contains("glimpse bench ui"));   // the GUI build has them
+        r = run({"env", "list"}, exe);
+        QCOMPARE(r.code, 0);
+        QVERIFY(r.out.contains("breakout"));
+        r = run({"bench", "ui"}, exe);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("unknown model 'ui'"), qPrintable(r.err));
+        r = run({"info", "--follow", dir_.filePath("none.h5")}, exe);
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("needs a GUI build"), qPrintable(r.err));
+        r = run({dir_.filePath("photo.png")}, exe);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("no GUI"), qPrintable(r.err));
     }
 
     // GUI options are parsed strictly before any window is made: a bad value is refused with

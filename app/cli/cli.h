@@ -1,13 +1,18 @@
 #pragma once
 // Headless subcommands of the `glimpse` executable: the command table (app/cli/commands.cpp:
-// the general commands below plus every model family's, app/family.h) and the option parser
+// the general commands below plus every model family's, app/cli/command.h) and the option parser
 // they share. Each command takes the arguments after its subject (for `glimpse info a.h5`,
 // args = {"a.h5"}), prints to stdout/stderr and returns the process exit code: 0 success,
 // 1 failure (message on stderr), 2 bad usage.
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace glimpse::app {
+struct Command;
+}
 
 namespace glimpse::cli {
 
@@ -17,12 +22,20 @@ namespace glimpse::cli {
 int runCommand(const std::string& verb, const std::vector<std::string>& args, bool* handled);
 // The command lines of `glimpse --help`, one per command, from the table.
 std::string commandsUsage();
+// What a GUI build adds before the first dispatch (app/main.cpp): the commands that need the
+// GUI stack (guiCommands()) and the follower behind `glimpse info --follow`. A headless build
+// adds neither. addCommands throws once the table is in use.
+void addCommands(const std::vector<app::Command>& commands);
+void setRunLogFollower(std::function<int(const std::vector<std::string>&)> follow);
 
 // General commands (not of one model family).
 int info(const std::vector<std::string>& args);        // glimpse info FILE.h5
 int env(const std::vector<std::string>& args);         // glimpse env list | score
 int benchRl(const std::vector<std::string>& args);     // glimpse bench rl [--threads T]
-int benchUi(const std::vector<std::string>& args);     // glimpse bench ui (app/cli/bench_ui.cpp)
+int benchUi(const std::vector<std::string>& args);     // glimpse bench ui (GUI builds: app/gui_cli/bench_ui.cpp)
+// glimpse info --follow RUN.h5 (GUI builds: app/gui_cli/follow.cpp; it follows a run log as the
+// Training panel does, with the panel's RunFollower).
+int followRunLog(const std::vector<std::string>& args);
 int dataExport(const std::vector<std::string>& args);  // glimpse data export ...
 int dataVerify(const std::vector<std::string>& args);  // glimpse data verify FILE.h5 ... (app/cli/integrity.cpp)
 int dataResave(const std::vector<std::string>& args);  // glimpse data resave IN.h5 [--out OUT.h5]

@@ -1,11 +1,13 @@
-// The command table of the `glimpse` executable: the general commands and every model
-// family's (app/family.h), one dispatcher and the usage text built from the same table.
+// The command table of the `glimpse` executable: the general commands, every model family's
+// (app/cli/command.h) and, in a GUI build, the few that need the GUI stack (added by main());
+// one dispatcher and the usage text built from the same table.
 #include <algorithm>
 #include <iostream>
 
 #include "app/cli/cli.h"
+#include "app/cli/command.h"
 #include "app/cli/replay_cli.h"
-#include "app/family.h"
+#include "core/error.h"
 
 namespace glimpse::cli {
 
@@ -25,14 +27,25 @@ std::vector<Command> generalCommands() {
          "import a Minari or PNG-folder episode", importEpisode},
         {"bench", "replay", "[--steps N] [--file EPISODE.h5]", "episode open time, memory and scrub times",
          benchReplay},
-        {"bench", "ui", "[--seconds S] [--repeat N]", "UI-thread event-loop latency (LETR, run follow, scrub)", benchUi},
     };
+}
+
+// Rows a GUI build adds (addCommands), before the table is first used.
+std::vector<Command>& added() {
+    static std::vector<Command> rows;
+    return rows;
+}
+bool& tableBuilt() {
+    static bool built = false;
+    return built;
 }
 
 const std::vector<Command>& table() {
     static const std::vector<Command> all = [] {
         std::vector<Command> t = generalCommands();
-        for (const auto& f : app::modelFamilies()) t.insert(t.end(), f.commands.begin(), f.commands.end());
+        for (const auto& c : familyCommands()) t.push_back(c);
+        for (const auto& c : added()) t.push_back(c);
+        tableBuilt() = true;
         return t;
     }();
     return all;
@@ -95,6 +108,18 @@ const Command* resolve(const std::string& verb, const std::vector<std::string>& 
 }
 
 } // namespace
+
+void addCommands(const std::vector<Command>& commands) {
+    if (tableBuilt()) throw Error("addCommands: the command table is already in use");
+    added().insert(added().end(), commands.begin(), commands.end());
+}
+
+std::vector<Command> familyCommands() {
+    std::vector<Command> all;
+    for (const auto& list : {letrCommands(), coatCommands(), efficientZeroCommands(), constellationCommands(), xtraCommands()})
+        all.insert(all.end(), list.begin(), list.end());
+    return all;
+}
 
 std::string commandsUsage() {
     std::string out;

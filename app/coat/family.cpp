@@ -20,12 +20,7 @@ ModelFamily coatFamily() {
     f.training = {"CoaT (image classification)", "coat_fmnist_train.json", "fashion-mnist",
                   "fashion-mnist, fashion-mnist:DIR or a folder of class folders"};
     f.training.preview = coatTrainingPreview;
-    f.commands = {
-        {"infer", "coat", "--checkpoint C.h5 --image I --out trace.h5", "classify with CoaT, top-5, write a trace",
-         cli::inferCoat},
-        {"bench", "coat", "[--variant V]", "CoaT images/s and attention query time", cli::benchCoat},
-        {"train", "coat", "--data fashion-mnist|DIR --out RUN [--ablation pe]", "train CoaT", cli::trainCoat},
-    };
+    f.commands = cli::coatCommands();
     return f;
 }
 

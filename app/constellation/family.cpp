@@ -23,12 +23,7 @@ ModelFamily constellationFamily() {
                   "procedural[:SEED], fashion-mnist[:DIR] or a mini-ImageNet-style folder (train/ val/ test/ class "
                   "folders)"};
     f.training.preview = constellationTrainingPreview;
-    f.commands = {
-        {"train", "constellation", constellation::kTrainSynopsis,
-         "train ConstellationNet or its ProtoNet baseline (few-shot)", constellation::trainCommand},
-        {"eval", "fewshot", constellation::kEvalSynopsis, "N-way K-shot accuracy with 95% CI",
-         constellation::evalFewShotCommand},
-    };
+    f.commands = cli::constellationCommands();
     return f;
 }
 

@@ -16,11 +16,7 @@ ModelFamily efficientZeroFamily() {
     QString games;
     for (const auto& g : rl::envNames()) games += (games.isEmpty() ? "" : ", ") + QString::fromStdString(g);
     f.training = {"EfficientZero (game self-play)", "", "breakout", "game: " + games, "runlog.h5"};
-    f.commands = {
-        {"train", "efficientzero", "--env NAME --steps S --out RUN", "train EfficientZero on a game",
-         cli::trainEfficientZero},
-        {"play", "", "--checkpoint C --env NAME [--record DIR]", "evaluate (and record) episodes", cli::play},
-    };
+    f.commands = cli::efficientZeroCommands();
     return f;
 }
 

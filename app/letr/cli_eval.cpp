@@ -8,7 +8,7 @@
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
-#include "app/resources.h"
+#include "app/cli/resource_path.h"
 #include "core/util/threads.h"
 #include "core/data/open.h"
 #include "core/error.h"
@@ -61,7 +61,7 @@ int evalEdges(const std::vector<std::string>& argv) {
     }
     std::shared_ptr<letr::LetrModel> model;
     std::string ckpt = a.get("--checkpoint", "");
-    if (ckpt.empty()) ckpt = app::resourceFile("letr_demo.h5").toStdString();   // "" when none ships
+    if (ckpt.empty()) ckpt = resourcePath("letr_demo.h5");   // "" when none ships
     if (!ckpt.empty()) {
         model = letr::loadLetr(ckpt);
         std::cerr << "glimpse eval edges: LETR " << ckpt << "\n";

@@ -19,18 +19,9 @@ ModelFamily letrFamily() {
     f.training = {"LETR (line segments)", "letr_demo_train.json", "procedural:2000",
                   "data.json, dataset folder or procedural:COUNT[:SEED[:WxH]]"};
     f.training.preview = letrTrainingPreview;
-    f.commands = {
-        {"infer", "letr", "(--checkpoint C.h5 | --random-seed S) --image I --out trace.h5",
-         "run LETR headless, write a trace", cli::inferLetr},
-        {"bench", "letr", "[--backbone resnet50] [--checkpoint C.h5]", "time LETR stage by stage", cli::benchLetr},
-        {"bench", "inspector", "[--reps R] [--kinds layer,entity]", "LETR inspector redraw times",
-         cli::benchInspector},
-        {"train", "letr", "--data D --out RUN_DIR [--config C.json] [--resume]", "train LETR", cli::trainLetr},
-        {"eval", "letr", "--checkpoint C.h5 --data D [--layers all|last]", "sAP/APH per decoder layer and LSD",
-         cli::evalLetr},
-        {"eval", "edges", "IMAGE... [--checkpoint C.h5] [--top K]", "do the top lines follow image edges (LETR, LSD)",
-         cli::evalEdges},
-    };
+    f.commands = cli::letrCommands();
+    for (auto& c : cli::guiCommands())   // bench inspector
+        if (c.subject == "inspector") f.commands.push_back(c);
     return f;
 }
 

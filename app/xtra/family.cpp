@@ -45,14 +45,7 @@ ModelFamily xtraFamily() {
     f.training = {"XTRA (finetune with offline tasks)", "", "shared:demon",
                   "target game in the shared space (shared:GAME); the config file lists the offline tasks and the student",
                   "runlog.h5"};
-    f.commands = {
-        {"data", "offline", "--env GAME [--policy random|scripted|agent] [--epsilon E,...] --steps N --out D.h5",
-         "an offline dataset for XTRA (or --from-run RUN)", cli::dataOffline},
-        {"train", "xtra-pretrain", "--config C.json --out RUN", "distil EfficientZero teachers into one student (XTRA)",
-         cli::trainXtraPretrain},
-        {"train", "xtra", "--config C.json --out RUN", "finetune on a shared game with weighted offline tasks (XTRA)",
-         cli::trainXtra},
-    };
+    f.commands = cli::xtraCommands();
     return f;
 }
 

@@ -1,0 +1,16 @@
+// ConstellationNet's headless commands (Qt-free; app/cli/command.h).
+#include "app/cli/command.h"
+#include "app/constellation/cli.h"
+
+namespace glimpse::cli {
+
+std::vector<app::Command> constellationCommands() {
+    return {
+        {"train", "constellation", app::constellation::kTrainSynopsis,
+            "train ConstellationNet or its ProtoNet baseline (few-shot)", app::constellation::trainCommand},
+        {"eval", "fewshot", app::constellation::kEvalSynopsis, "N-way K-shot accuracy with 95% CI",
+            app::constellation::evalFewShotCommand},
+    };
+}
+
+} // namespace glimpse::cli

@@ -1,0 +1,15 @@
+// EfficientZero's headless commands (Qt-free; app/cli/command.h).
+#include "app/cli/command.h"
+#include "app/efficientzero/cli.h"
+
+namespace glimpse::cli {
+
+std::vector<app::Command> efficientZeroCommands() {
+    return {
+        {"train", "efficientzero", "--env NAME --steps S --out RUN", "train EfficientZero on a game",
+            cli::trainEfficientZero},
+        {"play", "", "--checkpoint C --env NAME [--record DIR]", "evaluate (and record) episodes", cli::play},
+    };
+}
+
+} // namespace glimpse::cli
