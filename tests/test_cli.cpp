@@ -2,6 +2,7 @@
 #include <QFileInfo>
 #include <QImage>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -68,6 +69,26 @@ private Q_SLOTS:
         r = run({dir_.filePath("photo.png")}, exe);
         QCOMPARE(r.code, 2);
         QVERIFY2(r.err.contains("no GUI"), qPrintable(r.err));
+    }
+
+    // glimpse check device: without a CUDA device it says so and compares the CPU with itself
+    // (every model's path runs; differences 0); asking for CUDA here is a clear error.
+    void checkDeviceWithoutGpu() {
+        Result r = run({"check", "device", "--size", "64", "--only", "letr,efficientzero"});
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.out.contains("no CUDA device") && r.out.contains("comparing the CPU with itself"), qPrintable(r.out));
+        QVERIFY2(r.out.contains(QRegularExpression("letr +line endpoints \\(px\\) +0 ")), qPrintable(r.out));
+        QVERIFY2(r.out.contains(QRegularExpression("efficientzero +value prefix \\(1 step\\) +0 ")), qPrintable(r.out));
+        QVERIFY(r.out.contains("all outputs agree"));
+        r = run({"check", "device", "--device", "cuda"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("CUDA is not available"), qPrintable(r.err));
+        r = run({"check", "device", "--device", "tpu"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("expected cpu, cuda or cuda:N"), qPrintable(r.err));
+        r = run({"check", "device", "--only", "resnet"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("--only"), qPrintable(r.err));
     }
 
     // GUI options are parsed strictly before any window is made: a bad value is refused with

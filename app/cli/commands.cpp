@@ -25,6 +25,8 @@ std::vector<Command> generalCommands() {
         {"data", "resave", "IN.h5 [--out OUT.h5]", "rewrite a checkpoint with checksums (tensors bit-identical)", dataResave},
         {"data", "import-episode", "(--minari F.hdf5 [--episode N] | --frames DIR [--csv F]) --out E.h5",
          "import a Minari or PNG-folder episode", importEpisode},
+        {"check", "device", "[--device cuda[:N]] [--tolerance T]", "LETR, CoaT, EfficientZero on a GPU against the CPU",
+         checkDevice},
         {"bench", "replay", "[--steps N] [--file EPISODE.h5]", "episode open time, memory and scrub times",
          benchReplay},
     };

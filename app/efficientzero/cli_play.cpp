@@ -7,6 +7,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
+#include "core/util/device.h"
 #include "core/util/threads.h"
 #include "core/util/timing.h"
 #include "core/error.h"
@@ -29,7 +30,8 @@ const char* kPlayUsage =
     "  --record DIR        write each episode to DIR/episode_NNNN.h5\n"
     "  --temperature T     sample actions proportionally to visits^(1/T) (default 0: most visited)\n"
     "  --noise             add self-play's root Dirichlet noise to the search\n"
-    "  --threads T         LibTorch threads (default 2)\n";
+    "  --threads T         LibTorch threads (default 2)\n"
+    "  --device D          cpu (default), cuda or cuda:N: the network (the MCTS's batched inference)\n";
 
 } // namespace
 
@@ -40,7 +42,8 @@ int play(const std::vector<std::string>& args) {
     }
     Args a(args, {"--noise"});
     a.checkKnown({"--checkpoint", "--env", "--episodes", "--simulations", "--seed", "--max-episode-steps", "--record",
-                  "--threads", "--temperature", "--noise"});
+                  "--threads", "--temperature", "--noise", "--device"});
+    const torch::Device device = parseDevice(a.get("--device", "cpu"));
     const std::string ckpt = a.require("--checkpoint");
     const std::string game = a.require("--env");
     efficientzero::EvalOptions o;
@@ -64,6 +67,7 @@ int play(const std::vector<std::string>& args) {
     o.checkpointPath = ckpt;
     const auto env = rl::makeEnv(game, o.env);  // unknown game -> Error listing the names
     auto net = efficientzero::loadForEnv(ckpt, *env);
+    net.module().to(device);
     train::Control control;
     efficientzero::EvalResult r;
     {
@@ -72,7 +76,8 @@ int play(const std::vector<std::string>& args) {
         r = efficientzero::evaluate(net, game, o, &control, bar.fn());
     }
     const double medianReturn = median(r.returns);
-    std::printf("%s: %d episodes, %d simulations%s\n", game.c_str(), r.stats.episodes, o.simulations,
+    std::printf("%s: %d episodes, %d simulations on %s%s\n", game.c_str(), r.stats.episodes, o.simulations,
+                device.str().c_str(),
                 o.temperature > 0 || o.noise
                     ? (", temperature " + std::to_string(o.temperature) + (o.noise ? ", root noise" : "")).c_str()
                     : "");

@@ -9,6 +9,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/resource_path.h"
+#include "core/util/device.h"
 #include "core/util/threads.h"
 #include "core/data/open.h"
 #include "core/error.h"
@@ -25,7 +26,7 @@ namespace {
 
 const char* kEvalUsage =
     "usage: glimpse eval letr --checkpoint C.h5 --data D [--layers all|last] [--out eval.h5]\n"
-    "                         [--max-images N] [--no-lsd] [--short-side S] [--threads T]\n"
+    "                         [--max-images N] [--no-lsd] [--short-side S] [--threads T] [--device cpu|cuda[:N]]\n"
     "Evaluates a LETR checkpoint on a line dataset (D: data.json, a dataset folder or\n"
     "procedural:COUNT[:SEED[:WxH]]) and prints sAP5/10/15, sF10/15, APH and FH (percent) for\n"
     "every decoder layer of both stages (--layers last: the last layer of each) and for the LSD\n"
@@ -101,7 +102,8 @@ int evalLetr(const std::vector<std::string>& argv) {
     }
     Args a(argv, {"--no-lsd"});
     a.checkKnown({"--checkpoint", "--data", "--layers", "--out", "--max-images", "--no-lsd",
-                  "--short-side", "--threads"});
+                  "--short-side", "--threads", "--device"});
+    const torch::Device device = parseDevice(a.get("--device", "cpu"));
     if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional().front() + "'");
     const std::string ckpt = a.require("--checkpoint");
     const std::string dataSpec = a.require("--data");
@@ -120,6 +122,7 @@ int evalLetr(const std::vector<std::string>& argv) {
 
     auto model = letr::loadLetr(ckpt);
     if (a.has("--short-side")) model->setResize(a.getInt("--short-side", 512), model->config().maxLongSide);
+    model->to(device);
     auto data = data::openLineDataset(dataSpec);
     std::cerr << "glimpse eval: " << ckpt << " (" << model->config().backbone << ", "
               << model->config().numQueries << " queries, short side " << model->config().shortSide
