@@ -18,6 +18,7 @@
 #include "app/letr/inspector.h"
 #include "app/letr/view.h"
 #include "app/mainwindow.h"
+#include "app/replay/replay_panel.h"
 #include "widgets/viewport.h"
 
 namespace glimpse::app {
@@ -50,7 +51,8 @@ const char* kGuiOptions =
     "  --cell X,Y         then click the cell under image pixel X,Y\n"
     "  --constellation-view V  then show: clusters or relation\n"
     "  --constellation-gallery K  then fill the cluster gallery with cluster K\n"
-    "  --constellation-episode  run a few-shot episode and show the Episode tab\n";
+    "  --constellation-episode  run a few-shot episode and show the Episode tab\n"
+    "  --step T           an episode: go to step T once it is open (past the end: the last step)\n";
 
 // The GUI options after strict parsing: a bad value is refused before any window is made.
 struct GuiOptions {
@@ -73,6 +75,7 @@ struct GuiOptions {
     double cellX = -1, cellY = -1;
     int constellationGallery = -1;
     bool constellationEpisode = false;
+    int step = -1;               // an episode: the step to show once it is open (-1: step 0)
 };
 
 struct OptionError {
@@ -159,6 +162,7 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
         const QString m = p.value("compare").trimmed();
         o.compare = m.compare("lsd", Qt::CaseInsensitive) == 0 ? -1 : parseInt("compare", m, 1, 1 << 20) - 1;
     }
+    if (p.isSet("step")) o.step = parseInt("step", p.value("step"), 0, 1 << 30);
     o.coatCheckpoint = p.value("coat-checkpoint");
     o.runCoat = p.isSet("run-coat");
     parseCoatOptions(p, o);
@@ -187,7 +191,8 @@ void addOptions(QCommandLineParser& p) {
                   {"cell", "ConstellationNet cell to click after the run (image pixels).", "x,y"},
                   {"constellation-view", "ConstellationNet view after the run.", "view"},
                   {"constellation-gallery", "ConstellationNet gallery cluster after the run.", "k"},
-                  {"constellation-episode", "Run a ConstellationNet few-shot episode."}});
+                  {"constellation-episode", "Run a ConstellationNet few-shot episode."},
+                  {"step", "Episode step to show once the episode is open.", "t"}});
 }
 
 // After the first LETR trace (--run-letr or the demo's): the compare pane (--compare), checked
@@ -206,6 +211,21 @@ void wireLetrOptions(MainWindow& window, const GuiOptions& o) {
                                           .arg(letr->positionCount()));
         letr->setCompare(mode);
     });
+}
+
+// --step: once an episode is open, go to that step and bring the task-weight chart (when the
+// episode has one) into view.
+void wireReplayOptions(MainWindow& window, const GuiOptions& o) {
+    if (o.step < 0) return;
+    ReplayPanel* replay = window.replayPanel();
+    const int step = o.step;
+    QObject::connect(replay, &ReplayPanel::episodeOpened, &window, [replay, step] {
+        static bool done = false;
+        if (done) return;
+        done = true;
+        replay->seek(step);
+        replay->revealChart("task weights");
+    }, Qt::QueuedConnection);   // after the panel has shown step 0 of the new episode
 }
 
 // --run-coat: run once model and image are there, then apply the view options once.
@@ -284,6 +304,8 @@ void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
     ModelPanel* cst = window.panel("constellation");
     const bool wantLetr = o.runLetr, wantCoat = o.runCoat;
     const bool wantCst = cst && (o.runConstellation || o.constellationEpisode);
+    ReplayPanel* replay = window.replayPanel();
+    const int wantStep = o.step;
     auto take = [&window, out, letr, coat, cst, wantLetr, wantCoat, wantCst] {
         QPixmap pm = window.screen()->grabWindow(window.winId());
         const bool ok = pm.save(out, "PNG");
@@ -305,14 +327,16 @@ void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
     };
     // Wait for the image to be drawn a few times (swapchain settled), then grab.
     QObject::connect(vp, &widgets::ImageViewport::frameDrawn, &window, [vp, take, waitLetr, letr, wantCoat, coat, wantCst,
-                                                                        cst] {
+                                                                        cst, replay, wantStep] {
         static bool scheduled = false;
         const bool letrDone = !waitLetr || letr->hasTrace() || !letr->lastFailure().isEmpty() ||
                               (!letr->busy() && !letr->runPending() && !letr->hasModel());
         const bool coatDone = !wantCoat || (coat->hasTrace() && !coat->busy()) || !coat->lastFailure().isEmpty();
         const bool cstDone = !wantCst || (!cst->busy() && !cst->runPending() && (cst->hasTrace() || cst->hasModel())) ||
                              !cst->lastFailure().isEmpty();
-        if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 && letrDone && coatDone && cstDone) {
+        const bool stepDone = wantStep < 0 || !replay->hasEpisode() ||
+                              replay->shownStep() == std::min(wantStep, replay->length() - 1);
+        if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 && letrDone && coatDone && cstDone && stepDone) {
             scheduled = true;
             QTimer::singleShot(300, take);
         }
@@ -362,6 +386,7 @@ int runGui(int argc, char** argv) {
     wireLetrOptions(window, o);
     wireCoatOptions(window, o);
     wireConstellationOptions(window, o);
+    wireReplayOptions(window, o);
     if (o.files.isEmpty()) {
         // The demo scene; with a model, LETR runs on it and the best line is selected.
         window.startDemo(o.checkpoint, o.entity == -2 ? -1 : o.entity);

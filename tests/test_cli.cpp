@@ -107,7 +107,9 @@ private Q_SLOTS:
                  {{img, "--run-coat", "--coat-scale", "9"}, "--coat-scale"},
                  {{img, "--run-coat", "--coat-compare", "x"}, "--coat-compare"},
                  {{img, "--run-coat", "--query", "3"}, "--query"},
-                 {{img, "--run-coat", "--coat-view", "nonsense"}, "--coat-view"}}) {
+                 {{img, "--run-coat", "--coat-view", "nonsense"}, "--coat-view"},
+                 {{img, "--step", "-3"}, "--step"},
+                 {{img, "--step", "ten"}, "--step"}}) {
             const Result r = run(args);
             QVERIFY2(r.code == 2, qPrintable(args.join(' ') + ": exit " + QString::number(r.code) + " " + r.err));
             QVERIFY2(r.err.contains(opt), qPrintable(r.err));

@@ -404,8 +404,9 @@ private Q_SLOTS:
         widgets::StripChart* chart = r->chart("task weights");
         QVERIFY(chart && chart->isVisible());
         QCOMPARE(chart->lines().size(), 2);
-        QCOMPARE(chart->lines()[0].name, QString("invaders (shooter)"));
-        QCOMPARE(chart->lines()[1].name, QString("pellets (maze)"));
+        QCOMPARE(chart->lines()[0].name, QString("invaders"));
+        QCOMPARE(chart->lines()[1].name, QString("pellets"));
+        QVERIFY(chart->toolTip().contains("invaders: shooter, pellets: maze"));
         QCOMPARE(chart->lines()[0].color, widgets::gameColour("shooter", 0));
         QCOMPARE(chart->lines()[1].color, widgets::gameColour("maze", 0));
         QCOMPARE(chart->lines()[0].values[19], 1.0);
@@ -418,6 +419,8 @@ private Q_SLOTS:
         QCOMPARE(chart->cursorStep(), 25);
         r->seek(35);
         QVERIFY2(r->stepText().contains("invaders 0.25, pellets 0.00"), qPrintable(r->stepText()));
+        QVERIFY2(r->headerText().contains("recorded in self-play of the xtra run xtra-demon, learner updates 100-139"),
+                 qPrintable(r->headerText()));
         // An episode without training information: no chart, no training line.
         w.openImage(path_);
         QTRY_COMPARE_WITH_TIMEOUT(r->episodePath(), QFileInfo(path_).absoluteFilePath(), 20000);

@@ -676,6 +676,9 @@ private Q_SLOTS:
         bad["xtra"]["weights"] = "random";
         QVERIFY(contains(errorOf([&] { xtra::FinetuneConfig::fromJson(bad, "b.json"); }), {"adaptive", "constant"}));
         bad = j;
+        bad["record_interval"] = -5;
+        QVERIFY(contains(errorOf([&] { xtra::FinetuneConfig::fromJson(bad, "b.json"); }), {"b.json", "record_interval"}));
+        bad = j;
         bad["xtra"]["colour"] = 1;
         QVERIFY(contains(errorOf([&] { xtra::FinetuneConfig::fromJson(bad, "b.json"); }), {"unknown key 'colour'"}));
         bad = j;

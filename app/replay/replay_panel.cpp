@@ -66,7 +66,7 @@ ReplayPanel::ReplayPanel(widgets::ImageViewport* viewport, QWidget* parent)
     : QWidget(parent), viewport_(viewport), clock_(std::make_unique<QElapsedTimer>()) {
     auto* outer = new QVBoxLayout(this);
     outer->setContentsMargins(0, 0, 0, 0);
-    auto* scroll = new QScrollArea(this);
+    auto* scroll = scroll_ = new QScrollArea(this);
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
     scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
@@ -247,6 +247,15 @@ bool ReplayPanel::eventFilter(QObject* watched, QEvent* event) {
     }
 }
 
+QString ReplayPanel::headerText() const { return header_->text(); }
+
+void ReplayPanel::revealChart(const QString& title) {
+    auto it = charts_.find(title);
+    if (it == charts_.end() || it->second->isHidden()) return;
+    QWidget* chart = it->second;
+    QTimer::singleShot(0, this, [this, chart] { scroll_->ensureWidgetVisible(chart); });   // after the layout
+}
+
 // --- opening ----------------------------------------------------------------------------------
 
 bool ReplayPanel::busy() const { return opening_ > 0 || loading_ || exporting_ || model_->busy(); }
@@ -298,10 +307,12 @@ void ReplayPanel::adopt(std::shared_ptr<EpisodeReader> reader, const QString& pa
     current_ = shown_ = -1;
     wanted_ = -1;
     const EpisodeReader& r = *reader_;
-    QString model = r.hasModel() ? QStringLiteral("<br>model: %1, %2 simulations, checkpoint %3")
+    const QString checkpoint = QString::fromStdString(r.meta().model.checkpoint);
+    QString model = r.hasModel() ? QStringLiteral("<br>model: %1, %2 simulations, %3")
                                        .arg(QString::fromStdString(r.meta().model.family))
                                        .arg(r.meta().model.simulations)
-                                       .arg(QFileInfo(QString::fromStdString(r.meta().model.checkpoint)).fileName().toHtmlEscaped())
+                                       .arg(checkpoint.isEmpty() ? QStringLiteral("the training's self-play network")
+                                                                 : "checkpoint " + QFileInfo(checkpoint).fileName().toHtmlEscaped())
                                  : QStringLiteral("<br>no model outputs recorded");
     if (r.hasTraining() && r.length() > 0)
         model += QStringLiteral("<br>recorded in self-play of the %1 run %2, learner updates %3-%4")
@@ -356,13 +367,16 @@ void ReplayPanel::fillCharts() {
     // coloured by category as in the Training panel.
     auto* weights = charts_["task weights"];
     std::map<std::string, int> perCategory;
+    QStringList tip;
     for (size_t i = 0; i < r.taskNames().size(); ++i) {
         const std::string category = i < r.taskCategories().size() ? r.taskCategories()[i] : "";
-        const QString name = QString::fromStdString(r.taskNames()[i]) +
-                             (category.empty() ? QString() : " (" + QString::fromStdString(category) + ")");
+        const QString name = QString::fromStdString(r.taskNames()[i]);
         weights->addLine({name, widgets::gameColour(QString::fromStdString(category), perCategory[category]++),
                           toVector(r.taskWeightSeries(int64_t(i)))});
+        tip << name + (category.empty() ? QString() : ": " + QString::fromStdString(category));
     }
+    weights->setToolTip("The offline tasks' weights in force at each step (shooters warm, mazes cool):\n" +
+                        tip.join(", ") + "\nClick or drag to go to a step");
     weights->setVisible(!weights->lines().isEmpty());
 }
 

@@ -24,6 +24,7 @@ class QElapsedTimer;
 class QLabel;
 class QProgressBar;
 class QPushButton;
+class QScrollArea;
 class QSlider;
 class QSpinBox;
 class QTableWidget;
@@ -74,6 +75,7 @@ public:
     QTableWidget* childrenTable() const { return children_; }
     QSlider* slider() const { return slider_; }
     QString stepText() const;
+    QString headerText() const;   // the episode's summary above the timeline
 
 public Q_SLOTS:
     // Opens on a worker thread; emits episodeOpened (then shows step 0) or openFailed. The
@@ -97,6 +99,8 @@ public Q_SLOTS:
     void sourceChanged(const QString& key);
     // Draws the step's scene (overlay rows, saliency heatmap) over the shown frame.
     void redraw();
+    // Scrolls the panel so that the strip chart `title` is in view (when it is shown).
+    void revealChart(const QString& title);
 
 Q_SIGNALS:
     void episodeOpened(const QString& path, int steps);
@@ -152,6 +156,7 @@ private:
     bool exporting_ = false;
     std::shared_ptr<std::atomic<bool>> exportCancel_;
 
+    QScrollArea* scroll_ = nullptr;
     QLabel* header_ = nullptr;
     QToolButton* playButton_ = nullptr;
     QComboBox* speedBox_ = nullptr;
