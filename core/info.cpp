@@ -162,6 +162,18 @@ std::string describeEpisode(const std::string& path) {
     } else {
         out << "  model: none recorded\n";
     }
+    if (r.hasTraining() && r.length() > 0) {
+        out << "  training: self-play of the " << m.training.trainer << " run " << m.training.run << ", learner updates "
+            << r.trainingUpdate(0) << "-" << r.trainingUpdate(r.length() - 1) << ", environment steps "
+            << r.trainingEnvSteps(0) << "-" << r.trainingEnvSteps(r.length() - 1) << "\n";
+        if (!r.taskNames().empty()) {
+            out << "  task weights (first step -> last):";
+            const auto first = r.taskWeights(0), last = r.taskWeights(r.length() - 1);
+            for (size_t i = 0; i < first.size(); ++i)
+                out << (i ? ", " : " ") << r.taskNames()[i] << " " << first[i] << " -> " << last[i];
+            out << "\n";
+        }
+    }
     return out.str();
 }
 

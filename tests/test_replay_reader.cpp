@@ -271,6 +271,10 @@ private Q_SLOTS:
         }
         QVERIFY(contains(errorOf([&] { r.taskWeights(kT); }), {"trained.h5", "step"}));
         QVERIFY(contains(errorOf([&] { r.taskWeightSeries(3); }), {"trained.h5", "no task 3"}));
+        const std::string info = describeEpisode(path("trained.h5"));
+        QVERIFY2(contains(info, {"training: self-play of the xtra run runs/ft, learner updates 0-42, environment steps 0-2392",
+                                 "task weights (first step -> last): invaders"}),
+                 info.c_str());
         const rl::Episode back = rl::readEpisode(path("trained.h5"));
         QVERIFY(back.hasTraining && torch::equal(back.training.taskWeights, e.training.taskWeights));
         QVERIFY(torch::equal(back.training.updates, e.training.updates));
