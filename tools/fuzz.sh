@@ -46,7 +46,7 @@ maxlen() {   # the largest input worth mutating, per target
 # so a leak of ours on any path the fuzzer reached is still reported with its input.
 is_hdf5() {
   case $1 in
-    fuzz_checkpoint_*|fuzz_trace|fuzz_runlog|fuzz_episode|fuzz_h5_info|fuzz_import_minari) return 0 ;;
+    fuzz_checkpoint_*|fuzz_trace|fuzz_runlog|fuzz_episode|fuzz_h5_info|fuzz_import_minari|fuzz_rl_dataset) return 0 ;;
     *) return 1 ;;
   esac
 }
