@@ -192,6 +192,15 @@ bool finishOk(QProcess& p, QString* err = nullptr) {
     return done && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
 }
 
+// Rank 0 and rank 1 of one run of `glimpse train <model> args...` on `port`, both to the end;
+// their outputs. False when either fails.
+bool runTwoRanks(const QStringList& args, int port, const QString& model, QString* out0, QString* out1) {
+    auto r0 = startTrainer(args, 0, 2, port, model);
+    auto r1 = startTrainer(args, 1, 2, port, model);
+    const bool ok1 = finishOk(*r1, out1);
+    return finishOk(*r0, out0) && ok1;
+}
+
 double largestDifference(const std::string& a, const std::string& b) {
     const auto ta = loadCheckpoint(a).tensors, tb = loadCheckpoint(b).tensors;
     if (ta.size() != tb.size()) return 1e9;
@@ -490,11 +499,8 @@ private Q_SLOTS:
         const QStringList common{"--data", "procedural", "--config", cfg, "--multi-branch"};
         const int port = freePort();
         const QString two = dir_.filePath("cn2");
-        auto r0 = startTrainer(common + QStringList{"--out", two}, 0, 2, port, "constellation");
-        auto r1 = startTrainer(common + QStringList{"--out", two}, 1, 2, port, "constellation");
         QString out0, out1;
-        QVERIFY(finishOk(*r1, &out1));
-        QVERIFY(finishOk(*r0, &out0));
+        QVERIFY(runTwoRanks(common + QStringList{"--out", two}, port, "constellation", &out0, &out1));
         QVERIFY2(out1.contains("rank 1 of 2: done after step 4"), qPrintable(out1));
         QVERIFY2(out0.contains("1-shot"), qPrintable(out0));   // rank 0's table
         QStringList files = QDir(two).entryList(QDir::Files);
@@ -529,11 +535,8 @@ private Q_SLOTS:
         const QStringList common{"--env", "breakout", "--config", cfg, "--threads", "1"};
         const QString run = dir_.filePath("ez2");
         const int port = freePort();
-        auto r0 = startTrainer(common + QStringList{"--out", run, "--steps", "40"}, 0, 2, port, "efficientzero");
-        auto r1 = startTrainer(common + QStringList{"--out", run, "--steps", "40"}, 1, 2, port, "efficientzero");
         QString out0, out1;
-        QVERIFY(finishOk(*r1, &out1));
-        QVERIFY(finishOk(*r0, &out0));
+        QVERIFY(runTwoRanks(common + QStringList{"--out", run, "--steps", "40"}, port, "efficientzero", &out0, &out1));
         qInfo("%s", qPrintable(out0.right(300)));
         QVERIFY2(out1.contains(QRegularExpression("rank 1 of 2: done at update 40; played [1-9][0-9]* environment steps, [1-9][0-9]* games")),
                  qPrintable(out1));
@@ -596,11 +599,8 @@ private Q_SLOTS:
         QVERIFY(finishOk(*one));
         const int port = freePort();
         const QString two = dir_.filePath("xp2");
-        auto r0 = startTrainer(common + QStringList{"--out", two}, 0, 2, port, "xtra-pretrain");
-        auto r1 = startTrainer(common + QStringList{"--out", two}, 1, 2, port, "xtra-pretrain");
         QString out0, out1;
-        QVERIFY(finishOk(*r1, &out1));
-        QVERIFY(finishOk(*r0, &out0));
+        QVERIFY(runTwoRanks(common + QStringList{"--out", two}, port, "xtra-pretrain", &out0, &out1));
         QVERIFY2(out1.contains("rank 1 of 2: done at step 6"), qPrintable(out1));
         QVERIFY2(out0.contains("finished: 6 updates on breakout, invaders"), qPrintable(out0));
         QVERIFY(!QFile::exists(two + "/rank1"));
