@@ -690,6 +690,90 @@ private Q_SLOTS:
                    rb = train::loadTrainState(base + "/b/checkpoint.h5", "letr-train");
         for (const auto& [k, v] : ra.aux) QCOMPARE(testing::maxDiff(v, rb.aux.at(k)), 0.0);
     }
+
+    // "init": a run starts from a model file's or a run checkpoint's weights (and, from a
+    // checkpoint, its dense head and denoising encoder); a file with a fine stage keeps it
+    // through the fine phase's start (also across a resume at that boundary); a file of another
+    // architecture is refused naming the tensor.
+    void initFromModelOrCheckpoint() {
+        QTemporaryDir dir;
+        const std::string base = dir.path().toStdString();
+        auto c = tinyConfig();
+        c.coarseSteps = 2;
+        c.fineSteps = 1;
+        c.aux.enabled = true;
+        c.aux.channels = 8;
+        c.denoise.enabled = true;
+        c.lr = c.lrBackbone = 1e-2;   // the fine stage moves well away from its coarse copy
+        train::Control ca;
+        trainLetr(c, "procedural:3:4:64x64", base + "/a", false, ca, {});
+        const auto ta = modelTensors(base + "/a/model.h5");
+        const auto auxA = train::loadTrainState(base + "/a/checkpoint.h5", "letr-train").aux;
+
+        // From model.h5, stopped before the first step: the checkpoint holds the file's weights.
+        auto b = c;
+        b.seed = 7;
+        b.init = base + "/a/model.h5";
+        train::Control cb;
+        cb.requestStop();
+        trainLetr(b, "procedural:3:4:64x64", base + "/b", false, cb, {});
+        const auto sb = train::loadTrainState(base + "/b/checkpoint.h5", "letr-train");
+        QCOMPARE(sb.model.size(), ta.size());
+        for (const auto& [k, v] : ta) QVERIFY2(testing::maxDiff(v, sb.model.at(k)) == 0.0, k.c_str());
+        // model.h5 has no dense head: it keeps its (seed 7) initialization.
+        QVERIFY(testing::maxDiff(sb.aux.at("dense.out.weight"), auxA.at("dense.out.weight")) > 0);
+
+        // From checkpoint.h5: the training-only modules too.
+        b.init = base + "/a/checkpoint.h5";
+        train::Control cc;
+        cc.requestStop();
+        trainLetr(b, "procedural:3:4:64x64", base + "/c", false, cc, {});
+        const auto sc = train::loadTrainState(base + "/c/checkpoint.h5", "letr-train");
+        for (const auto& [k, v] : auxA) QVERIFY2(testing::maxDiff(v, sc.aux.at(k)) == 0.0, k.c_str());
+        for (const auto& [k, v] : ta) QVERIFY2(testing::maxDiff(v, sc.model.at(k)) == 0.0, k.c_str());
+
+        // The fine phase starts from the file's fine stage, not from a copy of the coarse one,
+        // also when the run is stopped at the phase boundary and resumed (lr ~0: the weights
+        // barely move).
+        auto d = c;
+        d.init = base + "/a/model.h5";
+        d.coarseSteps = 1;
+        d.lr = d.lrBackbone = 1e-12;
+        train::Control cd;
+        trainLetr(d, "procedural:3:4:64x64", base + "/d", false, cd, [&](const train::Progress& p) {
+            if (p.step >= 1) cd.requestStop();
+        });
+        QVERIFY(!std::filesystem::exists(base + "/d/model.h5"));
+        train::Control cr;
+        trainLetr(d, "procedural:3:4:64x64", base + "/d", true, cr, {});
+        const auto td = modelTensors(base + "/d/model.h5");
+        const std::string fineKey = "transformer.decoder.layers.0.linear1.weight";
+        QVERIFY(td.count(fineKey) && td.count("letr." + fineKey));
+        QVERIFY(testing::maxDiff(td.at(fineKey), ta.at(fineKey)) < 1e-6);
+        QVERIFY(testing::maxDiff(ta.at(fineKey), ta.at("letr." + fineKey)) > 1e-3);   // the two stages differ
+        // Without init the fine phase does copy the coarse stage.
+        auto e = d;
+        e.init.clear();
+        train::Control ce;
+        trainLetr(e, "procedural:3:4:64x64", base + "/e", false, ce, {});
+        const auto te = modelTensors(base + "/e/model.h5");
+        QVERIFY(testing::maxDiff(te.at(fineKey), te.at("letr." + fineKey)) < 1e-6);
+
+        // The key round-trips through the config; absent when empty.
+        QCOMPARE(LetrTrainConfig::fromJson(d.toJson()).init, d.init);
+        QVERIFY(!c.toJson().contains("init"));
+        // Another architecture, a missing file.
+        auto f = c;
+        f.model.hiddenDim = 16;
+        f.init = base + "/a/model.h5";
+        train::Control cf;
+        const std::string err = errorOf([&] { trainLetr(f, "procedural:3:4:64x64", base + "/f", false, cf, {}); });
+        QVERIFY2(contains(err, {"a/model.h5 (init)", "tensor '", "has shape", "needs"}), err.c_str());
+        f = c;
+        f.init = base + "/missing.h5";
+        const std::string err2 = errorOf([&] { trainLetr(f, "procedural:3:4:64x64", base + "/g", false, cf, {}); });
+        QVERIFY2(contains(err2, {"missing.h5"}), err2.c_str());
+    }
 };
 
 QTEST_APPLESS_MAIN(TestLetrTrain)

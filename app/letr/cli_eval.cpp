@@ -26,20 +26,33 @@ namespace {
 
 const char* kEvalUsage =
     "usage: glimpse eval letr --checkpoint C.h5 --data D [--layers all|last] [--out eval.h5]\n"
-    "                         [--max-images N] [--no-lsd] [--short-side S] [--threads T] [--device cpu|cuda[:N]]\n"
+    "                         [--max-images N] [--no-lsd] [--short-side S] [--max-long-side M]\n"
+    "                         [--threads T] [--device cpu|cuda[:N]]\n"
     "Evaluates a LETR checkpoint on a line dataset (D: data.json, a dataset folder or\n"
     "procedural:COUNT[:SEED[:WxH]]) and prints sAP5/10/15, sF10/15, APH and FH (percent) for\n"
     "every decoder layer of both stages (--layers last: the last layer of each) and for the LSD\n"
-    "baseline on the same images. --out writes the numbers and PR curves as an eval file (a\n"
+    "baseline on the same images. --short-side and --max-long-side override the checkpoint's input\n"
+    "size (a larger long-side cap is needed to enlarge a small image). --out writes the numbers and PR curves as an eval file (a\n"
     "finished run log, docs/formats.md). Progress goes to stderr.\n";
 
 const char* kEdgesUsage =
-    "usage: glimpse eval edges IMAGE... [--checkpoint C.h5] [--top K] [--short-side S] [--threads T]\n"
+    "usage: glimpse eval edges IMAGE... [--checkpoint C.h5] [--top K] [--short-side S] [--max-long-side M]\n"
+    "                          [--threads T]\n"
     "Photos have no ground truth: for the K best lines (default 50) of LETR (the last decoder\n"
     "layer of its last stage; with --checkpoint, else resources/letr_demo.h5 when present) and\n"
     "of LSD on each image, prints the fraction of lines that lie on strong image edges (70% of\n"
     "their pixels on a gradient in the image's top 10% whose direction is within 22.5 degrees\n"
     "of the line's normal) and the mean fraction of such pixels (docs/decisions.md).\n";
+
+// --short-side / --max-long-side: the model's input size unless given.
+void applyResize(const Args& a, letr::LetrModel& model) {
+    if (!a.has("--short-side") && !a.has("--max-long-side")) return;
+    const long long s = a.getInt("--short-side", model.config().shortSide);
+    const long long m = a.getInt("--max-long-side", model.config().maxLongSide);
+    if (s < 16 || s > 8192) throw Error("--short-side: expected 16..8192");
+    if (m < s || m > 8192) throw Error("--max-long-side: expected --short-side..8192");
+    model.setResize(s, m);
+}
 
 } // namespace
 
@@ -50,7 +63,7 @@ int evalEdges(const std::vector<std::string>& argv) {
         return argv.empty() ? 2 : 0;
     }
     Args a(argv, {});
-    a.checkKnown({"--checkpoint", "--top", "--short-side", "--threads"});
+    a.checkKnown({"--checkpoint", "--top", "--short-side", "--max-long-side", "--threads"});
     if (a.positional().empty()) throw Error("glimpse eval edges: no image given");
     eval::EdgeSupportOptions o;
     o.topK = int(a.getInt("--top", 50));
@@ -66,7 +79,7 @@ int evalEdges(const std::vector<std::string>& argv) {
     if (!ckpt.empty()) {
         model = letr::loadLetr(ckpt);
         std::cerr << "glimpse eval edges: LETR " << ckpt << "\n";
-        if (a.has("--short-side")) model->setResize(a.getInt("--short-side", 512), model->config().maxLongSide);
+        applyResize(a, *model);
     }
     if (!model) std::cerr << "glimpse eval edges: no LETR model (no --checkpoint and no resources/letr_demo.h5): LSD only\n";
     std::printf("%-28s %-6s %6s %9s %13s\n", "image", "lines", "count", "on edge", "mean support");
@@ -102,7 +115,7 @@ int evalLetr(const std::vector<std::string>& argv) {
     }
     Args a(argv, {"--no-lsd"});
     a.checkKnown({"--checkpoint", "--data", "--layers", "--out", "--max-images", "--no-lsd",
-                  "--short-side", "--threads", "--device"});
+                  "--short-side", "--max-long-side", "--threads", "--device"});
     const torch::Device device = parseDevice(a.get("--device", "cpu"));
     if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional().front() + "'");
     const std::string ckpt = a.require("--checkpoint");
@@ -121,7 +134,7 @@ int evalLetr(const std::vector<std::string>& argv) {
     if (a.has("--max-images") && opts.maxImages < 1) throw Error("--max-images: expected a positive integer");
 
     auto model = letr::loadLetr(ckpt);
-    if (a.has("--short-side")) model->setResize(a.getInt("--short-side", 512), model->config().maxLongSide);
+    applyResize(a, *model);
     model->to(device);
     auto data = data::openLineDataset(dataSpec);
     std::cerr << "glimpse eval: " << ckpt << " (" << model->config().backbone << ", "

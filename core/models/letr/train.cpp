@@ -12,6 +12,7 @@
 #include "core/eval/letr_eval.h"
 #include "core/dist/dist.h"
 #include "core/error.h"
+#include "core/io/checkpoint.h"
 #include "core/models/letr/model.h"
 #include "core/runlog.h"
 #include "core/train/json_config.h"
@@ -115,6 +116,7 @@ nlohmann::json LetrTrainConfig::toJson() const {
     // Only when on: configs (and checkpoints) from before the key existed stay equal.
     if (aux.enabled) j["aux"] = aux.toJson();
     if (denoise.enabled) j["denoise"] = denoise.toJson();
+    if (!init.empty()) j["init"] = init;
     return j;
 }
 
@@ -123,7 +125,8 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     using train::readKey;
     checkKeys(j, {"model", "seed", "batch_size", "coarse_steps", "fine_steps", "focal_steps", "lr", "lr_backbone",
                   "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "clip_max_norm", "checkpoint_every",
-                  "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment", "aux", "denoise"},
+                  "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment", "aux", "denoise",
+                  "init"},
               source);
     LetrTrainConfig c;
     if (j.contains("model")) {
@@ -149,6 +152,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     readKey(j, "val_data", c.valData, source);
     readKey(j, "val_images", c.valImages, source);
     readKey(j, "train_backbone_bn", c.trainBackboneBn, source);
+    readKey(j, "init", c.init, source);
     if (j.contains("loss")) {
         const auto& l = j["loss"];
         const std::string w = source + " (loss)";
@@ -352,6 +356,7 @@ struct LetrRun {
     int64_t step = 0;
     train::TrainState resumed;
     int optimPhase = -1;   // the phase whose optimizer state `resumed` holds
+    bool initFine = false;   // the fine stage came from cfg.init: the fine phase does not copy the coarse one
     dist::Communicator* comm = nullptr;   // a distributed run (else null)
     int rank = 0, world = 1;
     // This rank's rows of each step's batch: [rowBegin, rowEnd) of batch_size.
@@ -374,6 +379,39 @@ std::map<std::string, torch::Tensor> withoutPrefix(const std::map<std::string, t
     return out;
 }
 
+std::string shapeText(const torch::Tensor& t) {
+    std::string s = "[";
+    for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+    return s + "]";
+}
+
+// cfg.init: the starting weights of the model and, from a run's checkpoint.h5, of the
+// training-only modules. Tensors the file lacks (a coarse-only file for a two-stage model) keep
+// their random initialization. Sets run.initFine when the file has a fine stage.
+void initFromFile(LetrRun& run) {
+    const std::string& path = run.cfg.init;
+    const std::shared_ptr<LetrModel> src = loadLetr(path);   // errors name the file
+    std::map<std::string, torch::Tensor> t = train::moduleTensors(*src);
+    const std::map<std::string, torch::Tensor> mine = train::moduleTensors(*run.model);
+    for (const auto& [k, v] : t) {
+        const auto it = mine.find(k);
+        if (it == mine.end())
+            throw Error(path + " (init): tensor '" + k + "' does not exist in this run's model (a different architecture?)");
+        if (!v.sizes().equals(it->second.sizes()))
+            throw Error(path + " (init): tensor '" + k + "' has shape " + shapeText(v) + ", this run's model needs " +
+                        shapeText(it->second));
+    }
+    for (const auto& [k, v] : mine) t.emplace(k, v);
+    train::loadModuleTensors(*run.model, t, path + " (init)");
+    run.initFine = src->config().fineStage && run.cfg.model.fineStage;
+    if (loadCheckpoint(path).family != "letr-train") return;
+    const train::TrainState st = train::loadTrainState(path, "letr-train");
+    for (auto& [prefix, module] : trainingOnlyModules(run)) {
+        const auto aux = withoutPrefix(st.aux, prefix);
+        if (!aux.empty()) train::loadModuleTensors(*module, aux, path + " (init, " + prefix + "*)");
+    }
+}
+
 // Restores model, step and optimizer phase from the run's checkpoint. The schedule may change
 // only where the steps already done are unaffected.
 void resumeRun(LetrRun& run) {
@@ -385,6 +423,7 @@ void resumeRun(LetrRun& run) {
         train::loadModuleTensors(*module, withoutPrefix(run.resumed.aux, prefix), path + " (" + prefix + "*)");
     run.step = run.resumed.meta.value("step", int64_t(0));
     run.optimPhase = run.resumed.meta.value("optim_phase", -1);
+    run.initFine = run.resumed.meta.value("init_fine", false);
     train::noteResumed(path, run.step);
     if (run.step < 0 || run.step > old.totalSteps()) throw Error(path + ": bad step " + std::to_string(run.step));
     if (run.step > run.cfg.totalSteps() || !sameHistory(old, run.cfg, run.step))
@@ -502,7 +541,7 @@ void validate(const LetrRun& run, const Phase& ph, RunLogWriter& log) {
 // written and the log closed).
 bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, train::StepReporter& rep) {
     const LetrTrainConfig& cfg = run.cfg;
-    if (ph.name == "fine" && run.step == ph.begin) initFineFromCoarse(*run.model);
+    if (ph.name == "fine" && run.step == ph.begin && !run.initFine) initFineFromCoarse(*run.model);
     auto params = trainable(*run.model, ph.fineStage, cfg.lrBackbone / cfg.lr, cfg.trainBackboneBn);
     // The dense head trains with the backbone (coarse phase); afterwards it is idle.
     const bool aux = run.auxHead && !ph.fineStage;
@@ -537,6 +576,7 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
             for (auto& [k, v] : train::moduleTensors(*module)) st.aux[prefix + k] = v;
         st.meta["phase"] = ph.name;
         st.meta["optim_phase"] = int(pi);
+        if (run.initFine) st.meta["init_fine"] = true;
         train::saveTrainState(run.files.checkpoint, "letr-train", st);
     };
     while (run.step < ph.begin + ph.steps) {
@@ -647,7 +687,10 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
         run.rank = comm->rank();
         run.world = world;
     }
-    if (run.resume) resumeRun(run);
+    if (run.resume)
+        resumeRun(run);
+    else if (!cfg.init.empty())
+        initFromFile(run);
     dist::broadcastModule(run.comm, *run.model);   // every rank holds rank 0's weights
     for (auto& [prefix, module] : trainingOnlyModules(run)) dist::broadcastModule(run.comm, *module);
     const std::vector<Phase> phases = phasesOf(cfg);

@@ -85,6 +85,13 @@ struct LetrTrainConfig {
     data::AugmentConfig augment;
     DenseAuxConfig aux;
     DenoiseConfig denoise;
+    // "init": a LETR model (model.h5, a converted checkpoint) or a run's checkpoint.h5 whose
+    // weights start this run instead of the seed's random ones (fine-tuning; a curriculum's
+    // next stage). Every tensor present in the file must match this model's shape; a
+    // checkpoint.h5 also starts the dense head and the denoising encoder. When the file has a
+    // fine stage, the fine phase starts from it instead of from the coarse stage. A path
+    // relative to the current directory. Empty: random initialization.
+    std::string init;
 
     // The small CPU model: resnet10, d = 128, 4 heads, FFN 512, 2+2 layers per stage, 100
     // entities, short side 256.
