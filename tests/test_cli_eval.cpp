@@ -120,6 +120,15 @@ private Q_SLOTS:
                               "--layers", "last", "--no-lsd"});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         QCOMPARE(rowLabels(r.out), QStringList({"coarse 2", "fine 2"}));
+        // The input size can be overridden; the long-side cap must admit the short side.
+        Result s = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:1:2:64x64", "--layers", "last",
+                        "--no-lsd", "--short-side", "96", "--max-long-side", "200"});
+        QVERIFY2(s.code == 0, qPrintable(s.err));
+        QVERIFY2(s.err.contains("short side 96, long side <= 200"), qPrintable(s.err));
+        s = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:1:2:64x64", "--short-side", "96",
+                 "--max-long-side", "80"});
+        QVERIFY(s.code != 0);
+        QVERIFY2(s.err.contains("--max-long-side"), qPrintable(s.err));
     }
 
     void badUsage() {

@@ -139,7 +139,7 @@ int evalLetr(const std::vector<std::string>& argv) {
     auto data = data::openLineDataset(dataSpec);
     std::cerr << "glimpse eval: " << ckpt << " (" << model->config().backbone << ", "
               << model->config().numQueries << " queries, short side " << model->config().shortSide
-              << ") on " << data->describe() << "\n";
+              << ", long side <= " << model->config().maxLongSide << ") on " << data->describe() << "\n";
 
     const auto result = eval::evaluateLetr(*model, *data, opts, [](int64_t done, int64_t total) {
         std::cerr << "\r  " << done << " / " << total << " images" << std::flush;
