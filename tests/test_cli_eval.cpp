@@ -1,5 +1,6 @@
 // `glimpse eval letr` end to end: a tiny random checkpoint on a tiny procedural dataset prints
 // one table row per decoder layer plus LSD, writes an eval file, and rejects bad usage.
+#include <QFile>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -7,8 +8,10 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "core/io/checkpoint.h"
 #include "core/models/letr/model.h"
 #include "core/runlog.h"
+#include "core/train/state.h"
 
 using namespace glimpse;
 
@@ -129,6 +132,32 @@ private Q_SLOTS:
                  "--max-long-side", "80"});
         QVERIFY(s.code != 0);
         QVERIFY2(s.err.contains("--max-long-side"), qPrintable(s.err));
+    }
+
+    // `glimpse train letr --init`: a run starts from a model's weights (here stopped before its
+    // first step, so its checkpoint holds exactly the file's tensors); a missing file is named.
+    void trainFromInit() {
+        const auto model = letr::loadLetr(ckpt_.toStdString());
+        nlohmann::json cfg = {{"model", model->config().toJson()}, {"coarse_steps", 2}, {"fine_steps", 1},
+                              {"batch_size", 2}, {"threads", 1}, {"val_every", 0}};
+        const QString cfgPath = dir_.filePath("init_train.json"), out = dir_.filePath("init_run");
+        {
+            QFile f(cfgPath);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(QByteArray::fromStdString(cfg.dump()));
+        }
+        Result r = run({"train", "letr", "--config", cfgPath, "--data", "procedural:2:1:64x64", "--out", out,
+                        "--steps", "0", "--init", ckpt_});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const auto st = train::loadTrainState(out.toStdString() + "/checkpoint.h5", "letr-train");
+        QCOMPARE(st.meta["config"]["init"].get<std::string>(), ckpt_.toStdString());
+        const auto want = loadCheckpoint(ckpt_.toStdString()).tensors;
+        QCOMPARE(st.model.size(), want.size());
+        for (const auto& [k, v] : want) QVERIFY2(torch::equal(v, st.model.at(k)), k.c_str());
+        r = run({"train", "letr", "--config", cfgPath, "--data", "procedural:2:1:64x64", "--out",
+                 dir_.filePath("init_run2"), "--steps", "0", "--init", dir_.filePath("missing.h5")});
+        QVERIFY(r.code != 0);
+        QVERIFY2(r.err.contains("missing.h5"), qPrintable(r.err));
     }
 
     void badUsage() {

@@ -744,8 +744,11 @@ private Q_SLOTS:
             if (p.step >= 1) cd.requestStop();
         });
         QVERIFY(!std::filesystem::exists(base + "/d/model.h5"));
+        // The resumed run is given no init (it may change): the checkpoint remembers the decision.
+        auto dResumed = d;
+        dResumed.init.clear();
         train::Control cr;
-        trainLetr(d, "procedural:3:4:64x64", base + "/d", true, cr, {});
+        trainLetr(dResumed, "procedural:3:4:64x64", base + "/d", true, cr, {});
         const auto td = modelTensors(base + "/d/model.h5");
         const std::string fineKey = "transformer.decoder.layers.0.linear1.weight";
         QVERIFY(td.count(fineKey) && td.count("letr." + fineKey));

@@ -59,7 +59,10 @@ double latestMetric(const train::Progress& p, const std::string& key, double def
 TrainingProgress::TrainingProgress(train::Control& control, Metrics metrics, int64_t maxSteps, int64_t every,
                                    std::string label)
     : control_(control), metrics_(std::move(metrics)), maxSteps_(maxSteps), every_(std::max<int64_t>(1, every)),
-      label_(std::move(label)), tty_(isatty(fileno(stderr)) != 0) {}
+      label_(std::move(label)), tty_(isatty(fileno(stderr)) != 0) {
+    // --steps 0: a checkpoint of the starting point (progress arrives only after a step).
+    if (maxSteps_ == 0) control_.requestStop();
+}
 
 TrainingProgress::~TrainingProgress() {
     if (tty_ && drawn_) std::cerr << "\n" << std::flush;

@@ -16,14 +16,16 @@ namespace {
 
 const char* kTrainUsage =
     "usage: glimpse train letr --data D --out RUN_DIR [--config C.json] [--resume] [--steps N]\n"
-    "                          [--threads T]\n"
+    "                          [--threads T] [--init MODEL.h5]\n"
     "Trains LETR (coarse stage, then fine stage initialized from it, then optional focal\n"
     "fine-tuning) on D: a Wireframe JSON file, a folder with train.json, or\n"
     "procedural:COUNT[:SEED[:WxH]]. Without --config the small CPU model and schedule are used.\n"
     "--steps N stops after N optimizer steps in total (a checkpoint is written; run again\n"
     "with --resume to continue). Ctrl-C also stops at the next step with a checkpoint.\n"
     "Writes RUN_DIR/run.h5 (live run log), RUN_DIR/checkpoint.h5 (resumable state) and, at the\n"
-    "end, RUN_DIR/model.h5 (a LETR checkpoint for glimpse infer and the GUI).\n";
+    "end, RUN_DIR/model.h5 (a LETR checkpoint for glimpse infer and the GUI).\n"
+    "--init starts from the weights of a LETR model or of another run's checkpoint.h5 (the\n"
+    "config's \"init\"; the shapes must match) instead of random ones.\n";
 
 std::string usage() { return std::string(kTrainUsage) + kDistUsage; }
 
@@ -38,7 +40,7 @@ int trainLetr(const std::vector<std::string>& args) {
     long long maxSteps = -1, threads = 0;
     dist::Settings ds;
     try {
-        std::vector<std::string> known{"--config", "--data", "--out", "--resume", "--steps", "--threads"};
+        std::vector<std::string> known{"--config", "--data", "--out", "--resume", "--steps", "--threads", "--init"};
         known.insert(known.end(), distFlags().begin(), distFlags().end());
         a.checkKnown(known);
         if (!a.has("--data") || !a.has("--out")) throw Error("missing --data or --out");
@@ -54,6 +56,7 @@ int trainLetr(const std::vector<std::string>& args) {
     letr::LetrTrainConfig cfg;
     if (a.has("--config")) cfg = letr::LetrTrainConfig::fromFile(a.require("--config"));
     if (threads > 0) cfg.threads = int(threads);
+    if (a.has("--init")) cfg.init = a.require("--init");
     if (cfg.threads > 0) setComputeThreads(cfg.threads);   // OpenBLAS's pool too (core/util/threads.h)
 
     train::Control control;

@@ -312,11 +312,12 @@ bool sameHistory(const LetrTrainConfig& a, const LetrTrainConfig& b, int64_t ste
 }
 
 // Keys of the training config a resumed run may change: they do not affect the weights (the
-// schedule is checked by sameHistory; old checkpoints lack the validation keys).
+// schedule is checked by sameHistory; old checkpoints lack the validation keys; "init" only
+// acts before the first step, and the checkpoint keeps what it decided).
 const std::vector<std::string> kResumeMayChange = {"checkpoint_every", "threads",        "coarse_steps",
                                                    "fine_steps",       "focal_steps",    "lr_drop_coarse",
                                                    "lr_drop_fine",     "val_every",      "val_data",
-                                                   "val_images"};
+                                                   "val_images",       "init"};
 
 std::vector<Phase> phasesOf(const LetrTrainConfig& cfg) {
     std::vector<Phase> phases;
