@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Trains the LETR demo model that ships as resources/letr_demo.h5 (issue 19, docs/decisions.md
+# "LETR training recipe"), from scratch, on procedural scenes, in two stages:
+#   1. resources/letr_demo_train.json: short side 192, 16000 coarse + 6000 fine steps, with
+#      the dense auxiliary maps and query denoising (the backbone learns from scratch);
+#   2. resources/letr_demo_hires.json: short side 320, started from stage 1's checkpoint
+#      (--init), 6000 coarse + 3000 fine steps (the endpoint precision comes from here).
+# Each stage runs RANKS processes of one thread (data-parallel, docs/distributed.md). A stage
+# that was interrupted resumes; a finished one is skipped. At the end OUT/model.h5 is the model.
+#
+# usage: tools/train_letr_demo.sh [OUT]            (default OUT: runs/letr_demo)
+# Environment: GLIMPSE [build/app/glimpse], RANKS [2], PORT [29650] (the ranks' rendezvous,
+# 127.0.0.1), NICE [0].
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+GLIMPSE="${GLIMPSE:-$here/build/app/glimpse}"
+OUT="${1:-runs/letr_demo}"
+RANKS="${RANKS:-2}"
+PORT="${PORT:-29650}"
+NICE="${NICE:-0}"
+DATA="procedural:100000:1:256x192"
+
+[ -x "$GLIMPSE" ] || { echo "train_letr_demo.sh: $GLIMPSE is not built" >&2; exit 1; }
+case "$RANKS" in ''|*[!0-9]*|0) echo "train_letr_demo.sh: RANKS must be a positive integer" >&2; exit 2;; esac
+mkdir -p "$OUT"
+
+# stage NAME CONFIG [glimpse options...]: one stage, resumed when it has a checkpoint.
+stage() {
+    local name="$1" config="$2" dir="$OUT/$1"
+    shift 2
+    if [ -f "$dir/model.h5" ]; then
+        echo "== $name: done ($dir/model.h5)"
+        return
+    fi
+    echo "== $name: $config -> $dir ($RANKS ranks)"
+    local args=(train letr --config "$here/resources/$config" --data "$DATA" --out "$dir" --threads 1 --resume "$@")
+    if [ "$RANKS" = 1 ]; then
+        OMP_WAIT_POLICY=PASSIVE nice -n "$NICE" "$GLIMPSE" "${args[@]}"
+        return
+    fi
+    local pids=() r
+    for ((r = 1; r < RANKS; ++r)); do
+        OMP_WAIT_POLICY=PASSIVE nice -n "$NICE" "$GLIMPSE" "${args[@]}" --master-addr 127.0.0.1 \
+            --master-port "$PORT" --world-size "$RANKS" --rank "$r" > "$dir.rank$r.log" 2>&1 &
+        pids+=($!)
+    done
+    OMP_WAIT_POLICY=PASSIVE nice -n "$NICE" "$GLIMPSE" "${args[@]}" --master-addr 127.0.0.1 \
+        --master-port "$PORT" --world-size "$RANKS" --rank 0
+    for p in "${pids[@]}"; do wait "$p"; done
+}
+
+stage stage1 letr_demo_train.json
+stage stage2 letr_demo_hires.json --init "$OUT/stage1/checkpoint.h5"
+cp "$OUT/stage2/model.h5" "$OUT/model.h5.tmp" && mv "$OUT/model.h5.tmp" "$OUT/model.h5"
+echo "== $OUT/model.h5: evaluate with"
+echo "   $GLIMPSE eval letr --checkpoint $OUT/model.h5 --data procedural:200:1000:256x192 --layers all"
