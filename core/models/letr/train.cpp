@@ -12,6 +12,7 @@
 #include "core/eval/letr_eval.h"
 #include "core/dist/dist.h"
 #include "core/error.h"
+#include "core/h5/h5.h"
 #include "core/io/checkpoint.h"
 #include "core/models/letr/model.h"
 #include "core/runlog.h"
@@ -380,11 +381,7 @@ std::map<std::string, torch::Tensor> withoutPrefix(const std::map<std::string, t
     return out;
 }
 
-std::string shapeText(const torch::Tensor& t) {
-    std::string s = "[";
-    for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
-    return s + "]";
-}
+std::string shapeText(const torch::Tensor& t) { return h5::shapeString(std::vector<int64_t>(t.sizes().begin(), t.sizes().end())); }
 
 // cfg.init: the starting weights of the model and, from a run's checkpoint.h5, of the
 // training-only modules. Tensors the file lacks (a coarse-only file for a two-stage model) keep
