@@ -387,6 +387,10 @@ int runGui(int argc, char** argv) {
     wireCoatOptions(window, o);
     wireConstellationOptions(window, o);
     wireReplayOptions(window, o);
+    // With --screenshot, wait for the trace when a run was asked for (or the demo runs one).
+    // Wired before anything is opened, so that no early failure goes unseen.
+    const bool waitLetr = o.runLetr || (o.files.isEmpty() && !o.checkpoint.isEmpty());
+    if (!o.screenshot.isEmpty()) wireScreenshot(window, o, waitLetr);
     if (o.files.isEmpty()) {
         // The demo scene; with a model, LETR runs on it and the best line is selected.
         window.startDemo(o.checkpoint, o.entity == -2 ? -1 : o.entity);
@@ -396,9 +400,6 @@ int runGui(int argc, char** argv) {
         if (o.runLetr) letr->runWhenReady(o.entity);
     }
     for (const QString& r : o.runs) window.openRun(r);
-    // With --screenshot, wait for the trace when a run was asked for (or the demo runs one).
-    const bool waitLetr = o.runLetr || (o.files.isEmpty() && !o.checkpoint.isEmpty());
-    if (!o.screenshot.isEmpty()) wireScreenshot(window, o, waitLetr);
     return app.exec();
 }
 

@@ -30,6 +30,7 @@
 
 #include "app/async.h"
 #include "app/family.h"
+#include "app/file_probe.h"
 #include "app/panel.h"
 #include "app/replay/replay_panel.h"
 #include "app/resources.h"
@@ -221,6 +222,7 @@ void MainWindow::buildDocks() {
     msgDock->setWidget(messages_);
     addDockWidget(Qt::BottomDockWidgetArea, msgDock);
     msgDock->setMaximumHeight(160);
+    probe_ = new FileProbe(this);
 
     trainingJob_ = new TrainingJob(modelRunner(), this);   // the family the panel's Model names
     auto* trainDock = new QDockWidget("Training", this);
@@ -362,14 +364,23 @@ LetrInspector* MainWindow::letrInspector() const { return qobject_cast<LetrInspe
 CoatInspector* MainWindow::coatInspector() const { return qobject_cast<CoatInspector*>(panel("coat")); }
 
 void MainWindow::openGlimpseFile(const QString& path) {
-    FileKind k;
-    try {
-        k = identifyGlimpseFile(path.toStdString());
-    } catch (const std::exception& e) {
-        reportError(QString::fromStdString(e.what()));
-        Q_EMIT loadFailed(path, lastError_);
-        return;
-    }
+    ++pending_;
+    Q_EMIT busyChanged(true);
+    statusBar()->showMessage("Checking " + path + " ...");
+    probe_->probe(path, [this, path](const ProbeResult& r) {
+        --pending_;
+        Q_EMIT busyChanged(busy());
+        statusBar()->clearMessage();
+        if (!r.ok()) {
+            reportError(r.error);
+            Q_EMIT loadFailed(path, lastError_);
+            return;
+        }
+        openIdentified(path, r.kind);
+    });
+}
+
+void MainWindow::openIdentified(const QString& path, const FileKind& k) {
     const ModelFamily* family = findFamily(k.family);
     const QString what = QString::fromStdString(k.kind);
     ModelPanel* p = family ? panel(family->name) : nullptr;

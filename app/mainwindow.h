@@ -23,11 +23,13 @@ class QDockWidget;
 
 namespace glimpse {
 class VideoReader;
+struct FileKind;
 }
 
 
 namespace glimpse::app {
 
+class FileProbe;
 class TrainingJob;
 class TrainingPanel;
 class LetrInspector;
@@ -64,6 +66,8 @@ public:
     int videoFrame() const { return videoFrame_; }
     // The replay viewer (episodes opened by openImage / openGlimpseFile show there).
     ReplayPanel* replayPanel() const { return replay_; }
+    // Identifies .h5 files in a child process before they are opened (app/file_probe.h).
+    FileProbe* fileProbe() const { return probe_; }
 
 public Q_SLOTS:
     // Loads on a worker thread; emits imageLoaded or loadFailed.
@@ -86,7 +90,9 @@ public Q_SLOTS:
     bool openRun(const QString& path);
     // Opens a Glimpse HDF5 file by its kind and family: a trace in its family's panel, a run
     // log in the Training panel, a checkpoint into its family's panel, an episode in the replay
-    // viewer (opened on a worker thread); anything else is reported.
+    // viewer (opened on a worker thread); anything else is reported. The kind is read by a child
+    // process first (fileProbe()), so a file that crashes or hangs libhdf5 is only reported;
+    // emits loadFailed when the file is refused.
     void openGlimpseFile(const QString& path);
     // Shows `message` in Messages, the status bar and a non-blocking box; lastError() keeps it.
     void reportError(const QString& message);
@@ -124,6 +130,7 @@ private:
     void addRecent(const QString& path);
     void rebuildRecentMenu();
     void buildReplayDock(QDockWidget* beside);
+    void openIdentified(const QString& path, const FileKind& k);
 
     widgets::ImageViewport* viewport_ = nullptr;
     widgets::ImageViewport* compare_ = nullptr;
@@ -157,6 +164,7 @@ private:
     TrainingJob* trainingJob_ = nullptr;       // owned here: runs outlive the panel
     TrainingPanel* trainingPanel_ = nullptr;
     ReplayPanel* replay_ = nullptr;
+    FileProbe* probe_ = nullptr;
 };
 
 } // namespace glimpse::app

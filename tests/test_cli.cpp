@@ -1,6 +1,8 @@
 // The glimpse executable's headless commands, run as a user would (a separate process).
 #include <QFileInfo>
 #include <QImage>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -241,6 +243,68 @@ private Q_SLOTS:
         QCOMPARE(r.code, 0);
         QVERIFY2(r.out.contains("not a Glimpse file"), qPrintable(r.out));
         QVERIFY2(r.out.contains("numbers"), qPrintable(r.out));
+    }
+
+    // `glimpse check file`: one JSON line per file, kind and family of a Glimpse file, the error
+    // (naming the file) of a foreign or unreadable one; exit 1 when any file fails.
+    void checkFileReportsKindOrError() {
+        torch::nn::Linear lin(3, 2);
+        const QString ck = dir_.filePath("check_ck.h5");
+        glimpse::saveCheckpoint(ck.toStdString(), glimpse::checkpointFromModule(*lin, "coat", "{\"in\": 3}"));
+        Result r = run({"check", "file", ck});
+        QCOMPARE(r.code, 0);
+        QJsonObject o = QJsonDocument::fromJson(r.out.trimmed().toUtf8()).object();
+        QCOMPARE(o.value("file").toString(), ck);
+        QCOMPARE(o.value("kind").toString(), QString("glimpse.checkpoint"));
+        QCOMPARE(o.value("family").toString(), QString("coat"));
+        QVERIFY(o.value("format_version").toInt() >= 1);
+        QVERIFY(!o.contains("error"));
+
+        const QString foreign = dir_.filePath("check_foreign.h5");
+        const hid_t f = H5Fcreate(foreign.toUtf8().constData(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+        QVERIFY(f >= 0);
+        H5Fclose(f);
+        r = run({"check", "file", ck, foreign});
+        QCOMPARE(r.code, 1);
+        const QStringList lines = r.out.trimmed().split('\n');
+        QCOMPARE(lines.size(), 2);
+        QCOMPARE(QJsonDocument::fromJson(lines[0].toUtf8()).object().value("kind").toString(),
+                 QString("glimpse.checkpoint"));
+        o = QJsonDocument::fromJson(lines[1].toUtf8()).object();
+        QVERIFY2(o.value("error").toString().contains("check_foreign.h5") &&
+                     o.value("error").toString().contains("not a Glimpse file"),
+                 qPrintable(lines[1]));
+
+        r = run({"check", "file"});
+        QCOMPARE(r.code, 2);
+        QVERIFY(r.err.contains("usage"));
+    }
+
+    // Files that crash or hang libhdf5 1.10.8 (fuzz/known_hdf5_crashes/): `glimpse info` and
+    // `glimpse check file` read them in a child process and report them, naming the file, with
+    // exit 1, instead of dying with SIGSEGV or reading for minutes.
+    void readersSurviveFilesThatBreakHdf5() {
+        const QString dir = QStringLiteral(GLIMPSE_SOURCE_DIR "/fuzz/known_hdf5_crashes/");
+        const QString crash = dir + "h5hg-read-memcpy-overlap.h5", hang = dir + "h5hg-protect-slow.h5";
+        Result r = run({"info", crash});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("h5hg-read-memcpy-overlap.h5: the HDF5 library crashed (SIG") &&
+                     r.err.contains("the file is damaged"),
+                 qPrintable(r.err));
+        r = run({"info", "--timeout", "2", hang});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("h5hg-protect-slow.h5: did not finish reading the file within 2 s"), qPrintable(r.err));
+        r = run({"check", "file", "--timeout", "2", crash, hang});
+        QCOMPARE(r.code, 1);
+        const QStringList lines = r.out.trimmed().split('\n');
+        QCOMPARE(lines.size(), 2);
+        QVERIFY2(QJsonDocument::fromJson(lines[0].toUtf8()).object().value("error").toString().contains("crashed"),
+                 qPrintable(lines[0]));
+        QVERIFY2(QJsonDocument::fromJson(lines[1].toUtf8()).object().value("error").toString().contains("did not finish"),
+                 qPrintable(lines[1]));
+        r = run({"info", "--timeout", "0", crash});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("--timeout"), qPrintable(r.err));
     }
 };
 

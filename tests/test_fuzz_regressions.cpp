@@ -6,7 +6,9 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <csignal>
 #include <fstream>
+#include <unistd.h>
 
 #include <hdf5.h>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "core/replay/import.h"
 #include "core/runlog.h"
 #include "core/trace.h"
+#include "core/util/isolate.h"
 #include "tests/support.h"
 
 using namespace glimpse;
@@ -202,6 +205,45 @@ private Q_SLOTS:
         t.save(p);
         const std::string e = errorOf([&] { Trace::load(p); });
         QVERIFY2(contains(e, {p, "nested deeper than"}), e.c_str());
+    }
+
+    // Finding 8 (faults inside libhdf5) is contained, not fixed: the CLI readers run in a forked
+    // child (core/util/isolate.h). Its outcomes: the body's exit code, a signal, a time limit.
+    void isolatedRunReportsExitSignalAndTimeout() {
+        glimpse::IsolatedResult r = glimpse::runIsolated([] { return 7; }, 30);
+        QCOMPARE(r.exitCode, 7);
+        QCOMPARE(r.signal, 0);
+        QVERIFY(!r.ok());
+        QVERIFY(r.failure("reading x").empty());   // it returned: the body reported for itself
+        QVERIFY(glimpse::runIsolated([] { return 0; }, 30).ok());
+        r = glimpse::runIsolated([]() -> int { throw std::runtime_error("boom"); }, 30);
+        QCOMPARE(r.exitCode, 1);
+        r = glimpse::runIsolated([] { std::raise(SIGSEGV); return 0; }, 30);
+        QCOMPARE(r.signal, SIGSEGV);
+        QVERIFY2(r.failure("reading x.h5").find("crashed (SIGSEGV) reading x.h5") != std::string::npos,
+                 r.failure("reading x.h5").c_str());
+        QElapsedTimer clock;
+        clock.start();
+        r = glimpse::runIsolated([] { for (;;) pause(); return 0; }, 0.3);   // waits for the kill
+        QVERIFY(r.timedOut);
+        QVERIFY(clock.elapsed() >= 300);
+        QVERIFY2(r.failure("reading x.h5").find("did not finish reading x.h5") != std::string::npos,
+                 r.failure("reading x.h5").c_str());
+        // The parent is untouched: a file that crashes libhdf5 (describeH5, as `glimpse info`)
+        // ends the child only.
+        const std::string bad = GLIMPSE_SOURCE_DIR "/fuzz/known_hdf5_crashes/h5hg-read-memcpy-overlap.h5";
+        r = glimpse::runIsolated(
+            [&bad] {
+                try {
+                    (void)glimpse::describeH5(bad);
+                    return 0;
+                } catch (const std::exception&) {
+                    return 1;
+                }
+            },
+            60);
+        QVERIFY2(r.signal != 0 || r.exitCode == 1, "a file known to crash libhdf5 1.10.8 read as fine");
+        QCOMPARE(glimpse::runIsolated([] { return 0; }, 30).exitCode, 0);
     }
 };
 

@@ -38,8 +38,9 @@ int benchUi(const std::vector<std::string>& args);     // glimpse bench ui (GUI 
 int followRunLog(const std::vector<std::string>& args);
 int dataExport(const std::vector<std::string>& args);  // glimpse data export ...
 int dataVerify(const std::vector<std::string>& args);  // glimpse data verify FILE.h5 ... (app/cli/integrity.cpp)
-int dataResave(const std::vector<std::string>& args);
-int checkDevice(const std::vector<std::string>& args); // glimpse check device (app/cli/device_check.cpp)  // glimpse data resave IN.h5 [--out OUT.h5]
+int dataResave(const std::vector<std::string>& args);  // glimpse data resave IN.h5 [--out OUT.h5]
+int checkDevice(const std::vector<std::string>& args); // glimpse check device (app/cli/device_check.cpp)
+int checkFile(const std::vector<std::string>& args);   // glimpse check file FILE.h5 ... (app/cli/info.cpp)
 
 // Minimal option parser shared by the subcommands: "--key value", "--flag", positionals.
 class Args {

@@ -27,6 +27,7 @@ std::vector<Command> generalCommands() {
          "import a Minari or PNG-folder episode", importEpisode},
         {"check", "device", "[--device cuda[:N]] [--tolerance T]", "LETR, CoaT, EfficientZero on a GPU against the CPU",
          checkDevice},
+        {"check", "file", "FILE.h5 ...", "read a file's whole HDF5 structure and print its kind (JSON)", checkFile},
         {"bench", "replay", "[--steps N] [--file EPISODE.h5]", "episode open time, memory and scrub times",
          benchReplay},
     };

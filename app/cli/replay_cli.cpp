@@ -9,8 +9,12 @@
 #include "core/info.h"
 #include "core/replay/bench_replay.h"
 #include "core/replay/import.h"
+#include "core/util/isolate.h"
 
 namespace glimpse::cli {
+
+// An import that reads this long is taken for a file that hangs libhdf5.
+constexpr double kImportTimeoutSeconds = 3600;
 
 const char* kBenchReplayUsage =
     "usage: glimpse bench replay [--steps N] [--size S] [--scrubs K] [--cache-mb M] [--dir DIR] [--keep]\n"
@@ -109,36 +113,46 @@ int importEpisode(const std::vector<std::string>& args) {
         std::cerr << "glimpse data import-episode: " << e.what() << "\n" << kImportEpisodeUsage;
         return 2;
     }
-    try {
-        const std::vector<std::string> names = splitNames(a.get("--actions", ""));
-        if (a.has("--list")) {
-            const auto eps = replay::minariEpisodes(a.require("--minari"));
-            std::cout << replay::findMinariFile(a.require("--minari")) << ": " << eps.size() << " episodes";
-            for (auto n : eps) std::cout << " " << n;
-            std::cout << "\n";
+    // In a child process: a foreign file that crashes or hangs libhdf5 ends the child, not this
+    // command (core/util/isolate.h); the output is written atomically, so nothing half-written stays.
+    const std::string source = a.has("--minari") ? a.require("--minari") : a.require("--frames");
+    const IsolatedResult r = runIsolated(
+        [&]() -> int {
+            try {
+                const std::vector<std::string> names = splitNames(a.get("--actions", ""));
+                if (a.has("--list")) {
+                    const auto eps = replay::minariEpisodes(a.require("--minari"));
+                    std::cout << replay::findMinariFile(a.require("--minari")) << ": " << eps.size() << " episodes";
+                    for (auto n : eps) std::cout << " " << n;
+                    std::cout << "\n";
+                    return 0;
+                }
+                const std::string out = a.require("--out");
+                if (a.has("--minari")) {
+                    replay::MinariImportOptions o;
+                    o.episode = a.getInt("--episode", 0);
+                    o.game = a.get("--game", "");
+                    o.actionNames = names;
+                    replay::importMinari(a.require("--minari"), out, o);
+                } else {
+                    replay::FramesImportOptions o;
+                    o.csv = a.get("--csv", "");
+                    o.game = a.get("--game", "");
+                    o.actionNames = names;
+                    o.episodeId = a.getInt("--episode-id", -1);
+                    replay::importFrames(a.require("--frames"), out, o);
+                }
+                std::cout << "wrote " << out << "\n" << describeEpisode(out);
+            } catch (const std::exception& e) {
+                std::cerr << "glimpse data import-episode: " << e.what() << "\n";
+                return 1;
+            }
             return 0;
-        }
-        const std::string out = a.require("--out");
-        if (a.has("--minari")) {
-            replay::MinariImportOptions o;
-            o.episode = a.getInt("--episode", 0);
-            o.game = a.get("--game", "");
-            o.actionNames = names;
-            replay::importMinari(a.require("--minari"), out, o);
-        } else {
-            replay::FramesImportOptions o;
-            o.csv = a.get("--csv", "");
-            o.game = a.get("--game", "");
-            o.actionNames = names;
-            o.episodeId = a.getInt("--episode-id", -1);
-            replay::importFrames(a.require("--frames"), out, o);
-        }
-        std::cout << "wrote " << out << "\n" << describeEpisode(out);
-    } catch (const std::exception& e) {
-        std::cerr << "glimpse data import-episode: " << e.what() << "\n";
-        return 1;
-    }
-    return 0;
+        },
+        kImportTimeoutSeconds);
+    const std::string why = r.failure(r.timedOut ? "reading it within an hour" : "reading it");
+    if (!why.empty()) std::cerr << "glimpse data import-episode: " << source << ": " << why << "\n";
+    return r.signal != 0 || r.timedOut ? 1 : r.exitCode;
 }
 
 } // namespace glimpse::cli

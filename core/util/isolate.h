@@ -1,0 +1,29 @@
+#pragma once
+// Running a reader of an untrusted file in a child process (POSIX fork), for the command line.
+//
+// libhdf5 1.10 crashes or loops on some damaged files, below any call Glimpse could check first
+// (docs/fuzzing.md, finding 8). `glimpse info`, `glimpse check file` and `glimpse data verify`
+// therefore read each file in a forked child: its output goes straight to the same stdout and
+// stderr, and a crash or a hang of the child becomes a message naming the file. Only for
+// single-threaded callers (the CLI before any model runs): after fork() the child has one thread.
+#include <functional>
+#include <string>
+
+namespace glimpse {
+
+struct IsolatedResult {
+    int exitCode = -1;   // the body's return value when it returned
+    int signal = 0;      // the signal that ended the child (SIGSEGV, SIGABRT, SIGKILL on timeout)
+    bool timedOut = false;
+    bool ok() const { return signal == 0 && !timedOut && exitCode == 0; }
+    // "" when the body returned; otherwise "the HDF5 library crashed (SIGSEGV) ..." style text
+    // about `what`, e.g. "reading FILE".
+    std::string failure(const std::string& what) const;
+};
+
+// Runs `body` in a forked child and waits up to `timeoutSeconds` (then kills it with SIGKILL).
+// The body's exceptions are its own business: it must catch them and return an exit code.
+// Without fork (or if fork fails), runs `body` in this process.
+IsolatedResult runIsolated(const std::function<int()>& body, double timeoutSeconds);
+
+} // namespace glimpse
