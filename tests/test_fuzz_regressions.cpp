@@ -8,6 +8,8 @@
 
 #include <csignal>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -244,6 +246,27 @@ private Q_SLOTS:
             60);
         QVERIFY2(r.signal != 0 || r.exitCode == 1, "a file known to crash libhdf5 1.10.8 read as fine");
         QCOMPARE(glimpse::runIsolated([] { return 0; }, 30).exitCode, 0);
+    }
+
+    // What the child writes to std::cout / std::cerr arrives on the parent's streams (a caller
+    // that captures them, as test_replay_cli does, sees it), also beyond a pipe's 64 KiB buffer.
+    void isolatedRunPassesItsOutputBack() {
+        std::ostringstream out, err;
+        std::streambuf* oldOut = std::cout.rdbuf(out.rdbuf());
+        std::streambuf* oldErr = std::cerr.rdbuf(err.rdbuf());
+        const std::string big(300000, 'x');
+        const glimpse::IsolatedResult r = glimpse::runIsolated(
+            [&big] {
+                std::cout << "hello " << big << "\n";
+                std::cerr << "warning\n";
+                return 3;
+            },
+            30);
+        std::cout.rdbuf(oldOut);
+        std::cerr.rdbuf(oldErr);
+        QCOMPARE(r.exitCode, 3);
+        QCOMPARE(out.str(), "hello " + big + "\n");
+        QCOMPARE(err.str(), std::string("warning\n"));
     }
 };
 

@@ -3,8 +3,10 @@
 //
 // libhdf5 1.10 crashes or loops on some damaged files, below any call Glimpse could check first
 // (docs/fuzzing.md, finding 8). `glimpse info`, `glimpse check file` and `glimpse data verify`
-// therefore read each file in a forked child: its output goes straight to the same stdout and
-// stderr, and a crash or a hang of the child becomes a message naming the file. Only for
+// therefore read each file in a forked child: what it writes to std::cout and std::cerr is passed
+// back and written to the parent's std::cout and std::cerr when it ends (so a caller that
+// captures those streams sees it), and a crash or a hang of the child becomes a message naming
+// the file (its output is then lost). Only for
 // single-threaded callers (the CLI before any model runs): after fork() the child has one thread.
 #include <functional>
 #include <string>
