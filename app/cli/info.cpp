@@ -15,6 +15,14 @@ namespace {
 // How long one file may take to be read before it counts as one that hangs libhdf5.
 constexpr double kReadTimeoutSeconds = 60;
 
+// The files' commands take only --timeout S (seconds > 0; default kReadTimeoutSeconds).
+double readTimeout(const Args& a) {
+    a.checkKnown({"--timeout"});
+    const double timeout = a.getDouble("--timeout", kReadTimeoutSeconds);
+    if (!(timeout > 0)) throw Error("--timeout: expected seconds > 0");
+    return timeout;
+}
+
 std::string secondsText(double s) {
     std::ostringstream o;
     o << s << " s";
@@ -51,9 +59,7 @@ int info(const std::vector<std::string>& args) {
             return follower()(args);
         }
     Args a(args);
-    a.checkKnown({"--timeout"});
-    const double timeout = a.getDouble("--timeout", kReadTimeoutSeconds);
-    if (!(timeout > 0)) throw Error("--timeout: expected seconds > 0");
+    const double timeout = readTimeout(a);
     int rc = 0;
     for (const auto& path : a.positional()) {
         // In a child process: a file that crashes or hangs libhdf5 ends the child, not this command.
@@ -88,9 +94,7 @@ int checkFile(const std::vector<std::string>& args) {
         return args.empty() ? 2 : 0;
     }
     Args a(args);
-    a.checkKnown({"--timeout"});
-    const double timeout = a.getDouble("--timeout", kReadTimeoutSeconds);
-    if (!(timeout > 0)) throw Error("--timeout: expected seconds > 0");
+    const double timeout = readTimeout(a);
     int rc = 0;
     for (const auto& path : a.positional()) {
         const IsolatedResult r = runIsolated(
