@@ -84,11 +84,15 @@ h5::Dataset requireDataset(const h5::Group& g, const std::string& key, const std
     return g.dataset(key);
 }
 
-torch::Tensor readVector(const h5::Dataset& d, int64_t T, const std::string& file, const char* what) {
+void requireLength(const h5::Dataset& d, int64_t T, const std::string& file) {
     const auto shape = d.shape();
     if (shape.size() != 1 || shape[0] != T)
         throw Error(file + ": '" + d.path() + "' has shape " + h5::shapeString(shape) + ", expected [" + std::to_string(T) +
                     "] like 'rewards' (arrays of mismatched lengths)");
+}
+
+torch::Tensor readVector(const h5::Dataset& d, int64_t T, const std::string& file, const char* what) {
+    requireLength(d, T, file);
     const auto dt = d.dtype();
     if (dt == torch::kFloat16) throw Error(file + ": '" + d.path() + "' is float16, " + what + " must be integer, bool or float32/64");
     return d.read();
@@ -179,6 +183,9 @@ rl::Episode importMinari(const std::string& path, const std::string& out, const 
     const h5::Dataset termDs = requireDataset(g, "terminations", file);
     const h5::Dataset truncDs = requireDataset(g, "truncations", file);
     const h5::Dataset obsDs = requireDataset(g, "observations", file);
+    // Lengths first, data second: a damaged file declaring millions of rewards is refused
+    // before any of them is read (the fuzzer found one that took seconds).
+    for (const h5::Dataset* d : {&actionsDs, &termDs, &truncDs}) requireLength(*d, T, file);
 
     rl::Episode e;
     e.rewards = readVector(rewardsDs, T, file, "rewards").to(torch::kFloat32);
