@@ -1,5 +1,4 @@
 #include <iostream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -21,12 +20,6 @@ double readTimeout(const Args& a) {
     const double timeout = a.getDouble("--timeout", kReadTimeoutSeconds);
     if (!(timeout > 0)) throw Error("--timeout: expected seconds > 0");
     return timeout;
-}
-
-std::string secondsText(double s) {
-    std::ostringstream o;
-    o << s << " s";
-    return o.str();
 }
 
 std::function<int(const std::vector<std::string>&)>& follower() {
@@ -75,7 +68,7 @@ int info(const std::vector<std::string>& args) {
             },
             timeout);
         if (!r.ok()) rc = 1;
-        const std::string why = r.failure(r.timedOut ? "reading the file within " + secondsText(timeout) : "reading the file");
+        const std::string why = r.failure("reading the file");
         if (!why.empty()) std::cerr << "glimpse info: " << path << ": " << why << "\n";
     }
     return rc;
@@ -116,8 +109,7 @@ int checkFile(const std::vector<std::string>& args) {
             },
             timeout);
         if (!r.ok()) rc = 1;
-        const std::string why =
-            r.failure(r.timedOut ? "reading the file's structure within " + secondsText(timeout) : "reading the file's structure");
+        const std::string why = r.failure("reading the file's structure");
         if (!why.empty()) {
             const nlohmann::json line = {{"file", path}, {"error", path + ": " + why}};
             std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;

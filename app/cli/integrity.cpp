@@ -47,7 +47,7 @@ int dataVerify(const std::vector<std::string>& args) {
                 }
             },
             kVerifyTimeoutSeconds);
-        const std::string why = iso.failure(iso.timedOut ? "reading it within 10 minutes" : "reading it");
+        const std::string why = iso.failure("reading it");
         if (!why.empty()) std::cout << "CORRUPT " << path << ": " << why << "\n";
         const int code = why.empty() ? iso.exitCode : 1;
         if (code == 1) rc = 1;

@@ -150,7 +150,7 @@ int importEpisode(const std::vector<std::string>& args) {
             return 0;
         },
         kImportTimeoutSeconds);
-    const std::string why = r.failure(r.timedOut ? "reading it within an hour" : "reading it");
+    const std::string why = r.failure("reading it");
     if (!why.empty()) std::cerr << "glimpse data import-episode: " << source << ": " << why << "\n";
     return r.signal != 0 || r.timedOut ? 1 : r.exitCode;
 }

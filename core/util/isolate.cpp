@@ -93,7 +93,11 @@ bool waitFor(pid_t pid, int fd, double seconds, int* status, std::string* bytes)
 } // namespace
 
 std::string IsolatedResult::failure(const std::string& what) const {
-    if (timedOut) return "did not finish " + what + " (the HDF5 library is stuck on it): the file is damaged";
+    if (timedOut) {
+        std::ostringstream limit;
+        limit << limitSeconds << " s";
+        return "did not finish " + what + " within " + limit.str() + " (the HDF5 library is stuck on it): the file is damaged";
+    }
     if (signal != 0)
         return "the HDF5 library crashed (" + signalName(signal) + ") " + what + ": the file is damaged";
     return "";
@@ -104,6 +108,7 @@ IsolatedResult runIsolated(const std::function<int()>& body, double timeoutSecon
     std::cerr.flush();
     std::fflush(nullptr);
     IsolatedResult res;
+    res.limitSeconds = timeoutSeconds;
     int fds[2];
     const pid_t pid = pipe2(fds, O_CLOEXEC) == 0 ? fork() : -1;
     if (pid < 0) {

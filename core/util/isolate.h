@@ -17,9 +17,10 @@ struct IsolatedResult {
     int exitCode = -1;   // the body's return value when it returned
     int signal = 0;      // the signal that ended the child (SIGSEGV, SIGABRT, SIGKILL on timeout)
     bool timedOut = false;
+    double limitSeconds = 0;   // the time limit it ran under
     bool ok() const { return signal == 0 && !timedOut && exitCode == 0; }
-    // "" when the body returned; otherwise "the HDF5 library crashed (SIGSEGV) ..." style text
-    // about `what`, e.g. "reading FILE".
+    // "" when the body returned; otherwise "the HDF5 library crashed (SIGSEGV) reading FILE ..."
+    // or "did not finish reading FILE within 60 s ..." about `what`, e.g. "reading FILE".
     std::string failure(const std::string& what) const;
 };
 
