@@ -2,10 +2,12 @@
 
 #include <cstdio>
 #include <functional>
+#include <new>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/h5/h5.h"
 #include "core/models/xtra/dataset.h"
 #include "core/h5/walk.h"
@@ -101,7 +103,42 @@ void tree(std::ostringstream& out, const h5::Group& g, int depth, Totals& t, h5:
     }
 }
 
+void readStrings(const h5::Object& o, const std::string& where) {
+    for (const auto& a : o.attrNames()) {
+        if (o.attrTypeDescription(a).rfind("string", 0) != 0) continue;
+        try {
+            (void)o.attrString(a);
+        } catch (const std::bad_alloc&) {
+            throw Error(o.fileName() + ": " + where + " attribute '" + a +
+                        "': memory allocation failed reading its value");
+        }
+    }
+}
+
+void readStringsBelow(const h5::Group& g, const std::string& where, h5::WalkGuard& walk) {
+    for (const auto& name : g.children()) {
+        const std::string child = (where == "/" ? "/" : where + "/") + name;
+        if (g.hasGroup(name)) {
+            h5::Group sub = g.group(name);
+            if (walk.tryEnter(sub) != h5::WalkGuard::Entry::Ok) continue;   // describeH5 reports those
+            readStrings(sub, "group '" + child + "'");
+            readStringsBelow(sub, child, walk);
+            walk.leave();
+        } else if (g.hasDataset(name)) {
+            readStrings(g.dataset(name), "dataset '" + child + "'");
+        }
+    }
+}
+
 } // namespace
+
+void readEveryStringAttribute(const std::string& path) {
+    h5::File f = h5::File::open(path);
+    h5::WalkGuard walk;
+    const h5::WalkGuard::Scope root(walk, f);
+    readStrings(f, "root");
+    readStringsBelow(f, "/", walk);
+}
 
 std::string humanBytes(long long bytes) {
     const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -10,6 +10,12 @@ namespace glimpse {
 // the file when it is missing, not HDF5, truncated or corrupt.
 std::string describeH5(const std::string& path);
 
+// Reads the value of every string attribute of every group and dataset (the root's included),
+// as an opener of the file may: a damaged file whose string declares gigabytes makes libhdf5
+// allocate them (fuzz finding 15), so `glimpse check file` runs this under a memory limit before
+// the GUI opens the file. Throws glimpse::Error naming the file, the object and the attribute.
+void readEveryStringAttribute(const std::string& path);
+
 // The summary of an episode file (glimpse.episode, any version this Glimpse reads): game,
 // steps, return, terminal or truncated, frame shape, life losses, which model outputs are
 // recorded, format version. Throws glimpse::Error naming the file and the problem.

@@ -306,6 +306,26 @@ private Q_SLOTS:
         QCOMPARE(r.code, 1);
         QVERIFY2(r.err.contains("--timeout"), qPrintable(r.err));
     }
+
+    // Damaged files whose variable-length string attributes declare gigabytes (fuzz finding 15):
+    // libhdf5 allocates what they declare (5 GB, and 2 GB plus its conversion buffers), so an opener
+    // would take the machine's memory. `check file` reads every string attribute under a 1 GiB
+    // limit and refuses them, naming the attribute, within the default time limit.
+    void checkFileRefusesStringsThatDeclareGigabytes() {
+        const QString dir = QStringLiteral(GLIMPSE_SOURCE_DIR "/fuzz/known_hdf5_crashes/");
+        const Result r = run({"check", "file", dir + "h5t-conv-vlen-5gb-root-string.h5", dir + "h5t-conv-vlen-group-string.h5"});
+        QCOMPARE(r.code, 1);
+        const QStringList lines = r.out.trimmed().split('\n');
+        QCOMPARE(lines.size(), 2);
+        const QString first = QJsonDocument::fromJson(lines[0].toUtf8()).object().value("error").toString();
+        QVERIFY2(first.contains("h5t-conv-vlen-5gb-root-string.h5") && first.contains("attribute 'env'") &&
+                     first.contains("more than 1 GiB of memory"),
+                 qPrintable(first));
+        const QString second = QJsonDocument::fromJson(lines[1].toUtf8()).object().value("error").toString();
+        QVERIFY2(second.contains("group '/model'") && second.contains("attribute 'family'") &&
+                     second.contains("more than 1 GiB of memory"),
+                 qPrintable(second));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCli)

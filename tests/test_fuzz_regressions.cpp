@@ -6,6 +6,22 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define GLIMPSE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GLIMPSE_ASAN 1
+#endif
+#endif
+#ifndef GLIMPSE_ASAN
+#define GLIMPSE_ASAN 0
+#endif
+
 #include <csignal>
 #include <fstream>
 #include <iostream>
@@ -267,6 +283,43 @@ private Q_SLOTS:
         QCOMPARE(r.exitCode, 3);
         QCOMPARE(out.str(), "hello " + big + "\n");
         QCOMPARE(err.str(), std::string("warning\n"));
+    }
+
+    // The memory limit of `glimpse check file` (fuzz finding 15): under it the child's allocations
+    // beyond the limit fail (malloc returns null, new throws), smaller ones work, and this process
+    // is not limited.
+    void isolatedRunLimitsTheChildsMemory() {
+        const size_t limit = size_t(64) << 20;
+        auto tryAlloc = [](size_t bytes) {
+            return [bytes] {
+                void* p = std::malloc(bytes);
+                if (!p) return 7;
+                std::memset(p, 1, 4096);
+                std::free(p);
+                return 0;
+            };
+        };
+        glimpse::IsolatedResult r = glimpse::runIsolated(tryAlloc(size_t(512) << 20), 30, limit);
+        QCOMPARE(r.exitCode, 7);
+        QCOMPARE(r.memoryLimitBytes, limit);
+        r = glimpse::runIsolated(tryAlloc(size_t(16) << 20), 30, limit);
+        QCOMPARE(r.exitCode, 0);
+#if !GLIMPSE_ASAN   // AddressSanitizer's operator new reports a failed allocation and aborts
+        r = glimpse::runIsolated(
+            [] {
+                try {
+                    std::vector<char> v(size_t(512) << 20);
+                    return int(v[0]);
+                } catch (const std::bad_alloc&) {
+                    return 8;
+                }
+            },
+            30, limit);
+        QCOMPARE(r.exitCode, 8);
+#endif
+        void* here = std::malloc(size_t(512) << 20);   // the parent keeps its own limits
+        QVERIFY(here != nullptr);
+        std::free(here);
     }
 };
 

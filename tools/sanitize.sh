@@ -15,7 +15,7 @@ fi
 
 # Runtime options (why each one: docs/fuzzing.md "Sanitizer options"). Tests run under xvfb-run
 # inherit them (xvfb-run passes the environment to the test).
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0:strict_string_checks=0:symbolize=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:abort_on_error=1:detect_stack_use_after_return=0:strict_string_checks=0:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:suppressions=$root/tools/sanitizer/ubsan.supp}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tools/sanitizer/lsan.supp:print_suppressions=0}
 # The Vulkan loader dlopens the lavapipe driver and unloads it when the instance goes; LSan then

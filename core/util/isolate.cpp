@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -90,6 +92,28 @@ bool waitFor(pid_t pid, int fd, double seconds, int* status, std::string* bytes)
     }
 }
 
+// This process's address space (VmSize) in bytes, 0 when /proc is not there.
+size_t addressSpaceBytes() {
+    std::ifstream in("/proc/self/status");
+    std::string key;
+    while (in >> key) {
+        if (key == "VmSize:") {
+            size_t kb = 0;
+            in >> kb;
+            return kb * 1024;
+        }
+        in.ignore(1 << 16, '\n');
+    }
+    return 0;
+}
+
+void limitGrowth(size_t bytes) {
+    const size_t now = addressSpaceBytes();
+    if (bytes == 0 || now == 0) return;
+    const rlimit lim{rlim_t(now + bytes), rlim_t(now + bytes)};
+    setrlimit(RLIMIT_AS, &lim);
+}
+
 } // namespace
 
 std::string IsolatedResult::failure(const std::string& what) const {
@@ -103,12 +127,13 @@ std::string IsolatedResult::failure(const std::string& what) const {
     return "";
 }
 
-IsolatedResult runIsolated(const std::function<int()>& body, double timeoutSeconds) {
+IsolatedResult runIsolated(const std::function<int()>& body, double timeoutSeconds, size_t memoryLimitBytes) {
     std::cout.flush();
     std::cerr.flush();
     std::fflush(nullptr);
     IsolatedResult res;
     res.limitSeconds = timeoutSeconds;
+    res.memoryLimitBytes = memoryLimitBytes;
     int fds[2];
     const pid_t pid = pipe2(fds, O_CLOEXEC) == 0 ? fork() : -1;
     if (pid < 0) {
@@ -121,6 +146,7 @@ IsolatedResult runIsolated(const std::function<int()>& body, double timeoutSecon
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1) _exit(1);
         close(fds[0]);
+        limitGrowth(memoryLimitBytes);
         std::ostringstream out, err;
         std::streambuf* oldOut = std::cout.rdbuf(out.rdbuf());
         std::streambuf* oldErr = std::cerr.rdbuf(err.rdbuf());

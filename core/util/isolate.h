@@ -8,6 +8,7 @@
 // captures those streams sees it), and a crash or a hang of the child becomes a message naming
 // the file (its output is then lost). Only for
 // single-threaded callers (the CLI before any model runs): after fork() the child has one thread.
+#include <cstddef>
 #include <functional>
 #include <string>
 
@@ -18,6 +19,7 @@ struct IsolatedResult {
     int signal = 0;      // the signal that ended the child (SIGSEGV, SIGABRT, SIGKILL on timeout)
     bool timedOut = false;
     double limitSeconds = 0;   // the time limit it ran under
+    size_t memoryLimitBytes = 0;   // the address space it could add (0: no limit)
     bool ok() const { return signal == 0 && !timedOut && exitCode == 0; }
     // "" when the body returned; otherwise "the HDF5 library crashed (SIGSEGV) reading FILE ..."
     // or "did not finish reading FILE within 60 s ..." about `what`, e.g. "reading FILE".
@@ -25,8 +27,11 @@ struct IsolatedResult {
 };
 
 // Runs `body` in a forked child and waits up to `timeoutSeconds` (then kills it with SIGKILL).
+// With `memoryLimitBytes` > 0 the child may grow its address space by at most that much
+// (RLIMIT_AS over what it had at the fork): a damaged file that declares a string of 5 GB makes
+// the allocation fail, and the body's error report, instead of taking the machine's memory.
 // The body's exceptions are its own business: it must catch them and return an exit code.
-// Without fork (or if fork fails), runs `body` in this process.
-IsolatedResult runIsolated(const std::function<int()>& body, double timeoutSeconds);
+// Without fork (or if fork fails), runs `body` in this process, without the memory limit.
+IsolatedResult runIsolated(const std::function<int()>& body, double timeoutSeconds, size_t memoryLimitBytes = 0);
 
 } // namespace glimpse
