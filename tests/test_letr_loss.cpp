@@ -117,6 +117,31 @@ private Q_SLOTS:
                                    (1 - p2) * (1 - p2) * -std::log(p2)) / 1.2;
         QVERIFY(std::abs(fo.cls.item<double>() - foExpected) < 1e-5);
         QVERIFY(fo.cls.item<double>() < ce.cls.item<double>());
+        // Quality-aware target (loss.quality_tau): the matched entity's target is "line" with
+        // q = exp(-0.06 / tau) and "no line" with 1 - q; the others as before.
+        cfg.focal = false;
+        cfg.qualityTau = 0.05;
+        auto qlines = lines.clone().requires_grad_();
+        auto qlogits = logits.clone().requires_grad_();
+        auto qa = layerLoss(qlogits, qlines, {gt}, cfg);
+        const double q = std::exp(-0.06 / 0.05);
+        const double qaExpected =
+            (0.1 * -std::log(1 - p0) + 0.1 * -std::log(1 - p1) - (q * std::log(p2) + (1 - q) * std::log(1 - p2))) / 1.2;
+        QVERIFY2(std::abs(qa.cls.item<double>() - qaExpected) < 1e-5,
+                 qPrintable(QString("%1 vs %2").arg(qa.cls.item<double>()).arg(qaExpected)));
+        QVERIFY(std::abs(qa.l1.item<double>() - 0.06) < 1e-5);
+        // q is a target, not a path for gradients: the lines get gradient from l1 only.
+        qa.cls.backward();
+        QVERIFY(qlogits.grad().defined() && qlogits.grad().abs().sum().item<double>() > 0);
+        QVERIFY(!qlines.grad().defined() || qlines.grad().abs().sum().item<double>() == 0.0);
+        // A perfect line has q = 1: the same loss as the hard target.
+        auto exact = lines.clone();
+        exact[0][2] = gt[0];
+        cfg.qualityTau = 0.05;
+        auto qe = layerLoss(logits, exact, {gt}, cfg);
+        cfg.qualityTau = 0;
+        auto he = layerLoss(logits, exact, {gt}, cfg);
+        QVERIFY(std::abs(qe.cls.item<double>() - he.cls.item<double>()) < 1e-6);
         // No ground truth: every entity is no-object, l1 = 0.
         auto none = layerLoss(logits, lines, {torch::zeros({0, 4})}, LetrLossConfig{});
         const double noneExpected = (-std::log(1 - p0) - std::log(1 - p1) - std::log(1 - p2)) / 3.0;

@@ -362,6 +362,15 @@ private Q_SLOTS:
         QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson({{"loss", {{"eos", 1}}}}, "c.json"); }),
                          {"c.json", "eos"}));
         QVERIFY(contains(errorOf([&] { trainLetr(c, "procedural:0", out, false, control, {}); }), {"procedural:0"}));
+        QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson({{"loss", {{"quality_tau", -1}}}}, "c.json"); }),
+                         {"c.json", "quality_tau"}));
+        QVERIFY(contains(errorOf([&] {
+                             LetrTrainConfig::fromJson({{"loss", {{"quality_tau", 0.05}}}, {"focal_steps", 10}}, "c.json");
+                         }),
+                         {"quality_tau", "focal_steps"}));
+        // The quality target: off adds no key (older runs' configs stay equal), on round-trips.
+        QVERIFY(!c.toJson()["loss"].contains("quality_tau"));
+        QCOMPARE(LetrTrainConfig::fromJson({{"loss", {{"quality_tau", 0.05}}}}).toJson()["loss"]["quality_tau"].get<double>(), 0.05);
         // JSON round trip.
         auto j = c.toJson();
         QCOMPARE(LetrTrainConfig::fromJson(j).toJson(), j);

@@ -123,6 +123,7 @@ LayerLoss layerLoss(const torch::Tensor& logits, const torch::Tensor& lines,
     const auto dev = logits.device();
     auto target = torch::full({B, N}, C1 - 1, torch::TensorOptions().dtype(torch::kLong).device(dev));
     std::vector<torch::Tensor> predSel, gtSel;
+    auto quality = torch::ones({B, N}, logits.options());   // soft "line" target of matched entities
     int64_t numGt = 0;
     for (int64_t b = 0; b < B; ++b) {
         const auto& g = targets[size_t(b)];
@@ -133,6 +134,11 @@ LayerLoss layerLoss(const torch::Tensor& logits, const torch::Tensor& lines,
         target[b].index_fill_(0, pi, 0);
         predSel.push_back(lines[b].index_select(0, pi));
         gtSel.push_back(g.to(dev, torch::kFloat).index_select(0, gi));
+        if (cfg.qualityTau > 0) {
+            torch::NoGradGuard ng;
+            auto d = lineDistance(predSel.back().to(logits.dtype()), gtSel.back().to(logits.dtype()));
+            quality[b].index_copy_(0, pi, torch::exp(-d / cfg.qualityTau));
+        }
     }
     auto logp = torch::log_softmax(logits, -1);                    // [B, N, C+1]
     auto isObj = target.ne(C1 - 1);
@@ -144,6 +150,10 @@ LayerLoss layerLoss(const torch::Tensor& logits, const torch::Tensor& lines,
         auto p = logp.select(-1, 0).exp();
         auto mod = torch::where(isObj, (1 - p).pow(cfg.gamma), p.pow(cfg.gamma));
         perEntity = -mod * logpT;
+    } else if (cfg.qualityTau > 0) {
+        // matched: -(q log p_line + (1 - q) log p_none); unmatched: -log p_none.
+        auto soft = quality * logp.select(-1, 0) + (1 - quality) * logp.select(-1, C1 - 1);
+        perEntity = torch::where(isObj, -soft, -logpT);
     } else {
         perEntity = -logpT;
     }

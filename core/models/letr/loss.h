@@ -27,6 +27,11 @@ struct LetrLossConfig {
     double eosCoef = 0.1;     // weight of no-object entities (alpha_2; alpha_1 = 1)
     bool focal = false;       // eqs. 2.4/2.5 instead of weighted cross entropy
     double gamma = 2.0;       // focal exponent
+    // > 0: a matched entity's class target is soft, "line" with probability q = exp(-d / qualityTau)
+    // (d: its endpoint L1 distance to its ground truth, not differentiated) and "no line" with
+    // 1 - q, so that the score ranks lines by how precisely they are placed (sAP ranks by score).
+    // 0: the hard target "line" (LETR's). Not with `focal`.
+    double qualityTau = 0.0;
 };
 
 // Symmetric endpoint L1 distance of matching rows: pred [K, 4], gt [K, 4] -> [K].
@@ -59,8 +64,8 @@ struct LossNormalizers {
 LossNormalizers batchNormalizers(const std::vector<torch::Tensor>& targets, int64_t numEntities, const LetrLossConfig& cfg);
 
 // One decoder layer over a batch: logits [B, N, C+1], lines [B, N, 4], targets[b] = [M_b, 4].
-// cls = sum_i w_i * l_i / sum_i w_i (w = 1 matched, eosCoef otherwise; l_i cross entropy or
-// the focal terms); l1 = sum of matched distances / max(1, total number of gt lines). With
+// cls = sum_i w_i * l_i / sum_i w_i (w = 1 matched, eosCoef otherwise; l_i cross entropy, with
+// the soft target of qualityTau for matched entities when it is > 0, or the focal terms); l1 = sum of matched distances / max(1, total number of gt lines). With
 // `norm`, its clsWeight and numGt are the denominators.
 LayerLoss layerLoss(const torch::Tensor& logits, const torch::Tensor& lines,
                     const std::vector<torch::Tensor>& targets, const LetrLossConfig& cfg,

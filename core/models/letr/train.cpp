@@ -68,6 +68,8 @@ void LetrTrainConfig::validate() const {
     if (valImages < 1 || valImages > 100000) bad("val_images must be in 1..100000");
     if (!(loss.eosCoef > 0 && loss.eosCoef <= 1)) bad("loss.eos_coef must be in (0, 1]");
     if (!(loss.gamma >= 0 && loss.gamma <= 10)) bad("loss.gamma must be in [0, 10]");
+    if (!(loss.qualityTau >= 0 && loss.qualityTau <= 10)) bad("loss.quality_tau must be in [0, 10] (0: off)");
+    if (loss.qualityTau > 0 && focalSteps > 0) bad("loss.quality_tau cannot be combined with focal_steps");
     if (loss.costClass < 0 || loss.costLine < 0 || loss.clsCoef < 0 || loss.lineCoef < 0) bad("loss coefficients must be >= 0");
     const auto& a = augment;
     if (a.minShortSide < 32 || a.maxShortSide < a.minShortSide || a.maxShortSide > 4096)
@@ -109,6 +111,7 @@ nlohmann::json LetrTrainConfig::toJson() const {
     j["train_backbone_bn"] = trainBackboneBn;
     j["loss"] = {{"cost_class", loss.costClass}, {"cost_line", loss.costLine}, {"cls_coef", loss.clsCoef},
                  {"line_coef", loss.lineCoef}, {"eos_coef", loss.eosCoef}, {"gamma", loss.gamma}};
+    if (loss.qualityTau > 0) j["loss"]["quality_tau"] = loss.qualityTau;   // absent when off: older runs resume
     j["augment"] = {{"enabled", augmentEnabled}, {"hflip", augment.hflip}, {"vflip", augment.vflip},
                     {"min_short_side", augment.minShortSide}, {"max_short_side", augment.maxShortSide},
                     {"max_long_side", augment.maxLongSide}, {"crop", augment.crop}, {"crop_min", augment.cropMin},
@@ -157,13 +160,14 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     if (j.contains("loss")) {
         const auto& l = j["loss"];
         const std::string w = source + " (loss)";
-        checkKeys(l, {"cost_class", "cost_line", "cls_coef", "line_coef", "eos_coef", "gamma"}, w);
+        checkKeys(l, {"cost_class", "cost_line", "cls_coef", "line_coef", "eos_coef", "gamma", "quality_tau"}, w);
         readKey(l, "cost_class", c.loss.costClass, w);
         readKey(l, "cost_line", c.loss.costLine, w);
         readKey(l, "cls_coef", c.loss.clsCoef, w);
         readKey(l, "line_coef", c.loss.lineCoef, w);
         readKey(l, "eos_coef", c.loss.eosCoef, w);
         readKey(l, "gamma", c.loss.gamma, w);
+        readKey(l, "quality_tau", c.loss.qualityTau, w);
     }
     if (j.contains("aux")) c.aux = DenseAuxConfig::fromJson(j["aux"], source);
     if (j.contains("denoise")) c.denoise = DenoiseConfig::fromJson(j["denoise"], source);
