@@ -6,12 +6,16 @@
 #include <iostream>
 #include <sstream>
 
+#include <hdf5.h>
+
+#include "app/cli/cli.h"
 #include "app/cli/replay_cli.h"
 #include "core/replay/episode_reader.h"
 #include "tests/support.h"
 
 using namespace glimpse;
 using glimpse::testing::contains;
+using glimpse::testing::errorOf;
 
 namespace {
 
@@ -92,6 +96,24 @@ private Q_SLOTS:
         QVERIFY2(contains(out, {"200 steps of 16x16", "open:", "random scrub", "p95"}), out.c_str());
         QCOMPARE(capture([&] { return cli::benchReplay({"--file", path("none.h5")}); }, out, err), 1);
         QVERIFY2(contains(err, {"none.h5", "does not exist"}), err.c_str());
+    }
+
+    // `glimpse check file` (run by the GUI before it opens an .h5 file) opens an episode as the
+    // replay viewer does, in its child: an episode the viewer would refuse is refused there, with
+    // the viewer's message, so the viewer's own process never reads it.
+    void checkFileOpensEpisodesAsTheViewerDoes() {
+        std::string out, err;
+        QCOMPARE(capture([&] { return cli::checkFile({path("f0.h5")}); }, out, err), 0);
+        QVERIFY2(contains(out, {"\"kind\":\"glimpse.episode\""}), out.c_str());
+        std::filesystem::copy_file(path("f0.h5"), path("no_frame_skip.h5"));
+        const hid_t f = H5Fopen(path("no_frame_skip.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        QVERIFY(f >= 0);
+        QVERIFY(H5Adelete(f, "frame_skip") >= 0);
+        H5Fclose(f);
+        const std::string viewer = errorOf([&] { replay::EpisodeReader r(path("no_frame_skip.h5")); });
+        QVERIFY2(contains(viewer, {"no_frame_skip.h5", "frame_skip"}), viewer.c_str());
+        QCOMPARE(capture([&] { return cli::checkFile({path("no_frame_skip.h5")}); }, out, err), 1);
+        QVERIFY2(contains(out, {"no_frame_skip.h5", "frame_skip"}), out.c_str());
     }
 };
 

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/file_kind.h"
 #include "core/info.h"
+#include "core/replay/episode_reader.h"
 #include "core/util/isolate.h"
 
 namespace glimpse::cli {
@@ -90,8 +91,9 @@ int checkFile(const std::vector<std::string>& args) {
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
         std::cerr << "usage: glimpse check file FILE.h5 [FILE.h5 ...] [--timeout S]\n"
                      "Reads each file's whole HDF5 structure (every group, dataset header and attribute, as\n"
-                     "`glimpse info` does) and prints one JSON line per file: its kind, format version and\n"
-                     "family, or the error. Exit 0 when every file is a readable Glimpse file, 1 otherwise.\n"
+                     "`glimpse info` does; an episode is also opened as the replay viewer opens it) and prints\n"
+                     "one JSON line per file: its kind, format version and family, or the error.\n"
+                     "Exit 0 when every file is a readable Glimpse file, 1 otherwise.\n"
                      "Each file is read in a child process; a crash of the HDF5 library, or more than S\n"
                      "seconds (default 60) on one file, is reported as that file's error.\n"
                      "The GUI runs it in a child process before it opens an .h5 file, so that a damaged file\n"
@@ -110,6 +112,13 @@ int checkFile(const std::vector<std::string>& args) {
                     (void)describeH5(path);   // walks everything an opener could touch first
                     readEveryStringAttribute(path);
                     const FileKind k = identifyGlimpseFile(path);
+                    // An episode is opened as the replay viewer opens it (metadata and per-step
+                    // arrays, then its first frame), so a file the viewer would refuse is refused
+                    // here, in the child, with the viewer's message.
+                    if (k.kind == "glimpse.episode") {
+                        replay::EpisodeReader episode(path);
+                        if (episode.length() > 0) (void)episode.frame(0);
+                    }
                     line["kind"] = k.kind;
                     line["format_version"] = k.formatVersion;
                     line["family"] = k.family;
