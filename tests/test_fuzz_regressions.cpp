@@ -38,7 +38,9 @@
 #include "core/info.h"
 #include "core/io/integrity.h"
 #include "core/io/checkpoint.h"
+#include "core/replay/episode_reader.h"
 #include "core/replay/import.h"
+#include "core/rl/episode.h"
 #include "core/runlog.h"
 #include "core/trace.h"
 #include "core/util/isolate.h"
@@ -210,6 +212,38 @@ private Q_SLOTS:
         addHardLink(logPath, "/eval", "/eval/sap/again");
         e = errorOf([&] { RunLog::load(logPath); });
         QVERIFY2(contains(e, {logPath, "/eval/sap/again", "cycle"}), e.c_str());
+    }
+
+    // Fuzz finding 16: an episode whose 'frames' header declares frames of 10^18 bytes; the replay
+    // reader sized its frame buffer from it (std::length_error, or an allocation of that size).
+    void episodeFramesOfAbsurdSize() {
+        const int64_t T = 3;
+        rl::Episode e;
+        e.env = "breakout";
+        e.actionNames = {"NOOP", "FIRE"};
+        e.frames = torch::zeros({T, 4, 5, 3}, torch::kUInt8);
+        e.actions = torch::zeros({T}, torch::kInt64);
+        e.rewards = torch::zeros({T});
+        const std::string file = path("huge-frames.h5");
+        rl::writeEpisode(file, e);
+        QCOMPARE(replay::EpisodeReader(file).frameWidth(), int64_t(5));
+        // Replace 'frames' by a dataset of the same rank declaring 3 x 2^20 x 2^40 x 3 pixels
+        // (chunked, nothing written: the file stays small), with the usual checksum filter.
+        const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        QVERIFY(f >= 0);
+        QVERIFY(H5Ldelete(f, "frames", H5P_DEFAULT) >= 0);
+        const hsize_t dims[4] = {hsize_t(T), hsize_t(1) << 20, hsize_t(1) << 40, 3}, chunk[4] = {1, 1, 4096, 3};
+        const hid_t space = H5Screate_simple(4, dims, nullptr), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        H5Pset_chunk(dcpl, 4, chunk);
+        H5Pset_fletcher32(dcpl);
+        const hid_t ds = H5Dcreate2(f, "frames", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        QVERIFY(ds >= 0);
+        H5Dclose(ds);
+        H5Pclose(dcpl);
+        H5Sclose(space);
+        H5Fclose(f);
+        for (const std::string& err : {errorOf([&] { replay::EpisodeReader r(file); }), errorOf([&] { rl::readEpisode(file); })})
+            QVERIFY2(contains(err, {file, "'frames'", "1048576 x 1099511627776", "8192 x 8192"}), err.c_str());
     }
 
     // Groups nested deeper than the walk allows (a crafted trace): refused by name instead of

@@ -103,6 +103,12 @@ void validateSteps(const Episode& e, const std::string& where) {
 
 void checkFrameShape(int64_t T, int64_t H, int64_t W, int64_t C, const std::string& where, const std::string& what) {
     if (T > 0 && (H < 1 || W < 1)) throw Error(where + ": " + what + " are empty images");
+    // A damaged header can declare frames of 10^18 pixels (fuzz finding 16); a reader would
+    // size its frame buffer from it.
+    if (H > kMaxFrameSide || W > kMaxFrameSide)
+        throw Error(where + ": " + what + " are " + std::to_string(H) + " x " + std::to_string(W) +
+                    " pixels, more than " + std::to_string(kMaxFrameSide) + " x " + std::to_string(kMaxFrameSide) +
+                    " (a damaged file?)");
     if (C != 1 && C != 3)
         throw Error(where + ": " + what + " have " + std::to_string(C) + " channels, expected 3 (RGB) or 1 (grey)");
 }
@@ -348,6 +354,9 @@ Episode readEpisodeSteps(const h5::File& f, int64_t version) {
         if (os.size() != 4 || os[0] != T || os[1] != int64_t(e.channelNames.size()))
             obs.fail("has shape " + h5::shapeString(os) + ", expected [" + std::to_string(T) + "," +
                      std::to_string(e.channelNames.size()) + ",h,w] (inconsistent episode lengths or sizes)");
+        if (os[2] < 0 || os[3] < 0 || os[2] > kMaxFrameSide || os[3] > kMaxFrameSide)
+            obs.fail("has shape " + h5::shapeString(os) + ": maps of more than " + std::to_string(kMaxFrameSide) +
+                     " x " + std::to_string(kMaxFrameSide) + " cells (a damaged file?)");
     }
     return e;
 }

@@ -23,6 +23,8 @@ namespace glimpse::rl {
 
 constexpr const char* kEpisodeKind = "glimpse.episode";
 constexpr int64_t kEpisodeVersion = 2;   // the version written; 1 and 2 are read
+// The largest frame (and observation map) side written or read: larger ones are refused.
+constexpr int64_t kMaxFrameSide = 8192;
 
 struct EpisodeModel {
     std::string family;          // e.g. "efficientzero"
