@@ -35,6 +35,23 @@ double readTimeout(const Args& a) {
     return timeout;
 }
 
+// Reads each positional file of `a` with `read` in a child process (time limit --timeout,
+// memory limit kStructureMemoryBytes); `failed(path, why)` reports a child that crashed or hung
+// while `what` ("reading the file"). Exit code: 0 when every read returned 0, else 1.
+int readEachIsolated(const Args& a, const std::string& what, const std::function<int(const std::string&)>& read,
+                     const std::function<void(const std::string&, const std::string&)>& failed) {
+    const double timeout = readTimeout(a);
+    int rc = 0;
+    for (const auto& path : a.positional()) {
+        // In a child process: a file that crashes or hangs libhdf5 ends the child, not this command.
+        const IsolatedResult r = runIsolated([&] { return read(path); }, timeout, kStructureMemoryBytes);
+        if (!r.ok()) rc = 1;
+        const std::string why = r.failure(what);
+        if (!why.empty()) failed(path, why);
+    }
+    return rc;
+}
+
 std::function<int(const std::vector<std::string>&)>& follower() {
     static std::function<int(const std::vector<std::string>&)> fn;
     return fn;
@@ -64,27 +81,18 @@ int info(const std::vector<std::string>& args) {
                             "this glimpse was built headless (GLIMPSE_HEADLESS)");
             return follower()(args);
         }
-    Args a(args);
-    const double timeout = readTimeout(a);
-    int rc = 0;
-    for (const auto& path : a.positional()) {
-        // In a child process: a file that crashes or hangs libhdf5 ends the child, not this command.
-        const IsolatedResult r = runIsolated(
-            [&path] {
-                try {
-                    std::cout << describeH5(path);
-                    return 0;
-                } catch (const std::exception& e) {
-                    std::cerr << "glimpse info: " << readError(e) << "\n";
-                    return 1;
-                }
-            },
-            timeout, kStructureMemoryBytes);
-        if (!r.ok()) rc = 1;
-        const std::string why = r.failure("reading the file");
-        if (!why.empty()) std::cerr << "glimpse info: " << path << ": " << why << "\n";
-    }
-    return rc;
+    return readEachIsolated(
+        Args(args), "reading the file",
+        [](const std::string& path) {
+            try {
+                std::cout << describeH5(path);
+                return 0;
+            } catch (const std::exception& e) {
+                std::cerr << "glimpse info: " << readError(e) << "\n";
+                return 1;
+            }
+        },
+        [](const std::string& path, const std::string& why) { std::cerr << "glimpse info: " << path << ": " << why << "\n"; });
 }
 
 int checkFile(const std::vector<std::string>& args) {
@@ -100,44 +108,36 @@ int checkFile(const std::vector<std::string>& args) {
                      "that crashes or hangs the HDF5 library cannot take the GUI down (docs/hardening.md).\n";
         return args.empty() ? 2 : 0;
     }
-    Args a(args);
-    const double timeout = readTimeout(a);
-    int rc = 0;
-    for (const auto& path : a.positional()) {
-        const IsolatedResult r = runIsolated(
-            [&path] {
-                nlohmann::json line = {{"file", path}};
-                int code = 0;
-                try {
-                    (void)describeH5(path);   // walks everything an opener could touch first
-                    readEveryStringAttribute(path);
-                    const FileKind k = identifyGlimpseFile(path);
-                    // An episode is opened as the replay viewer opens it (metadata and per-step
-                    // arrays, then its first frame), so a file the viewer would refuse is refused
-                    // here, in the child, with the viewer's message.
-                    if (k.kind == "glimpse.episode") {
-                        replay::EpisodeReader episode(path);
-                        if (episode.length() > 0) (void)episode.frame(0);
-                    }
-                    line["kind"] = k.kind;
-                    line["format_version"] = k.formatVersion;
-                    line["family"] = k.family;
-                } catch (const std::exception& e) {
-                    line["error"] = readError(e);
-                    code = 1;
+    return readEachIsolated(
+        Args(args), "reading the file's structure",
+        [](const std::string& path) {
+            nlohmann::json line = {{"file", path}};
+            int code = 0;
+            try {
+                (void)describeH5(path);   // walks everything an opener could touch first
+                readEveryStringAttribute(path);
+                const FileKind k = identifyGlimpseFile(path);
+                // An episode is opened as the replay viewer opens it (metadata and per-step
+                // arrays, then its first frame), so a file the viewer would refuse is refused
+                // here, in the child, with the viewer's message.
+                if (k.kind == "glimpse.episode") {
+                    replay::EpisodeReader episode(path);
+                    if (episode.length() > 0) (void)episode.frame(0);
                 }
-                std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
-                return code;
-            },
-            timeout, kStructureMemoryBytes);
-        if (!r.ok()) rc = 1;
-        const std::string why = r.failure("reading the file's structure");
-        if (!why.empty()) {
+                line["kind"] = k.kind;
+                line["format_version"] = k.formatVersion;
+                line["family"] = k.family;
+            } catch (const std::exception& e) {
+                line["error"] = readError(e);
+                code = 1;
+            }
+            std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+            return code;
+        },
+        [](const std::string& path, const std::string& why) {
             const nlohmann::json line = {{"file", path}, {"error", path + ": " + why}};
             std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
-        }
-    }
-    return rc;
+        });
 }
 
 } // namespace glimpse::cli
