@@ -270,7 +270,13 @@ private Q_SLOTS:
         QVERIFY(glimpse::runIsolated([] { return 0; }, 30).ok());
         r = glimpse::runIsolated([]() -> int { throw std::runtime_error("boom"); }, 30);
         QCOMPARE(r.exitCode, 1);
-        r = glimpse::runIsolated([] { std::raise(SIGSEGV); return 0; }, 30);
+        r = glimpse::runIsolated(
+            [] {
+                std::signal(SIGSEGV, SIG_DFL);   // AddressSanitizer's handler would report and exit instead
+                std::raise(SIGSEGV);
+                return 0;
+            },
+            30);
         QCOMPARE(r.signal, SIGSEGV);
         QVERIFY2(r.failure("reading x.h5").find("crashed (SIGSEGV) reading x.h5") != std::string::npos,
                  r.failure("reading x.h5").c_str());
@@ -323,6 +329,10 @@ private Q_SLOTS:
     // beyond the limit fail (malloc returns null, new throws), smaller ones work, and this process
     // is not limited.
     void isolatedRunLimitsTheChildsMemory() {
+#if GLIMPSE_ASAN
+        QSKIP("RLIMIT_AS does not bound AddressSanitizer's allocator (a 512 MB malloc succeeded in the "
+              "limited child); the limit is for the Release build");
+#endif
         const size_t limit = size_t(64) << 20;
         auto tryAlloc = [](size_t bytes) {
             return [bytes] {
@@ -338,7 +348,6 @@ private Q_SLOTS:
         QCOMPARE(r.memoryLimitBytes, limit);
         r = glimpse::runIsolated(tryAlloc(size_t(16) << 20), 30, limit);
         QCOMPARE(r.exitCode, 0);
-#if !GLIMPSE_ASAN   // AddressSanitizer's operator new reports a failed allocation and aborts
         r = glimpse::runIsolated(
             [] {
                 try {
@@ -350,7 +359,6 @@ private Q_SLOTS:
             },
             30, limit);
         QCOMPARE(r.exitCode, 8);
-#endif
         void* here = std::malloc(size_t(512) << 20);   // the parent keeps its own limits
         QVERIFY(here != nullptr);
         std::free(here);
