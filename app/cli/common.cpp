@@ -96,6 +96,30 @@ train::ProgressFn TrainingProgress::fn() {
     return [this](const train::Progress& p) { (*this)(p); };
 }
 
+CountProgress::CountProgress(std::string prefix, std::string unit)
+    : prefix_(std::move(prefix)), unit_(std::move(unit)), tty_(isatty(fileno(stderr)) != 0) {}
+
+CountProgress::~CountProgress() {
+    if (tty_ && drawn_) std::cerr << "\n" << std::flush;
+}
+
+void CountProgress::operator()(int64_t done, int64_t total) {
+    const std::string text = prefix_ + std::to_string(done) + " / " + std::to_string(total) + unit_;
+    if (tty_) {
+        std::cerr << "\r" << text << std::flush;
+        drawn_ = true;
+        return;
+    }
+    const int64_t tenth = total > 0 ? done * 10 / total : 10;
+    if (tenth == lastTenth_ && done != total) return;
+    lastTenth_ = tenth;
+    std::cerr << text << "\n" << std::flush;
+}
+
+std::function<void(int64_t, int64_t)> CountProgress::fn() {
+    return [this](int64_t done, int64_t total) { (*this)(done, total); };
+}
+
 namespace {
 namespace fs = std::filesystem;
 bool isImageFile(const fs::path& p) {

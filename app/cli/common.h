@@ -70,4 +70,23 @@ private:
     std::string lastPhase_;
 };
 
+// Progress through a count of items on stderr: "<prefix><done> / <total><unit>". On a terminal
+// the line is redrawn in place at every call; otherwise (a log file, a pipe) a line is printed
+// each time another tenth of the total is done and at the end, so a log gets about ten lines
+// instead of one run-on line of carriage returns. Pass fn() as the callback.
+class CountProgress {
+public:
+    CountProgress(std::string prefix, std::string unit);
+    ~CountProgress();   // ends the terminal line
+    void operator()(int64_t done, int64_t total);
+    std::function<void(int64_t, int64_t)> fn();
+
+private:
+    std::string prefix_;
+    std::string unit_;
+    bool tty_;
+    bool drawn_ = false;
+    int64_t lastTenth_ = -1;
+};
+
 } // namespace glimpse::cli

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "app/cli/cli.h"
+#include "app/cli/common.h"
 #include "core/data/open.h"
 #include "core/data/wireframe.h"
 #include "core/error.h"
@@ -32,14 +33,12 @@ int dataExport(const std::vector<std::string>& args) {
         return 2;
     }
     auto ds = data::openLineDataset(a.require("--data"));
-    const std::string path = data::exportLineDataset(*ds, a.require("--out"), a.get("--name", "dataset"),
-                                                     [](int64_t done, int64_t total) {
-                                                         if (done % 50 == 0 || done == total)
-                                                             std::cerr << "\rexported " << done << "/" << total
-                                                                       << std::flush;
-                                                     },
-                                                     a.has("--overlays"));
-    std::cerr << "\n";
+    std::string path;
+    {
+        CountProgress progress("exported ", " images");
+        path = data::exportLineDataset(*ds, a.require("--out"), a.get("--name", "dataset"), progress.fn(),
+                                       a.has("--overlays"));
+    }
     std::cout << "wrote " << path << " (" << ds->describe() << ")\n";
     return 0;
 }

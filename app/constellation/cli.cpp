@@ -237,11 +237,11 @@ int evalFewShotCommand(const std::vector<std::string>& args) {
     nlohmann::json rows = nlohmann::json::array();
     for (int64_t k : shots) {
         spec.shots = k;
-        auto r = evaluateFewShot(*model, sampler, spec, episodes, uint64_t(seed), [&](int64_t done, int64_t total) {
-            if (done % 100 == 0 || done == total)
-                std::fprintf(stderr, "\r%lld-shot: %lld/%lld episodes", (long long)k, (long long)done, (long long)total);
-        });
-        std::fprintf(stderr, "\n");
+        FewShotResult r;
+        {
+            cli::CountProgress progress(std::to_string(k) + "-shot: ", " episodes");
+            r = evaluateFewShot(*model, sampler, spec, episodes, uint64_t(seed), progress.fn());
+        }
         std::printf("%lld-way %lld-shot: %.2f%% +- %.2f%% (95%% CI, %lld episodes, %lld queries each, %.1f s)\n",
                     (long long)spec.ways, (long long)k, 100 * r.mean, 100 * r.ci95, (long long)r.accuracies.size(),
                     (long long)(spec.ways * spec.queries), r.seconds);

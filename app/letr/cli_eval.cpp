@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
+#include "app/cli/common.h"
 #include "app/cli/resource_path.h"
 #include "core/util/device.h"
 #include "core/util/threads.h"
@@ -141,10 +142,11 @@ int evalLetr(const std::vector<std::string>& argv) {
               << model->config().numQueries << " queries, short side " << model->config().shortSide
               << ", long side <= " << model->config().maxLongSide << ") on " << data->describe() << "\n";
 
-    const auto result = eval::evaluateLetr(*model, *data, opts, [](int64_t done, int64_t total) {
-        std::cerr << "\r  " << done << " / " << total << " images" << std::flush;
-    });
-    std::cerr << "\n";
+    eval::LetrEvalResult result;
+    {
+        CountProgress progress("  ", " images");
+        result = eval::evaluateLetr(*model, *data, opts, progress.fn());
+    }
     std::cout << "LETR " << ckpt << " on " << data->describe() << ": " << result.images << " images, "
               << "sAP over squared endpoint distance in a 128 x 128 frame\n"
               << eval::formatEvalTable(result);
