@@ -17,6 +17,7 @@
 #include "core/models/letr/model.h"
 #include "core/models/letr/train.h"
 #include "core/runlog.h"
+#include "core/train/ema.h"
 #include "core/train/optim.h"
 #include "core/train/state.h"
 #include "tests/support.h"
@@ -698,6 +699,168 @@ private Q_SLOTS:
         const auto ra = train::loadTrainState(base + "/a/checkpoint.h5", "letr-train"),
                    rb = train::loadTrainState(base + "/b/checkpoint.h5", "letr-train");
         for (const auto& [k, v] : ra.aux) QCOMPARE(testing::maxDiff(v, rb.aux.at(k)), 0.0);
+    }
+
+    // The weight average against its formula, computed here in double precision: e_0 = w_0,
+    // e_{n+1} = d_n e_n + (1 - d_n) w_{n+1}, d_n = min(decay, (1 + n) / (10 + n)); integer
+    // buffers are copied; the state round-trips and is checked against the module.
+    void weightAverageMatchesFormula() {
+        torch::manual_seed(3);
+        torch::nn::Sequential m(torch::nn::Linear(3, 2), torch::nn::BatchNorm1d(2));
+        train::WeightEma ema(0.3);
+        ema.reset(*m);
+        const auto w0 = train::moduleTensors(*m);
+        std::map<std::string, torch::Tensor> expect;
+        for (const auto& [k, v] : w0) expect[k] = v.to(torch::kFloat64);
+        for (int n = 0; n < 6; ++n) {
+            const double d = std::min(0.3, (1.0 + n) / (10.0 + n));   // capped from n = 3 on
+            QVERIFY(std::abs(ema.nextDecay() - d) < 1e-12);
+            torch::NoGradGuard ng;
+            for (auto& p : m->parameters()) p.add_(torch::randn_like(p));
+            for (auto& b : m->buffers())
+                if (b.is_floating_point()) b.add_(torch::rand_like(b)); else b.add_(1);
+            ema.update(*m);
+            for (const auto& [k, v] : train::moduleTensors(*m))
+                expect[k] = v.is_floating_point() ? d * expect[k] + (1 - d) * v.to(torch::kFloat64) : v.to(torch::kFloat64);
+        }
+        QCOMPARE(ema.count(), int64_t(6));
+        torch::nn::Sequential copy(torch::nn::Linear(3, 2), torch::nn::BatchNorm1d(2));
+        ema.copyTo(*copy);
+        for (const auto& [k, v] : train::moduleTensors(*copy))
+            QVERIFY2(testing::maxDiff(v.to(torch::kFloat64), expect.at(k)) < 1e-6, k.c_str());
+        QCOMPARE(train::moduleTensors(*copy).at("1.num_batches_tracked").item<int64_t>(), int64_t(6));
+        QVERIFY(testing::maxDiff(train::moduleTensors(*copy).at("0.weight"), train::moduleTensors(*m).at("0.weight")) > 1e-3);
+        // State round trip: the same next update.
+        train::WeightEma again(0.3);
+        again.loadState(*m, ema.state(), "test");
+        QCOMPARE(again.count(), int64_t(6));
+        ema.update(*m);
+        again.update(*m);
+        torch::nn::Sequential a(torch::nn::Linear(3, 2), torch::nn::BatchNorm1d(2)), b(torch::nn::Linear(3, 2), torch::nn::BatchNorm1d(2));
+        ema.copyTo(*a);
+        again.copyTo(*b);
+        for (const auto& [k, v] : train::moduleTensors(*a)) QCOMPARE(testing::maxDiff(v, train::moduleTensors(*b).at(k)), 0.0);
+        // Bad states and decays.
+        auto bad = ema.state();
+        bad.erase("0.bias");
+        QVERIFY(contains(errorOf([&] { again.loadState(*m, bad, "ck.h5"); }), {"ck.h5", "0.bias"}));
+        bad = ema.state();
+        bad["0.weight"] = torch::zeros({5});
+        QVERIFY(contains(errorOf([&] { again.loadState(*m, bad, "ck.h5"); }), {"ck.h5", "0.weight", "shape"}));
+        bad = ema.state();
+        bad.erase("count");
+        QVERIFY(contains(errorOf([&] { again.loadState(*m, bad, "ck.h5"); }), {"ck.h5", "count"}));
+        bad = ema.state();
+        bad["extra"] = torch::zeros({1});
+        QVERIFY(contains(errorOf([&] { again.loadState(*m, bad, "ck.h5"); }), {"ck.h5", "does not have"}));
+        QVERIFY(contains(errorOf([] { train::WeightEma(1.0); }), {"decay"}));
+        QVERIFY(contains(errorOf([] { train::WeightEma(0.0); }), {"decay"}));
+    }
+
+    // "ema_decay" in a training run: within a phase the average does not change the training
+    // trajectory, so the coarse phase's averaged weights equal the formula applied to the
+    // weights of a run without it, stopped after 0, 1, 2 and 3 steps. The phase hands the
+    // average on (checkpoint, fine phase, model.h5); a stop and resume inside the fine phase
+    // equals an uninterrupted run, average included.
+    void weightAveragingRun() {
+        QTemporaryDir dir;
+        const std::string base = dir.path().toStdString();
+        auto c = tinyConfig();
+        c.coarseSteps = 3;
+        c.fineSteps = 3;
+        c.checkpointEvery = 10;
+        c.lr = c.lrBackbone = 1e-3;
+        const std::string data = "procedural:4:5:64x64";
+        std::vector<std::map<std::string, torch::Tensor>> w;   // plain run's weights after k steps
+        for (int k = 0; k <= 3; ++k) {
+            train::Control ck;
+            if (k == 0) ck.requestStop();
+            const std::string out = base + "/plain" + std::to_string(k);
+            trainLetr(c, data, out, false, ck, [&](const train::Progress& p) {
+                if (p.step >= k) ck.requestStop();
+            });
+            const auto st = train::loadTrainState(out + "/checkpoint.h5", "letr-train");
+            QCOMPARE(st.meta["step"].get<int64_t>(), int64_t(k));
+            w.push_back(st.model);
+        }
+        auto e = c;
+        e.emaDecay = 0.2;
+        std::map<std::string, torch::Tensor> expect;
+        for (const auto& [k, v] : w[0]) expect[k] = v.to(torch::kFloat64);
+        for (int n = 0; n < 3; ++n) {
+            const double d = std::min(0.2, (1.0 + n) / (10.0 + n));
+            for (const auto& [k, v] : w[size_t(n + 1)])
+                expect[k] = v.is_floating_point() ? d * expect[k] + (1 - d) * v.to(torch::kFloat64) : v.to(torch::kFloat64);
+        }
+        train::Control c3;
+        trainLetr(e, data, base + "/ema3", false, c3, [&](const train::Progress& p) {
+            if (p.step >= 3) c3.requestStop();
+        });
+        const auto s3 = train::loadTrainState(base + "/ema3/checkpoint.h5", "letr-train");
+        // The stop lands at the fine phase's start, which copies the (averaged) coarse stage into
+        // the fine one: compare the backbone and the coarse stage.
+        double worst = 0;
+        std::string worstKey;
+        for (const auto& [k, v] : expect) {
+            if (k.rfind("backbone.", 0) != 0 && k.rfind("letr.", 0) != 0) continue;
+            const double diff = testing::maxDiff(s3.model.at(k).to(torch::kFloat64), v);
+            if (diff > worst) worst = diff, worstKey = k;
+        }
+        QVERIFY2(worst < 1e-6, qPrintable(QString("max diff %1 (%2)").arg(worst).arg(worstKey.c_str())));
+        QVERIFY(testing::maxDiff(s3.model.at("backbone.0.body.conv1.weight"), w[3].at("backbone.0.body.conv1.weight")) > 1e-6);
+        QCOMPARE(s3.aux.at("ema.count").item<int64_t>(), int64_t(0));   // restarted for the fine phase
+
+        // Validation reads the average: the val row of step 2 is the metric of the checkpoint's
+        // average at that step, not of its trained weights.
+        auto v = e;
+        v.valEvery = 2;
+        v.valImages = 3;
+        train::Control cv;
+        trainLetr(v, data, base + "/val", false, cv, [&](const train::Progress& p) {
+            if (p.step >= 2) cv.requestStop();
+        });
+        const auto sv = train::loadTrainState(base + "/val/checkpoint.h5", "letr-train");
+        auto raw = loadLetr(base + "/val/checkpoint.h5");   // the coarse model being trained
+        const std::string valSpec = letrValidationSpec(v, "procedural:4:5:64x64 (4 images)");
+        const auto rawRef = referenceVal(*raw, valSpec, "coarse_2");
+        {
+            torch::NoGradGuard ng;
+            for (auto& p : raw->named_parameters()) p.value().copy_(sv.aux.at("ema." + p.key()));
+            for (auto& b : raw->named_buffers()) b.value().copy_(sv.aux.at("ema." + b.key()));
+        }
+        const auto avgRef = referenceVal(*raw, valSpec, "coarse_2");
+        const auto lv = RunLog::load(base + "/val/run.h5");
+        QCOMPARE(lv.series.at("val/APH").steps, std::vector<int64_t>({2}));
+        QVERIFY(std::abs(lv.series.at("val/APH").values[0] - 100 * avgRef.APH) < 1e-9);
+        QVERIFY(std::abs(avgRef.APH - rawRef.APH) > 1e-6);
+
+        // Uninterrupted, and stopped inside the fine phase then resumed: the same model and average.
+        train::Control ca;
+        trainLetr(e, data, base + "/a", false, ca, {});
+        train::Control cb;
+        trainLetr(e, data, base + "/b", false, cb, [&](const train::Progress& p) {
+            if (p.step >= 5) cb.requestStop();
+        });
+        const auto sb = train::loadTrainState(base + "/b/checkpoint.h5", "letr-train");
+        QCOMPARE(sb.aux.at("ema.count").item<int64_t>(), int64_t(2));   // restarted with the fine phase
+        train::Control cr;
+        trainLetr(e, data, base + "/b", true, cr, {});
+        const auto ta = modelTensors(base + "/a/model.h5"), tb = modelTensors(base + "/b/model.h5");
+        worst = 0;
+        for (const auto& [k, v] : ta) worst = std::max(worst, testing::maxDiff(v, tb.at(k)));
+        QVERIFY2(worst == 0.0, qPrintable(QString("max diff %1").arg(worst)));
+        // model.h5 is the fine phase's average: equal to the checkpoint's average, not to a plain run.
+        const auto sa = train::loadTrainState(base + "/a/checkpoint.h5", "letr-train");
+        for (const auto& [k, v] : ta) QVERIFY2(testing::maxDiff(v, sa.aux.at("ema." + k)) == 0.0, k.c_str());
+        train::Control cp;
+        trainLetr(c, data, base + "/p", false, cp, {});
+        QVERIFY(testing::maxDiff(ta.at("letr.class_embed.weight"), modelTensors(base + "/p/model.h5").at("letr.class_embed.weight")) > 1e-6);
+        // The key round-trips; absent when off; bad values are refused.
+        QCOMPARE(LetrTrainConfig::fromJson(e.toJson()).emaDecay, 0.2);
+        QVERIFY(!c.toJson().contains("ema_decay"));
+        auto j = c.toJson();
+        j["ema_decay"] = 1.5;
+        QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson(j, "x.json"); }), {"x.json", "ema_decay"}));
     }
 
     // "init": a run starts from a model file's or a run checkpoint's weights (and, from a

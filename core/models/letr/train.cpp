@@ -16,6 +16,7 @@
 #include "core/io/checkpoint.h"
 #include "core/models/letr/model.h"
 #include "core/runlog.h"
+#include "core/train/ema.h"
 #include "core/train/json_config.h"
 #include "core/train/loop.h"
 #include "core/train/optim.h"
@@ -62,6 +63,7 @@ void LetrTrainConfig::validate() const {
     if (!(lrGamma > 0 && lrGamma <= 1)) bad("lr_gamma must be in (0, 1]");
     if (lrDropCoarse < 0 || lrDropFine < 0) bad("lr_drop_* must be >= 0");
     if (!(clipMaxNorm >= 0)) bad("clip_max_norm must be >= 0");
+    if (!(emaDecay == 0 || (emaDecay > 0 && emaDecay < 1))) bad("ema_decay must be 0 (off) or in (0, 1)");
     if (checkpointEvery < 1) bad("checkpoint_every must be >= 1");
     if (threads < 0 || threads > 1024) bad("threads must be in 0..1024");
     if (valEvery < 0) bad("val_every must be >= 0");
@@ -103,6 +105,7 @@ nlohmann::json LetrTrainConfig::toJson() const {
     j["lr_drop_coarse"] = lrDropCoarse;
     j["lr_drop_fine"] = lrDropFine;
     j["clip_max_norm"] = clipMaxNorm;
+    if (emaDecay > 0) j["ema_decay"] = emaDecay;   // absent when off: older runs resume
     j["checkpoint_every"] = checkpointEvery;
     j["threads"] = threads;
     j["val_every"] = valEvery;
@@ -128,7 +131,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     using train::checkKeys;
     using train::readKey;
     checkKeys(j, {"model", "seed", "batch_size", "coarse_steps", "fine_steps", "focal_steps", "lr", "lr_backbone",
-                  "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "clip_max_norm", "checkpoint_every",
+                  "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "clip_max_norm", "ema_decay", "checkpoint_every",
                   "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment", "aux", "denoise",
                   "init"},
               source);
@@ -150,6 +153,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     readKey(j, "lr_drop_coarse", c.lrDropCoarse, source);
     readKey(j, "lr_drop_fine", c.lrDropFine, source);
     readKey(j, "clip_max_norm", c.clipMaxNorm, source);
+    readKey(j, "ema_decay", c.emaDecay, source);
     readKey(j, "checkpoint_every", c.checkpointEvery, source);
     readKey(j, "threads", c.threads, source);
     readKey(j, "val_every", c.valEvery, source);
@@ -368,6 +372,7 @@ struct LetrRun {
     // This rank's rows of each step's batch: [rowBegin, rowEnd) of batch_size.
     int64_t rowBegin() const { return cfg.batchSize / world * rank; }
     int64_t rowEnd() const { return cfg.batchSize / world * (rank + 1); }
+    std::unique_ptr<train::WeightEma> ema;   // cfg.emaDecay > 0: the weight average ("ema.*" in checkpoint.h5)
 };
 
 // The training-only modules of a run and their tensors' prefix in checkpoint.h5 ("aux.<prefix>...").
@@ -426,6 +431,7 @@ void resumeRun(LetrRun& run) {
     run.step = run.resumed.meta.value("step", int64_t(0));
     run.optimPhase = run.resumed.meta.value("optim_phase", -1);
     run.initFine = run.resumed.meta.value("init_fine", false);
+    if (run.ema) run.ema->loadState(*run.model, withoutPrefix(run.resumed.aux, "ema."), path);
     train::noteResumed(path, run.step);
     if (run.step < 0 || run.step > old.totalSteps()) throw Error(path + ": bad step " + std::to_string(run.step));
     if (run.step > run.cfg.totalSteps() || !sameHistory(old, run.cfg, run.step))
@@ -522,14 +528,20 @@ LossNormalizers sharedNormalizers(LetrRun& run, const std::vector<torch::Tensor>
 // Validation sAP / APH (percent, as the paper's tables and `glimpse eval letr` print them) of
 // the last decoder layer of the stage being trained. Eval mode, no grad, no training random
 // numbers (the next step reseeds anyway); evaluateLetr restores the training flag.
-void validate(const LetrRun& run, const Phase& ph, RunLogWriter& log) {
+void validate(LetrRun& run, const Phase& ph, RunLogWriter& log) {
     eval::LetrEvalOptions eo;
     eo.allLayers = false;
     eo.lsd = false;
     eo.thresholds = {10, 15};
     eo.maxImages = run.cfg.valImages;
     eo.coarseOnly = !ph.fineStage;
+    std::map<std::string, torch::Tensor> trained;   // with weight averaging, validate the average
+    if (run.ema) {
+        trained = train::moduleTensors(*run.model);
+        run.ema->copyTo(*run.model);
+    }
     const auto r = eval::evaluateLetr(*run.model, *run.valDs, eo);
+    if (run.ema) train::loadModuleTensors(*run.model, trained, "LETR training (weights after validation)");
     const std::string key = ph.fineStage ? "fine_" + std::to_string(run.cfg.model.fineDecLayers)
                                          : "coarse_" + std::to_string(run.cfg.model.coarseDecLayers);
     const eval::LineMetrics& vm = r.row(key).metrics;
@@ -539,21 +551,48 @@ void validate(const LetrRun& run, const Phase& ph, RunLogWriter& log) {
     log.flush();
 }
 
-// Trains phase `pi` from run.step to its end; false when the run was stopped (its checkpoint
-// written and the log closed).
-bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, train::StepReporter& rep) {
+// Writes checkpoint.h5 (rank 0 only): model, optimizer, training-only modules, weight average.
+void saveCheckpoint(LetrRun& run, const Phase& ph, size_t pi, const train::AdamW& opt, RunLogWriter& log) {
+    if (run.rank != 0) return;   // rank 0 writes the checkpoints
+    // Rows up to this step reach the log before the checkpoint does: a kill right after the
+    // checkpoint must not leave a resumed log with a gap (docs/crash-safety.md).
+    log.flush();
+    train::TrainState st = train::stepState(run.cfgJson, run.dataSpec, run.step, *run.model, opt);
+    for (auto& [prefix, module] : trainingOnlyModules(run))
+        for (auto& [k, v] : train::moduleTensors(*module)) st.aux[prefix + k] = v;
+    st.meta["phase"] = ph.name;
+    st.meta["optim_phase"] = int(pi);
+    if (run.initFine) st.meta["init_fine"] = true;
+    if (run.ema)
+        for (auto& [k, v] : run.ema->state()) st.aux["ema." + k] = v;
+    train::saveTrainState(run.files.checkpoint, "letr-train", st);
+}
+
+// The parameters phase `ph` trains (the others stop requiring grad): the model's (trainable())
+// and, in the coarse phase, the training-only modules'.
+std::vector<train::AdamW::Param> phaseParams(LetrRun& run, const Phase& ph) {
     const LetrTrainConfig& cfg = run.cfg;
-    if (ph.name == "fine" && run.step == ph.begin && !run.initFine) initFineFromCoarse(*run.model);
     auto params = trainable(*run.model, ph.fineStage, cfg.lrBackbone / cfg.lr, cfg.trainBackboneBn);
-    // The dense head trains with the backbone (coarse phase); afterwards it is idle.
-    const bool aux = run.auxHead && !ph.fineStage;
-    const bool dn = run.dnEncoder && !ph.fineStage;   // query denoising: coarse stage only
     for (auto& [prefix, module] : trainingOnlyModules(run))
         for (auto& p : module->named_parameters()) {
             const bool on = !ph.fineStage;
             p.value().set_requires_grad(on);
             if (on) params.push_back({"aux." + prefix + p.key(), p.value(), 1.0});
         }
+    return params;
+}
+
+// Trains phase `pi` from run.step to its end; false when the run was stopped (its checkpoint
+// written and the log closed).
+bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, train::StepReporter& rep) {
+    const LetrTrainConfig& cfg = run.cfg;
+    if (ph.name == "fine" && run.step == ph.begin && !run.initFine) initFineFromCoarse(*run.model);
+    // The average restarts with every phase (a resumed run inside a phase continues its own).
+    if (run.ema && run.step == ph.begin) run.ema->reset(*run.model);
+    auto params = phaseParams(run, ph);
+    // The dense head trains with the backbone (coarse phase); afterwards it is idle.
+    const bool aux = run.auxHead && !ph.fineStage;
+    const bool dn = run.dnEncoder && !ph.fineStage;   // query denoising: coarse stage only
     std::unique_ptr<dist::GradientReducer> reducer;
     if (run.comm) {
         std::vector<torch::Tensor> ts;
@@ -568,19 +607,7 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
     LetrLossConfig lossCfg = cfg.loss;
     lossCfg.focal = ph.focal;
     const int64_t drop = ph.fineStage ? cfg.lrDropFine : cfg.lrDropCoarse;
-    auto save = [&] {
-        if (run.rank != 0) return;   // rank 0 writes the checkpoints
-        // Rows up to this step reach the log before the checkpoint does: a kill right after the
-        // checkpoint must not leave a resumed log with a gap (docs/crash-safety.md).
-        log.flush();
-        train::TrainState st = train::stepState(run.cfgJson, run.dataSpec, run.step, *run.model, opt);
-        for (auto& [prefix, module] : trainingOnlyModules(run))
-            for (auto& [k, v] : train::moduleTensors(*module)) st.aux[prefix + k] = v;
-        st.meta["phase"] = ph.name;
-        st.meta["optim_phase"] = int(pi);
-        if (run.initFine) st.meta["init_fine"] = true;
-        train::saveTrainState(run.files.checkpoint, "letr-train", st);
-    };
+    auto save = [&] { saveCheckpoint(run, ph, pi, opt, log); };
     while (run.step < ph.begin + ph.steps) {
         if (dist::anyRankStops(run.comm, !run.control.checkpoint())) {
             save();
@@ -644,6 +671,7 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         if (reducer) reducer->finishStep();   // gradients averaged over the ranks
         const double gn = train::clipGradNorm(params, cfg.clipMaxNorm);
         opt.step();
+        if (run.ema) run.ema->update(*run.model);
         ++run.step;
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::map<std::string, double> extra;
@@ -653,6 +681,8 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         metrics.insert(auxValues.begin(), auxValues.end());
         rep.report(run.step, ph.name, metrics);
         const bool phaseEnd = run.step == ph.begin + ph.steps;
+        // The phase hands its average on: validation, the checkpoint, the next phase and model.h5.
+        if (phaseEnd && run.ema) run.ema->copyTo(*run.model);
         if (run.valDs && run.rank == 0 && (run.step % cfg.valEvery == 0 || phaseEnd)) validate(run, ph, log);
         if (run.step % cfg.checkpointEvery == 0 || phaseEnd) {
             save();
@@ -684,6 +714,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
         run.auxHead = DenseLineHead(cfg.model.levelChannels(cfg.model.fineLevel), cfg.model.levelChannels(cfg.model.coarseLevel),
                                     cfg.aux, cfg.seed);
     if (cfg.denoise.enabled) run.dnEncoder = LineQueryEncoder(cfg.model.hiddenDim, cfg.seed);
+    if (cfg.emaDecay > 0) run.ema = std::make_unique<train::WeightEma>(cfg.emaDecay);
     if (comm && world > 1) {
         run.comm = comm;
         run.rank = comm->rank();

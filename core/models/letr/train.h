@@ -15,6 +15,9 @@
 //     "weight_decay": 1e-4, "lr_gamma": 0.1,
 //     "lr_drop_coarse": 0, "lr_drop_fine": 0,     // step decay every K steps of a phase (0: off)
 //     "clip_max_norm": 0.1,     // gradient clipping (global L2 norm; 0: off)
+//     "ema_decay": 0,           // weight averaging (core/train/ema.h; 0: off): validation and
+//                               // model.h5 use the average, and each phase ends by copying it
+//                               // into the model (the next phase starts from it)
 //     "checkpoint_every": 200,  // steps between checkpoints (and one at the end / on stop)
 //     "threads": 0,             // LibTorch intra-op threads (0: leave as is)
 //     "val_every": 500,         // validation every K steps and at the end of each phase (0: off)
@@ -70,6 +73,9 @@ struct LetrTrainConfig {
     double lr = 1e-4, lrBackbone = 1e-4, weightDecay = 1e-4, lrGamma = 0.1;
     int64_t lrDropCoarse = 0, lrDropFine = 0;
     double clipMaxNorm = 0.1;
+    // Exponential moving average of the weights (0: off). It restarts at every phase's first
+    // step from the model's weights and replaces them at the phase's end; validation reads it.
+    double emaDecay = 0;
     int64_t checkpointEvery = 200;
     int threads = 0;
     int64_t valEvery = 500;
