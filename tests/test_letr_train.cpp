@@ -701,28 +701,34 @@ private Q_SLOTS:
         for (const auto& [k, v] : ra.aux) QCOMPARE(testing::maxDiff(v, rb.aux.at(k)), 0.0);
     }
 
-    // The weight average against its formula, computed here in double precision: e_0 = w_0,
-    // e_{n+1} = d_n e_n + (1 - d_n) w_{n+1}, d_n = min(decay, (1 + n) / (10 + n)); integer
+    // The weight average against its closed form, computed here in double precision:
+    // sum_k d^(n-k) (1 - d) w_k / (1 - d^n) over the weights w_1..w_n after the reset; integer
     // buffers are copied; the state round-trips and is checked against the module.
     void weightAverageMatchesFormula() {
         torch::manual_seed(3);
         torch::nn::Sequential m(torch::nn::Linear(3, 2), torch::nn::BatchNorm1d(2));
         train::WeightEma ema(0.3);
         ema.reset(*m);
-        const auto w0 = train::moduleTensors(*m);
-        std::map<std::string, torch::Tensor> expect;
-        for (const auto& [k, v] : w0) expect[k] = v.to(torch::kFloat64);
+        std::map<std::string, torch::Tensor> sum;   // sum_k d^(n-k) w_k
+        std::map<std::string, torch::Tensor> last;
+        const double D = 0.3;
         for (int n = 0; n < 6; ++n) {
-            const double d = std::min(0.3, (1.0 + n) / (10.0 + n));   // capped from n = 3 on
-            QVERIFY(std::abs(ema.nextDecay() - d) < 1e-12);
+            const double dn = std::pow(D, n);
+            QVERIFY(std::abs(ema.nextDecay() - D * (1 - dn) / (1 - dn * D)) < 1e-12);
             torch::NoGradGuard ng;
             for (auto& p : m->parameters()) p.add_(torch::randn_like(p));
             for (auto& b : m->buffers())
                 if (b.is_floating_point()) b.add_(torch::rand_like(b)); else b.add_(1);
             ema.update(*m);
-            for (const auto& [k, v] : train::moduleTensors(*m))
-                expect[k] = v.is_floating_point() ? d * expect[k] + (1 - d) * v.to(torch::kFloat64) : v.to(torch::kFloat64);
+            for (const auto& [k, v] : train::moduleTensors(*m)) {
+                last[k] = v.to(torch::kFloat64);
+                sum[k] = sum.count(k) ? D * sum[k] + last[k] : last[k];
+            }
         }
+        std::map<std::string, torch::Tensor> expect;
+        for (const auto& [k, v] : sum)
+            expect[k] = last[k].is_floating_point() && k.find("num_batches") == std::string::npos
+                            ? v * (1 - D) / (1 - std::pow(D, 6)) : last[k];
         QCOMPARE(ema.count(), int64_t(6));
         torch::nn::Sequential copy(torch::nn::Linear(3, 2), torch::nn::BatchNorm1d(2));
         ema.copyTo(*copy);
@@ -785,13 +791,12 @@ private Q_SLOTS:
         }
         auto e = c;
         e.emaDecay = 0.2;
-        std::map<std::string, torch::Tensor> expect;
-        for (const auto& [k, v] : w[0]) expect[k] = v.to(torch::kFloat64);
-        for (int n = 0; n < 3; ++n) {
-            const double d = std::min(0.2, (1.0 + n) / (10.0 + n));
-            for (const auto& [k, v] : w[size_t(n + 1)])
-                expect[k] = v.is_floating_point() ? d * expect[k] + (1 - d) * v.to(torch::kFloat64) : v.to(torch::kFloat64);
-        }
+        std::map<std::string, torch::Tensor> expect;   // the closed form over w_1..w_3
+        const double D = 0.2, norm = (1 - D) / (1 - std::pow(D, 3));
+        for (const auto& [k, v] : w[3])
+            expect[k] = v.is_floating_point() ? norm * (D * D * w[1].at(k).to(torch::kFloat64) +
+                                                         D * w[2].at(k).to(torch::kFloat64) + v.to(torch::kFloat64))
+                                              : v.to(torch::kFloat64);
         train::Control c3;
         trainLetr(e, data, base + "/ema3", false, c3, [&](const train::Progress& p) {
             if (p.step >= 3) c3.requestStop();

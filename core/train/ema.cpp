@@ -1,6 +1,6 @@
 #include "core/train/ema.h"
 
-#include <algorithm>
+#include <cmath>
 
 #include <torch/nn/module.h>
 #include <torch/torch.h>
@@ -14,7 +14,10 @@ WeightEma::WeightEma(double decay) : decay_(decay) {
     if (!(decay > 0 && decay < 1)) throw Error("weight average: decay must be in (0, 1)");
 }
 
-double WeightEma::nextDecay() const { return std::min(decay_, (1.0 + double(count_)) / (10.0 + double(count_))); }
+double WeightEma::nextDecay() const {
+    const double dn = std::pow(decay_, double(count_));
+    return decay_ * (1.0 - dn) / (1.0 - dn * decay_);
+}
 
 namespace {
 // The module's tensors, detached copies on the module's own device (a CUDA model's average

@@ -1,10 +1,13 @@
 #pragma once
-// Exponential moving average of a model's weights (Polyak averaging, as in timm's ModelEma):
-// after every optimizer step, ema <- d * ema + (1 - d) * w for every floating-point parameter
-// and buffer, with d = min(decay, (1 + n) / (10 + n)) where n counts the updates since the last
-// reset (so the average does not drag the starting weights along for ~1 / (1 - decay) steps).
-// Integer buffers (batch norm's num_batches_tracked) are copied. The state is a map of named
-// tensors plus the count, so checkpoints store it and a resumed run continues it exactly.
+// Exponential moving average of a model's weights (Polyak averaging), bias-corrected like
+// Adam's moments: after n updates with weights w_1..w_n it is
+//     sum_k d^(n-k) (1 - d) w_k / (1 - d^n),
+// a weighted mean of the weights seen since the last reset in which each step counts d times
+// the next one (window ~1 / (1 - d) steps; shorter runs get close to the plain mean). The
+// recursive form used: avg <- d_n avg + (1 - d_n) w with d_n = d (1 - d^n) / (1 - d^(n+1)), so
+// the first update replaces the starting weights. Integer buffers (batch norm's
+// num_batches_tracked) are copied. The state is a map of named tensors plus the count, so
+// checkpoints store it and a resumed run continues it exactly.
 #include <cstdint>
 #include <map>
 #include <string>
