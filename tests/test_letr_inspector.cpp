@@ -313,6 +313,26 @@ private Q_SLOTS:
         QCOMPARE(view.lineBuilds(), builds0 + uint64_t(np) + 2);
     }
 
+    // A checkpoint that stores a display threshold (config "score_threshold", written by
+    // training) sets the inspector's threshold when it loads; one without keeps the current one.
+    void storedThresholdSetsTheSlider() {
+        LetrModel model(tinyConfig(), 5);
+        model.setScoreThreshold(0.37);
+        const QString withThreshold = dir_.filePath("tiny_threshold.h5");
+        saveLetr(model, withThreshold.toStdString());
+        QCOMPARE(loadLetr(withThreshold.toStdString())->config().scoreThreshold, 0.37);
+        MainWindow w;
+        LetrInspector* in = w.letrInspector();
+        in->setThreshold(0.8);
+        QSignalSpy ck(in, &LetrInspector::checkpointLoaded);
+        in->loadCheckpoint(withThreshold);
+        QVERIFY(QTest::qWaitFor([&] { return ck.count() > 0; }, 30000));
+        QVERIFY(std::abs(in->settings().threshold - 0.37f) < 1e-6);
+        in->loadCheckpoint(checkpoint_);
+        QVERIFY(QTest::qWaitFor([&] { return ck.count() > 1; }, 30000));
+        QVERIFY(std::abs(in->settings().threshold - 0.37f) < 1e-6);
+    }
+
     void runStepSelectAndRender() {
         MainWindow w;
         runOn(w);

@@ -75,6 +75,10 @@ private Q_SLOTS:
         QCOMPARE(partial.backbone, std::string("resnet101"));
         QCOMPARE(partial.numQueries, int64_t(300));
         QCOMPARE(partial.hiddenDim, int64_t(256));
+        // score_threshold: absent while not set (published and older files keep their JSON).
+        QVERIFY(!c.toJson().contains("score_threshold"));
+        c.scoreThreshold = 0.31;
+        QCOMPARE(LetrConfig::fromJsonString(c.toJsonString()).scoreThreshold, 0.31);
     }
 
     void configErrors() {
@@ -95,6 +99,8 @@ private Q_SLOTS:
         QVERIFY2(e.contains("mean"), qPrintable(e));
         e = err(R"({"std": [0.5, 0.0, 0.5]})");
         QVERIFY2(e.contains("std"), qPrintable(e));
+        e = err(R"({"score_threshold": 1.0})");
+        QVERIFY2(e.contains("my.json") && e.contains("score_threshold"), qPrintable(e));
         e = err(R"({"dropout": 1.5})");
         QVERIFY2(e.contains("dropout"), qPrintable(e));
         e = err("{not json");

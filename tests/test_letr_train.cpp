@@ -6,15 +6,20 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "core/data/open.h"
 #include "core/eval/letr_eval.h"
 #include "core/io/checkpoint.h"
 #include "core/models/letr/model.h"
+#include "core/models/letr/trace.h"
 #include "core/models/letr/train.h"
 #include "core/runlog.h"
 #include "core/train/ema.h"
@@ -266,6 +271,8 @@ private Q_SLOTS:
         const auto ref = referenceVal(*fa, valSpec, "fine_2");
         QVERIFY(std::abs(la.series.at("val/sAP10").values.back() - 100 * ref.sAPAt(10)) < 1e-9);
         QVERIFY(std::abs(la.series.at("val/APH").values.back() - 100 * ref.APH) < 1e-9);
+        // model.h5's display threshold: the score of the best sF10 point of that evaluation.
+        QCOMPARE(fa->config().scoreThreshold, std::clamp(eval::maxFScoreThreshold(ref.curves.at(0)), 0.0, 0.99));
 
         // Stopped in the coarse phase: checkpoint.h5 loads as the coarse model being trained,
         // and its metric is the val row of that step.
@@ -322,6 +329,53 @@ private Q_SLOTS:
         bad.valData = "procedural:x";
         QVERIFY(contains(errorOf([&] { trainLetr(bad, data, dir.path().toStdString() + "/x", false, cr, {}); }),
                          {"validation", "procedural:x"}));
+    }
+
+    // model.h5's display threshold (config "score_threshold") is the score where the final
+    // model's sF10 on the validation images peaks. Checked on a validation set whose ground
+    // truth is the starting model's own k best lines on one image, trained at lr ~0 with
+    // frozen batch norm (the outputs stay put): the F-score peaks at P = R = 1, i.e. at the
+    // k-th best line's score (k in 2..8: where the scores have their widest gap).
+    void storedScoreThreshold() {
+        QTemporaryDir dir;
+        const std::string base = dir.path().toStdString();
+        auto c = tinyConfig();
+        c.trainBackboneBn = false;
+        c.lr = c.lrBackbone = 1e-12;
+        c.coarseSteps = 1;
+        c.fineSteps = 1;
+        LetrModel start(c.model, 11);
+        start.train(false);
+        saveLetr(start, base + "/start.h5");
+        const data::LineSample sample = data::openLineDataset("procedural:1:3:64x64")->get(0);
+        cv::Mat bgr;
+        cv::cvtColor(sample.image, bgr, cv::COLOR_RGB2BGR);
+        QVERIFY(cv::imwrite(base + "/val.png", bgr));
+        auto lines = runLetr(start, sample.image).lines(Stage::Fine, int(c.model.fineDecLayers - 1), 0.0f);
+        std::sort(lines.begin(), lines.end(), [](const LetrLine& a, const LetrLine& b) { return a.score > b.score; });
+        QVERIFY(lines.size() >= 9);
+        size_t k = 2;   // not 1: the top score alone would not show the F-score's peak is found
+        for (size_t i = 2; i <= 8; ++i)
+            if (lines[i - 1].score - lines[i].score > lines[k - 1].score - lines[k].score) k = i;
+        QVERIFY(lines[k - 1].score > lines[k].score + 1e-4);   // the k-th and the next are told apart
+        qInfo("k %d: scores %g then %g", int(k), double(lines[k - 1].score), double(lines[k].score));
+        nlohmann::json gt = nlohmann::json::array();
+        for (size_t i = 0; i < k; ++i) gt.push_back({lines[i].x1, lines[i].y1, lines[i].x2, lines[i].y2});
+        std::ofstream(base + "/val.json")
+            << nlohmann::json::array({{{"filename", "val.png"}, {"width", 64}, {"height", 64}, {"lines", gt}}}).dump();
+        c.init = base + "/start.h5";
+        c.valData = base + "/val.json";
+        c.valImages = 1;
+        c.valEvery = 1;
+        train::Control ct;
+        trainLetr(c, "procedural:2:4:64x64", base + "/run", false, ct, {});
+        const double stored = loadLetr(base + "/run/model.h5")->config().scoreThreshold;
+        QVERIFY2(std::abs(stored - double(lines[k - 1].score)) < 1e-5,
+                 qPrintable(QString("stored %1, best score %2 of %3").arg(stored).arg(lines[k - 1].score).arg(k)));
+        // Without validation nothing is stored.
+        c.valEvery = 0;
+        trainLetr(c, "procedural:2:4:64x64", base + "/noval", false, ct, {});
+        QCOMPARE(loadLetr(base + "/noval/model.h5")->config().scoreThreshold, 0.0);
     }
 
     void errors() {

@@ -54,6 +54,19 @@ private Q_SLOTS:
         c.score = {4, 3, 2, 1};
         QVERIFY(std::abs(averagePrecision(c) - 5.0 / 6) < 1e-12);
         QVERIFY(std::abs(maxFScore(c) - 0.8) < 1e-12);   // P 2/3, R 1
+        QCOMPARE(maxFScoreThreshold(c), 2.0);              // reached at the third prediction
+        c.precision[0] = 1;
+        c.recall[0] = 1;   // a curve whose first point is already the best
+        QCOMPARE(maxFScoreThreshold(c), 4.0);
+        c.precision = {0, 0};
+        c.recall = {0, 0};
+        c.score = {0.9, 0.2};
+        QCOMPARE(maxFScoreThreshold(c), 0.0);   // nothing matched: not set
+        QCOMPARE(maxFScoreThreshold(PrCurve{}), 0.0);
+        c = PrCurve{};
+        c.precision = {1, 0.5, 2.0 / 3, 0.5};
+        c.recall = {0.5, 0.5, 1, 1};
+        c.score = {4, 3, 2, 1};
         QCOMPARE(averagePrecision(PrCurve{}), 0.0);
         const PrCurve s = c.subsampled(2);
         QCOMPARE(int(s.size()), 2);

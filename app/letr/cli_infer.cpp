@@ -45,7 +45,8 @@ const char* kInferUsage =
     "images (one path per line, relative to the list), --out, --png and --json are folders and\n"
     "files are named after the images. --random-seed runs a randomly initialized model (no\n"
     "trained weights: the lines are meaningless, for trying the pipeline). Lines in the PNG and\n"
-    "JSON are those of the last decoder layer with score >= --threshold.\n"
+    "JSON are those of the last decoder layer with score >= --threshold (default: the\n"
+    "checkpoint's score_threshold when it has one, else 0.7).\n"
     "--precision: how entity states and memories are stored (default float16: 2/3 of the\n"
     "size, attention maps within 1e-4; float32: attention equal to the forward pass's).\n";
 
@@ -171,7 +172,6 @@ int inferLetr(const std::vector<std::string>& argv) {
     }
 
     keepFreedMemory();
-    const float threshold = float(a.getDouble("--threshold", 0.7));
     const std::string precisionName = a.get("--precision", "float16");
     if (precisionName != "float32" && precisionName != "float16")
         throw Error("--precision: expected float32 or float16, got '" + precisionName + "'");
@@ -185,6 +185,8 @@ int inferLetr(const std::vector<std::string>& argv) {
 
     std::string modelDesc;
     const std::shared_ptr<LetrModel> model = letrModelFromArgs(a, modelDesc);
+    const double stored = model->config().scoreThreshold;   // a trained model's own default
+    const float threshold = float(a.getDouble("--threshold", stored > 0 ? stored : 0.7));
     const std::string device = a.get("--device", "cpu");
 
     // Inputs and outputs.

@@ -290,6 +290,11 @@ void LetrInspector::setEntity(int entity) {
     refresh();
 }
 
+void LetrInspector::modelChanged() {
+    const auto m = modelAs<letr::LetrModel>();
+    if (m && m->config().scoreThreshold > 0) setThreshold(m->config().scoreThreshold);
+}
+
 void LetrInspector::setThreshold(double t) {
     settings_.threshold = float(std::clamp(t, 0.0, 1.0));
     const int v = int(std::lround(settings_.threshold * 100));

@@ -75,6 +75,8 @@ protected:
     void enableControls(bool haveTrace) override;
     void onSourceChanged(const QString& key) override;
     void heatmapStyleChanged() override;
+    // A model that stores a display threshold (config "score_threshold") sets the slider.
+    void modelChanged() override;
     void compareChosen(int index) override { setCompare(index - 2); }
 
 private:

@@ -73,6 +73,16 @@ double maxFScore(const PrCurve& c) {
     return best;
 }
 
+double maxFScoreThreshold(const PrCurve& c) {
+    double best = 0, at = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        const double s = c.precision[i] + c.recall[i];
+        const double f = s > 0 ? 2 * c.precision[i] * c.recall[i] / s : 0;
+        if (f > best) best = f, at = c.score[i];
+    }
+    return at;
+}
+
 double structuralDistance(const std::array<float, 4>& a, const std::array<float, 4>& b) {
     auto sq = [](double x, double y) { return x * x + y * y; };
     const double same = sq(a[0] - b[0], a[1] - b[1]) + sq(a[2] - b[2], a[3] - b[3]);

@@ -44,6 +44,10 @@ struct PrCurve {
 double averagePrecision(const PrCurve& curve);
 // max over the curve of 2PR / (P + R) (0 for an empty curve).
 double maxFScore(const PrCurve& curve);
+// The score of the curve's point where 2PR / (P + R) is highest (the first such point, i.e.
+// the highest such score): keeping the predictions scored >= it gives that F-score. 0 for an
+// empty curve or one whose F-score is 0 everywhere.
+double maxFScoreThreshold(const PrCurve& curve);
 
 // The frame size used by sAP and the heatmap metrics.
 constexpr int kMetricFrame = 128;

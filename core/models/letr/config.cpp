@@ -81,6 +81,8 @@ void LetrConfig::validate() const {
     if (shortSide < 1 || shortSide > 8192) fail("short_side must be in 1..8192, got " + std::to_string(shortSide));
     if (maxLongSide < 1 || maxLongSide > 16384)
         fail("max_long_side must be in 1..16384, got " + std::to_string(maxLongSide));
+    if (!(scoreThreshold >= 0.0 && scoreThreshold < 1.0))
+        fail("score_threshold must be in [0, 1) (0: not set), got " + std::to_string(scoreThreshold));
     if (maxInputPixels < 1) fail("max_input_pixels must be >= 1, got " + std::to_string(maxInputPixels));
     for (int c = 0; c < 3; ++c) {
         if (!std::isfinite(mean[c])) fail("mean must be finite");
@@ -89,7 +91,7 @@ void LetrConfig::validate() const {
 }
 
 nlohmann::json LetrConfig::toJson() const {
-    return nlohmann::json{
+    nlohmann::json j{
         {"backbone", backbone},
         {"hidden_dim", hiddenDim},
         {"nheads", nheads},
@@ -110,6 +112,8 @@ nlohmann::json LetrConfig::toJson() const {
         {"mean", mean},
         {"std", std},
     };
+    if (scoreThreshold > 0) j["score_threshold"] = scoreThreshold;   // absent when not set: older files stay equal
+    return j;
 }
 
 LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& source) {
@@ -118,7 +122,7 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
         "backbone", "hidden_dim", "nheads", "dim_feedforward", "coarse_enc_layers",
         "coarse_dec_layers", "fine_enc_layers", "fine_dec_layers", "num_queries", "num_classes",
         "dropout", "stages", "coarse_level", "fine_level", "short_side", "max_long_side",
-        "max_input_pixels", "mean", "std"};
+        "max_input_pixels", "mean", "std", "score_threshold"};
     for (auto it = j.begin(); it != j.end(); ++it)
         if (!known.count(it.key()))
             throw Error(source + ": unknown LETR config key '" + it.key() + "'");
@@ -145,6 +149,7 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
     c.maxInputPixels = takeInt(j, "max_input_pixels", c.maxInputPixels, source);
     c.mean = takeTriple(j, "mean", c.mean, source);
     c.std = takeTriple(j, "std", c.std, source);
+    c.scoreThreshold = take<double>(j, "score_threshold", c.scoreThreshold, source);
     try {
         c.validate();
     } catch (const Error& e) {

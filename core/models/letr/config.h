@@ -19,7 +19,11 @@
 //     "short_side": 512,               // test-time resize of the shorter image side
 //     "max_long_side": 1333,           // cap on the longer side after resizing
 //     "max_input_pixels": 268435456,   // guard: larger inputs are refused before resizing
-//     "mean": [0.538, 0.494, 0.453], "std": [0.257, 0.263, 0.273]
+//     "mean": [0.538, 0.494, 0.453], "std": [0.257, 0.263, 0.273],
+//     "score_threshold": 0              // the score above which the app shows a line by default
+//                                      // (0: not set, the app's own default; absent from the
+//                                      // JSON then). Training sets it from validation
+//                                      // (core/models/letr/train.h).
 //   }
 // Unknown keys are an error (they are usually typos).
 #include <array>
@@ -50,6 +54,7 @@ struct LetrConfig {
     int64_t maxInputPixels = int64_t(1) << 28;
     std::array<double, 3> mean{0.538, 0.494, 0.453};
     std::array<double, 3> std{0.257, 0.263, 0.273};
+    double scoreThreshold = 0;        // "score_threshold"; 0: not set
 
     // Throws glimpse::Error with a message naming the field and the problem.
     void validate() const;

@@ -318,6 +318,13 @@ void LetrModel::setResize(int64_t shortSide, int64_t maxLongSide) {
     config_ = c;
 }
 
+void LetrModel::setScoreThreshold(double t) {
+    LetrConfig c = config_;
+    c.scoreThreshold = t;
+    c.validate();
+    config_ = c;
+}
+
 const LetrModel::StageModules& LetrModel::stageModules(Stage s) const {
     if (s == Stage::Fine && !config_.fineStage)
         throw Error("LETR: this model has no fine stage (config stages = \"coarse\")");

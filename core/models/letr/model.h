@@ -265,6 +265,8 @@ public:
     torch::Device device() const;
     // Test-time resize (not part of the weights): short side and long-side cap. Validated.
     void setResize(int64_t shortSide, int64_t maxLongSide);
+    // The default display threshold stored with the weights (config "score_threshold"). Validated.
+    void setScoreThreshold(double t);
 
     // RGB CV_8UC3 -> resized (short side = config.shortSide, long side capped) and normalized.
     // Throws glimpse::Error for empty, non-8UC3 or absurdly large images (> max_input_pixels).

@@ -551,6 +551,21 @@ void validate(LetrRun& run, const Phase& ph, RunLogWriter& log) {
     log.flush();
 }
 
+// The display threshold stored in model.h5: the score at which the final model's best sF10 on
+// the validation images is reached (its last stage's last decoder layer), below 1; 0 (not set)
+// when no prediction matches.
+double validationThreshold(const LetrRun& run) {
+    eval::LetrEvalOptions eo;
+    eo.allLayers = false;
+    eo.lsd = false;
+    eo.thresholds = {10};
+    eo.maxImages = run.cfg.valImages;
+    const auto r = eval::evaluateLetr(*run.model, *run.valDs, eo);
+    const int64_t last = run.cfg.model.fineStage ? run.cfg.model.fineDecLayers : run.cfg.model.coarseDecLayers;
+    const std::string key = (run.cfg.model.fineStage ? "fine_" : "coarse_") + std::to_string(last);
+    return std::clamp(eval::maxFScoreThreshold(r.row(key).metrics.curves.at(0)), 0.0, 0.99);
+}
+
 // Writes checkpoint.h5 (rank 0 only): model, optimizer, training-only modules, weight average.
 void saveCheckpoint(LetrRun& run, const Phase& ph, size_t pi, const train::AdamW& opt, RunLogWriter& log) {
     if (run.rank != 0) return;   // rank 0 writes the checkpoints
@@ -737,7 +752,10 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
         }
         run.model->train(false);
         for (auto& p : run.model->parameters()) p.set_requires_grad(true);
-        if (run.rank == 0) saveLetr(*run.model, run.files.model);
+        if (run.rank == 0) {
+            if (run.valDs) run.model->setScoreThreshold(validationThreshold(run));
+            saveLetr(*run.model, run.files.model);
+        }
         log.finish();
     } catch (const std::exception& e) {
         if (!log.closed()) log.fail(e.what());

@@ -45,7 +45,9 @@
 //
 // Files in the output folder: run.h5 (RunLog: series letrSeriesNames(), config = this JSON plus
 // "data" and "series"), checkpoint.h5 (training state, family "letr-train"), model.h5 (the
-// final model, a normal LETR checkpoint that loadLetr reads).
+// final model, a normal LETR checkpoint that loadLetr reads; with validation on, its config's
+// "score_threshold" is the score at which the final model's sF10 on the validation images is
+// highest, which the app uses as the default display threshold).
 #include <cstdint>
 #include <string>
 #include <vector>
