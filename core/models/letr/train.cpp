@@ -525,26 +525,32 @@ LossNormalizers sharedNormalizers(LetrRun& run, const std::vector<torch::Tensor>
     return {t[0][0].item<double>() / W, std::max(1.0, t[0][1].item<double>()) / W};
 }
 
-// Validation sAP / APH (percent, as the paper's tables and `glimpse eval letr` print them) of
-// the last decoder layer of the stage being trained. Eval mode, no grad, no training random
-// numbers (the next step reseeds anyway); evaluateLetr restores the training flag.
-void validate(LetrRun& run, const Phase& ph, RunLogWriter& log) {
+// The model's metrics on the first val_images validation images, for the last decoder layer of
+// one stage (no LSD). Eval mode, no grad, no training random numbers (the next step reseeds
+// anyway); evaluateLetr restores the training flag.
+eval::LineMetrics evaluateLastLayer(const LetrRun& run, bool fineStage, std::vector<double> thresholds) {
     eval::LetrEvalOptions eo;
     eo.allLayers = false;
     eo.lsd = false;
-    eo.thresholds = {10, 15};
+    eo.thresholds = std::move(thresholds);
     eo.maxImages = run.cfg.valImages;
-    eo.coarseOnly = !ph.fineStage;
+    eo.coarseOnly = !fineStage;
+    const auto r = eval::evaluateLetr(*run.model, *run.valDs, eo);
+    const std::string key = fineStage ? "fine_" + std::to_string(run.cfg.model.fineDecLayers)
+                                      : "coarse_" + std::to_string(run.cfg.model.coarseDecLayers);
+    return r.row(key).metrics;
+}
+
+// Validation sAP / APH (percent, as the paper's tables and `glimpse eval letr` print them) of
+// the last decoder layer of the stage being trained (of the weight average, when there is one).
+void validate(LetrRun& run, const Phase& ph, RunLogWriter& log) {
     std::map<std::string, torch::Tensor> trained;   // with weight averaging, validate the average
     if (run.ema) {
         trained = train::moduleTensors(*run.model);
         run.ema->copyTo(*run.model);
     }
-    const auto r = eval::evaluateLetr(*run.model, *run.valDs, eo);
+    const eval::LineMetrics vm = evaluateLastLayer(run, ph.fineStage, {10, 15});
     if (run.ema) train::loadModuleTensors(*run.model, trained, "LETR training (weights after validation)");
-    const std::string key = ph.fineStage ? "fine_" + std::to_string(run.cfg.model.fineDecLayers)
-                                         : "coarse_" + std::to_string(run.cfg.model.coarseDecLayers);
-    const eval::LineMetrics& vm = r.row(key).metrics;
     log.append("val/sAP10", run.step, 100 * vm.sAPAt(10));
     log.append("val/sAP15", run.step, 100 * vm.sAPAt(15));
     log.append("val/APH", run.step, 100 * vm.APH);
@@ -555,15 +561,8 @@ void validate(LetrRun& run, const Phase& ph, RunLogWriter& log) {
 // the validation images is reached (its last stage's last decoder layer), below 1; 0 (not set)
 // when no prediction matches.
 double validationThreshold(const LetrRun& run) {
-    eval::LetrEvalOptions eo;
-    eo.allLayers = false;
-    eo.lsd = false;
-    eo.thresholds = {10};
-    eo.maxImages = run.cfg.valImages;
-    const auto r = eval::evaluateLetr(*run.model, *run.valDs, eo);
-    const int64_t last = run.cfg.model.fineStage ? run.cfg.model.fineDecLayers : run.cfg.model.coarseDecLayers;
-    const std::string key = (run.cfg.model.fineStage ? "fine_" : "coarse_") + std::to_string(last);
-    return std::clamp(eval::maxFScoreThreshold(r.row(key).metrics.curves.at(0)), 0.0, 0.99);
+    const eval::LineMetrics m = evaluateLastLayer(run, run.cfg.model.fineStage, {10});
+    return std::clamp(eval::maxFScoreThreshold(m.curves.at(0)), 0.0, 0.99);
 }
 
 // Writes checkpoint.h5 (rank 0 only): model, optimizer, training-only modules, weight average.
