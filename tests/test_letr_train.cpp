@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -1006,6 +1007,58 @@ private Q_SLOTS:
         f.init = base + "/missing.h5";
         const std::string err2 = errorOf([&] { trainLetr(f, "procedural:3:4:64x64", base + "/g", false, cf, {}); });
         QVERIFY2(contains(err2, {"missing.h5"}), err2.c_str());
+    }
+
+    // The demo recipe (tools/train_letr_demo.sh): every stage config it names parses, the stages
+    // share one architecture (only the input size grows), and the checkpoint in the tree starts
+    // stage 2 with its weights and training-only modules.
+    void demoRecipeConfigs() {
+        const std::string src = GLIMPSE_SOURCE_DIR;
+        std::ifstream script(src + "/tools/train_letr_demo.sh");
+        QVERIFY(script.good());
+        std::vector<std::string> names;
+        for (std::string line; std::getline(script, line);) {
+            std::istringstream in(line);
+            std::string word, stage, config;
+            if (in >> word >> stage >> config && word == "stage" && config.size() > 5 &&
+                config.compare(config.size() - 5, 5, ".json") == 0)
+                names.push_back(config);
+        }
+        QCOMPARE(names, (std::vector<std::string>{"letr_demo_train.json", "letr_demo_hires.json", "letr_demo_448.json"}));
+        std::vector<LetrTrainConfig> stages;
+        for (const auto& n : names) {
+            const std::string path = src + "/resources/" + n;
+            std::ifstream f(path);
+            QVERIFY2(f.good(), path.c_str());
+            stages.push_back(LetrTrainConfig::fromJson(nlohmann::json::parse(f), path));
+        }
+        for (size_t i = 1; i < stages.size(); ++i) {
+            auto a = stages[i - 1].model, b = stages[i].model;
+            QVERIFY(b.shortSide > a.shortSide);   // each stage trains at a larger input
+            a.shortSide = b.shortSide;
+            a.maxLongSide = b.maxLongSide;
+            QCOMPARE(a.toJson().dump(), b.toJson().dump());
+            QVERIFY(stages[i].emaDecay > 0 && !stages[i].trainBackboneBn && stages[i].loss.qualityTau > 0);
+            QVERIFY(stages[i].aux.enabled && stages[i].denoise.enabled);
+        }
+        QVERIFY(stages[2].fineSteps > 0);
+
+        // Stage 2 from the stage-1 checkpoint, stopped before its first step: the checkpoint it
+        // writes holds the file's model, dense head and denoising encoder.
+        const std::string stage1 = src + "/resources/letr_demo_stage1.h5";
+        QTemporaryDir dir;
+        auto c = stages[1];
+        c.init = stage1;
+        c.valEvery = 0;
+        train::Control stop;
+        stop.requestStop();
+        trainLetr(c, "procedural:2:4:64x48", dir.path().toStdString() + "/s2", false, stop, {});
+        const auto from = train::loadTrainState(stage1, "letr-train");
+        const auto to = train::loadTrainState(dir.path().toStdString() + "/s2/checkpoint.h5", "letr-train");
+        QCOMPARE(to.model.size(), from.model.size());
+        for (const auto& [k, v] : from.model) QVERIFY2(testing::maxDiff(v, to.model.at(k)) == 0.0, k.c_str());
+        QVERIFY(!from.aux.empty());
+        for (const auto& [k, v] : from.aux) QVERIFY2(testing::maxDiff(v, to.aux.at(k)) == 0.0, k.c_str());
     }
 };
 

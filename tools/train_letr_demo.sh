@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Trains the LETR demo model that ships as resources/letr_demo.h5 (issue 19, docs/decisions.md
-# "LETR training recipe"), from scratch, on procedural scenes, in two stages:
+# "LETR training recipe"), from scratch, on procedural scenes, in three stages:
 #   1. resources/letr_demo_train.json: short side 192, 16000 coarse + 6000 fine steps, with
 #      the dense auxiliary maps and query denoising (the backbone learns from scratch);
 #   2. resources/letr_demo_hires.json: short side 320, started from stage 1's checkpoint
-#      (--init), 6000 coarse + 3000 fine steps (the endpoint precision comes from here).
+#      (--init), 4000 coarse steps, backbone batch norm frozen, quality-aware class target,
+#      weight averaging (ema_decay);
+#   3. resources/letr_demo_448.json: short side 448, from stage 2's checkpoint, 2000 coarse +
+#      2500 fine steps, as stage 2 otherwise (the endpoint precision comes from here).
 # Each stage runs RANKS processes of one thread (data-parallel, docs/distributed.md). A stage
 # that was interrupted resumes; a finished one is skipped. At the end OUT/model.h5 is the model.
 #
 # usage: tools/train_letr_demo.sh [OUT]            (default OUT: runs/letr_demo)
 # Environment: GLIMPSE [build/app/glimpse], RANKS [2], PORT [29650] (the ranks' rendezvous,
-# 127.0.0.1), NICE [0].
+# 127.0.0.1), NICE [0], STAGE1 [unset]: a stage-1 checkpoint to start stage 2 from instead of
+# training stage 1 (e.g. resources/letr_demo_stage1.h5, stage 1 as this script trains it).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -50,8 +54,16 @@ stage() {
     for p in "${pids[@]}"; do wait "$p"; done
 }
 
-stage stage1 letr_demo_train.json
-stage stage2 letr_demo_hires.json --init "$OUT/stage1/checkpoint.h5"
-cp "$OUT/stage2/model.h5" "$OUT/model.h5.tmp" && mv "$OUT/model.h5.tmp" "$OUT/model.h5"
+if [ -n "${STAGE1:-}" ]; then
+    [ -f "$STAGE1" ] || { echo "train_letr_demo.sh: STAGE1=$STAGE1 does not exist" >&2; exit 1; }
+    echo "== stage1: taken from $STAGE1"
+    init1="$STAGE1"
+else
+    stage stage1 letr_demo_train.json
+    init1="$OUT/stage1/checkpoint.h5"
+fi
+stage stage2 letr_demo_hires.json --init "$init1"
+stage stage3 letr_demo_448.json --init "$OUT/stage2/checkpoint.h5"
+cp "$OUT/stage3/model.h5" "$OUT/model.h5.tmp" && mv "$OUT/model.h5.tmp" "$OUT/model.h5"
 echo "== $OUT/model.h5: evaluate with"
 echo "   $GLIMPSE eval letr --checkpoint $OUT/model.h5 --data procedural:200:1000:256x192 --layers all"
