@@ -1,6 +1,7 @@
 // LETR training: AdamW against LibTorch's torch::optim::AdamW, schedule helpers, data order,
 // tiny training runs (the loss decreases; resume after a stop equals an uninterrupted run),
 // the run log's series, config and resume errors.
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -1061,6 +1062,43 @@ private Q_SLOTS:
         for (const auto& [k, v] : from.model) QVERIFY2(testing::maxDiff(v, to.model.at(k)) == 0.0, k.c_str());
         QVERIFY(!from.aux.empty());
         for (const auto& [k, v] : from.aux) QVERIFY2(testing::maxDiff(v, to.aux.at(k)) == 0.0, k.c_str());
+    }
+
+    // The recipe script with a stand-in for glimpse: a stage whose run stops early (Ctrl-C: the
+    // ranks checkpoint and exit 0, no model.h5) ends the script; it does not start the next stage.
+    void demoRecipeStopsAtAnUnfinishedStage() {
+        QTemporaryDir dir;
+        const QString fake = dir.filePath("glimpse"), log = dir.filePath("calls.txt");
+        for (const bool finish : {true, false}) {
+            QFile f(fake);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(("#!/bin/bash\necho \"$*\" >> '" + log.toStdString() + "'\n" +
+                     (finish ? "while [ $# -gt 0 ]; do [ \"$1\" = --out ] && mkdir -p \"$2\" && touch \"$2/model.h5\"; shift; done\n"
+                             : "")).c_str());
+            f.close();
+            f.setPermissions(f.permissions() | QFileDevice::ExeOwner);
+            QFile::remove(log);
+            QProcess p;
+            auto env = QProcessEnvironment::systemEnvironment();
+            env.insert("GLIMPSE", fake);
+            env.insert("RANKS", "1");
+            p.setProcessEnvironment(env);
+            p.start("bash", {GLIMPSE_SOURCE_DIR "/tools/train_letr_demo.sh", dir.filePath(finish ? "done" : "stopped")});
+            QVERIFY(p.waitForFinished(60000));
+            QFile calls(log);
+            QVERIFY(calls.open(QIODevice::ReadOnly));
+            const QStringList lines = QString(calls.readAll()).split('\n', Qt::SkipEmptyParts);
+            if (finish) {
+                QCOMPARE(p.exitCode(), 0);
+                QCOMPARE(lines.size(), 3);
+                QVERIFY(lines[2].contains("letr_demo_448.json") && lines[2].contains("stage2/checkpoint.h5"));
+                QVERIFY(QFileInfo::exists(dir.filePath("done/model.h5")));
+            } else {
+                QCOMPARE(p.exitCode(), 3);
+                QCOMPARE(lines.size(), 1);   // stage 1 only
+                QVERIFY2(p.readAllStandardError().contains("stage1 stopped before its last step"), "message");
+            }
+        }
     }
 };
 

@@ -41,6 +41,7 @@ stage() {
     local args=(train letr --config "$here/resources/$config" --data "$DATA" --out "$dir" --threads 1 --resume "$@")
     if [ "$RANKS" = 1 ]; then
         OMP_WAIT_POLICY=PASSIVE nice -n "$NICE" "$GLIMPSE" "${args[@]}"
+        stage_done "$name" "$dir"
         return
     fi
     local pids=() r
@@ -52,6 +53,14 @@ stage() {
     OMP_WAIT_POLICY=PASSIVE nice -n "$NICE" "$GLIMPSE" "${args[@]}" --master-addr 127.0.0.1 \
         --master-port "$PORT" --world-size "$RANKS" --rank 0
     for p in "${pids[@]}"; do wait "$p"; done
+    stage_done "$name" "$dir"
+}
+
+# A stage stopped early (Ctrl-C: the ranks write a checkpoint and exit 0) must not start the next.
+stage_done() {
+    [ -f "$2/model.h5" ] && return
+    echo "train_letr_demo.sh: $1 stopped before its last step; run the script again to resume it" >&2
+    exit 3
 }
 
 if [ -n "${STAGE1:-}" ]; then
