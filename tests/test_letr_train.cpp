@@ -1027,12 +1027,7 @@ private Q_SLOTS:
         }
         QCOMPARE(names, (std::vector<std::string>{"letr_demo_train.json", "letr_demo_hires.json", "letr_demo_448.json"}));
         std::vector<LetrTrainConfig> stages;
-        for (const auto& n : names) {
-            const std::string path = src + "/resources/" + n;
-            std::ifstream f(path);
-            QVERIFY2(f.good(), path.c_str());
-            stages.push_back(LetrTrainConfig::fromJson(nlohmann::json::parse(f), path));
-        }
+        for (const auto& n : names) stages.push_back(LetrTrainConfig::fromFile(src + "/resources/" + n));   // as --config reads it
         for (size_t i = 1; i < stages.size(); ++i) {
             auto a = stages[i - 1].model, b = stages[i].model;
             QVERIFY(b.shortSide > a.shortSide);   // each stage trains at a larger input

@@ -41,26 +41,22 @@ stage() {
     local args=(train letr --config "$here/resources/$config" --data "$DATA" --out "$dir" --threads 1 --resume "$@")
     if [ "$RANKS" = 1 ]; then
         OMP_WAIT_POLICY=PASSIVE nice -n "$NICE" "$GLIMPSE" "${args[@]}"
-        stage_done "$name" "$dir"
-        return
-    fi
-    local pids=() r
-    for ((r = 1; r < RANKS; ++r)); do
+    else
+        local pids=() r
+        for ((r = 1; r < RANKS; ++r)); do
+            OMP_WAIT_POLICY=PASSIVE nice -n "$NICE" "$GLIMPSE" "${args[@]}" --master-addr 127.0.0.1 \
+                --master-port "$PORT" --world-size "$RANKS" --rank "$r" > "$dir.rank$r.log" 2>&1 &
+            pids+=($!)
+        done
         OMP_WAIT_POLICY=PASSIVE nice -n "$NICE" "$GLIMPSE" "${args[@]}" --master-addr 127.0.0.1 \
-            --master-port "$PORT" --world-size "$RANKS" --rank "$r" > "$dir.rank$r.log" 2>&1 &
-        pids+=($!)
-    done
-    OMP_WAIT_POLICY=PASSIVE nice -n "$NICE" "$GLIMPSE" "${args[@]}" --master-addr 127.0.0.1 \
-        --master-port "$PORT" --world-size "$RANKS" --rank 0
-    for p in "${pids[@]}"; do wait "$p"; done
-    stage_done "$name" "$dir"
-}
-
-# A stage stopped early (Ctrl-C: the ranks write a checkpoint and exit 0) must not start the next.
-stage_done() {
-    [ -f "$2/model.h5" ] && return
-    echo "train_letr_demo.sh: $1 stopped before its last step; run the script again to resume it" >&2
-    exit 3
+            --master-port "$PORT" --world-size "$RANKS" --rank 0
+        for p in "${pids[@]}"; do wait "$p"; done
+    fi
+    # Stopped early (Ctrl-C: the ranks write a checkpoint and exit 0): do not start the next stage.
+    if [ ! -f "$dir/model.h5" ]; then
+        echo "train_letr_demo.sh: $name stopped before its last step; run the script again to resume it" >&2
+        exit 3
+    fi
 }
 
 if [ -n "${STAGE1:-}" ]; then
