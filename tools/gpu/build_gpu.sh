@@ -21,10 +21,19 @@ cuda=$("$PYTHON" -c 'import torch; print(torch.version.cuda or "")')
 echo "LibTorch: $torch_prefix (torch $("$PYTHON" -c 'import torch; print(torch.__version__)'), CUDA ${cuda:-none})"
 [[ -f "$OPENCV/lib/cmake/opencv4/OpenCVConfig.cmake" ]] ||
     { echo "build_gpu.sh: no OpenCV at $OPENCV (run tools/gpu/prepare_opencv.sh on the build machine and carry it)" >&2; exit 1; }
+# PyTorch's LibTorch has Gloo inside; where it lacks Gloo's headers, the copy of Debian's that
+# prepare_opencv.sh carried beside OpenCV.
+gloo=()
+torch_root=$("$PYTHON" -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+if [[ ! -f "$torch_root/include/gloo/config.h" && -f "$OPENCV/../gloo-include/gloo/config.h" ]]; then
+    gloo=(-DGLIMPSE_GLOO_INCLUDE="$(realpath "$OPENCV/../gloo-include")")
+fi
 generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
+keep_going=(-- -k)
+command -v ninja >/dev/null && generator=(-G Ninja) && keep_going=(-- -k 0)
 cmake -S "$here" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DGLIMPSE_HEADLESS=ON \
     -DCMAKE_PREFIX_PATH="$torch_prefix" -DOpenCV_DIR="$OPENCV/lib/cmake/opencv4" \
-    -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH"
-cmake --build "$BUILD" -j "$JOBS"
+    -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" "${gloo[@]}"
+# -k 0: every failing file reported in one pass (a GPU session's minutes are few).
+cmake --build "$BUILD" -j "$JOBS" "${keep_going[@]}"
 "$BUILD/app/glimpse" --version

@@ -58,5 +58,11 @@ grep -rl "$lib/lib\(jpeg\|png16\|z\)\.a" "$PREFIX/lib/cmake" | while read -r f; 
     sed -i "s|$lib/libjpeg.a|\${_IMPORT_PREFIX}/lib/deps/libjpeg.a|g; s|$lib/libpng16.a|\${_IMPORT_PREFIX}/lib/deps/libpng16.a|g; s|$lib/libz.a|\${_IMPORT_PREFIX}/lib/deps/libz.a|g" "$f"
 done
 rm -rf "$PREFIX/share" "$PREFIX/bin"
+# Gloo's headers beside it (libgloo-dev), for a LibTorch that has Gloo inside but not its headers.
+if [[ -d /usr/include/gloo ]]; then
+    rm -rf "$PREFIX/../gloo-include"
+    mkdir -p "$PREFIX/../gloo-include"
+    cp -r /usr/include/gloo "$PREFIX/../gloo-include/"
+fi
 echo "OpenCV ${upstream%+*} (static: core imgproc imgcodecs videoio) in $PREFIX: $(du -sh "$PREFIX" | cut -f1)"
 echo "configure Glimpse with -DOpenCV_DIR=$PREFIX/lib/cmake/opencv4"
