@@ -17,6 +17,7 @@
 #include "core/models/coat/model.h"
 #include "core/models/efficientzero/model.h"
 #include "core/models/letr/model.h"
+#include "core/util/autocast.h"
 #include "core/util/device.h"
 
 namespace glimpse::cli {
@@ -31,7 +32,10 @@ const char* kUsage =
     "same weights and inputs, and prints the largest output differences and the times. Default\n"
     "device: cuda when one is visible, else the CPU against itself (a smoke test: 'no CUDA device').\n"
     "--tolerance: largest absolute difference allowed (default 1e-3; LETR's line endpoints in\n"
-    "pixels of the input). Exit 1 when a difference is larger.\n";
+    "pixels of the input; float32 on the GPU without TF32). On CUDA, LETR also runs with bf16 autocast\n"
+    "against fp32 on the GPU (bound: 0.5 px) and with TF32 (reported only). Times: the first run on each\n"
+    "(the GPU's includes its one-time set-up; glimpse bench letr times steady runs). Exit 1 when a\n"
+    "difference is larger than its bound.\n";
 
 double maxDiff(const torch::Tensor& a, const torch::Tensor& b) {
     return (a.to(torch::kCPU, torch::kDouble) - b.to(torch::kCPU, torch::kDouble)).abs().max().item<double>();
@@ -47,7 +51,12 @@ double millis(const std::function<void()>& f, const torch::Device& d) {
 struct Row {
     std::string model, output;
     double diff = 0, cpuMs = 0, deviceMs = 0;
+    double tolerance = -1;   // its own bound (bf16 rows); < 0: --tolerance
+    bool info = false;       // reported only (TF32): no bound
 };
+
+// The bound for bf16 inference: line endpoints within half a pixel of fp32 on the GPU.
+constexpr double kBf16TolerancePx = 0.5;
 
 // Each check runs `run` on the CPU, moves the model to `dev`, runs it again and compares.
 std::vector<Row> checkLetr(const torch::Device& dev, int64_t size) {
@@ -70,7 +79,30 @@ std::vector<Row> checkLetr(const torch::Device& dev, int64_t size) {
     }
     logits.cpuMs = lines.cpuMs;
     logits.deviceMs = lines.deviceMs;
-    return {lines, logits};
+    if (!dev.is_cuda()) return {lines, logits};
+    // bf16 autocast on the GPU against fp32 on the GPU (the time column: fp32 GPU, then bf16).
+    letr::LetrOutput bf;
+    Row half{"letr", "endpoints bf16 vs fp32 (px)"};
+    half.tolerance = kBf16TolerancePx;
+    half.cpuMs = lines.deviceMs;
+    half.deviceMs = millis([&] {
+        AutocastGuard ag(dev, torch::kBFloat16);
+        bf = model->forward({image.to(dev)});
+    }, dev);
+    for (size_t s = 0; s < on.stages.size(); ++s)
+        half.diff = std::max(half.diff, maxDiff(on.stages[s].lines, bf.stages[s].lines) * double(size));
+    // TF32 tensor cores for the float32 products (LibTorch's default for convolutions; glimpse
+    // turns it off): how far it moves the endpoints, for the record.
+    letr::LetrOutput tf;
+    Row tf32{"letr", "endpoints tf32 vs fp32 (px)"};
+    tf32.info = true;
+    tf32.cpuMs = lines.deviceMs;
+    setTf32(true);
+    tf32.deviceMs = millis([&] { tf = model->forward({image.to(dev)}); }, dev);
+    setTf32(false);
+    for (size_t s = 0; s < on.stages.size(); ++s)
+        tf32.diff = std::max(tf32.diff, maxDiff(on.stages[s].lines, tf.stages[s].lines) * double(size));
+    return {lines, logits, half, tf32};
 }
 
 std::vector<Row> checkCoat(const torch::Device& dev) {
@@ -144,12 +176,13 @@ int checkDevice(const std::vector<std::string>& args) {
     bool ok = true;
     std::printf("%-14s %-24s %12s %10s %10s  %s\n", "model", "output", "max |diff|", "cpu ms", (name + " ms").c_str(), "result");
     for (const auto& r : rows) {
-        const bool pass = r.diff <= tolerance;
+        const bool pass = r.info || r.diff <= (r.tolerance >= 0 ? r.tolerance : tolerance);
         ok = ok && pass;
         std::printf("%-14s %-24s %12.3g %10.1f %10.1f  %s\n", r.model.c_str(), r.output.c_str(), r.diff, r.cpuMs, r.deviceMs,
-                    pass ? "ok" : "FAIL");
+                    r.info ? "info" : pass ? "ok" : "FAIL");
     }
-    std::printf("tolerance %g: %s\n", tolerance, ok ? "all outputs agree" : "outputs differ");
+    std::printf("tolerance %g (bf16 rows: %g px): %s\n", tolerance, kBf16TolerancePx,
+                ok ? "all outputs agree" : "outputs differ");
     return ok ? 0 : 1;
 }
 

@@ -14,6 +14,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
+#include "core/util/device.h"
 #include "core/util/threads.h"
 #include "core/error.h"
 #include "core/util/timing.h"
@@ -43,10 +44,13 @@ const char* kInferCoatUsage =
 const char* kBenchCoatUsage =
     "usage: glimpse bench coat [--variant coat_lite_tiny | --checkpoint C.h5 | --config C.json]\n"
     "                          [--batch B] [--runs R] [--warmup W] [--threads T] [--random-seed S]\n"
+    "                          [--device cpu|cuda[:N]] [--tf32]\n"
     "Times CoaT inference at the config's image size (224x224 for the Table 3.1 variants):\n"
     "forward passes of --batch images (median over --runs after --warmup runs) as images/s,\n"
     "trace capture (forward with records + Grad-CAM of the top-5), and on-demand view queries\n"
-    "on that trace: effective attention of a random query pixel, CRPE window term, CLS attention.\n";
+    "on that trace: effective attention of a random query pixel, CRPE window term, CLS attention.\n"
+    "--device times the forward passes there (the trace figures stay the CPU's); --tf32 allows\n"
+    "TF32 tensor cores for float32 on CUDA.\n";
 
 
 namespace fs = std::filesystem;
@@ -159,10 +163,10 @@ int benchCoat(const std::vector<std::string>& argv) {
         std::cerr << kBenchCoatUsage;
         return 0;
     }
-    Args a(argv);
+    Args a(argv, {"--tf32"});
     try {
         a.checkKnown({"--variant", "--checkpoint", "--config", "--batch", "--runs", "--warmup", "--threads",
-                      "--random-seed"});
+                      "--random-seed", "--device", "--tf32"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
     } catch (const Error& e) {
         std::cerr << "glimpse bench coat: " << e.what() << "\n" << kBenchCoatUsage;
@@ -181,16 +185,20 @@ int benchCoat(const std::vector<std::string>& argv) {
 
     cv::Mat rgb = makeDemoImage(int(cfg.resize), int(cfg.resize), 1);
     auto img = model->preprocess(rgb);
-    auto input = img.tensor.unsqueeze(0).expand({batch, 3, S, S}).contiguous();
+    const torch::Device device = parseDevice(a.get("--device", "cpu"));
+    if (a.has("--tf32")) setTf32(true);
+    auto input = img.tensor.unsqueeze(0).expand({batch, 3, S, S}).contiguous().to(device);
     std::vector<double> tForward, tCapture;
     {
         torch::NoGradGuard ng;
+        model->to(device);
         for (long long r = 0; r < warmup + runs; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
             auto out = model->forward(input);
-            (void)out.logits.sum().item<float>();
+            (void)out.logits.sum().item<float>();   // waits for the device
             if (r >= warmup) tForward.push_back(msSince(t0));
         }
+        model->to(torch::kCPU);   // the trace figures below are the CPU's (the GUI's)
     }
     CoatTrace trace;
     for (long long r = 0; r < std::max<long long>(1, runs / 2); ++r) {
@@ -237,8 +245,9 @@ int benchCoat(const std::vector<std::string>& argv) {
                 desc.c_str(), cfg.variant.c_str(), double(model->numParameters()) / 1e6, (long long)cfg.embedDims[0],
                 (long long)cfg.embedDims[1], (long long)cfg.embedDims[2], (long long)cfg.embedDims[3],
                 (long long)cfg.parallelDepth);
-    std::printf("  input %lldx%lld, batch %lld, cpu, %lld threads, %lld runs after %lld warm-up (median)\n",
-                (long long)S, (long long)S, batch, threads, runs, warmup);
+    std::printf("  input %lldx%lld, batch %lld, %s%s, %lld threads, %lld runs after %lld warm-up (median)\n",
+                (long long)S, (long long)S, batch, device.str().c_str(), a.has("--tf32") ? " tf32" : "", threads, runs,
+                warmup);
     std::printf("  forward      %9.1f ms per batch = %.2f images/s\n", fwd, fwd > 0 ? 1000.0 * double(batch) / fwd : 0.0);
     std::printf("  capture      %9.1f ms (forward with records + Grad-CAM of the top-5), trace %.1f MiB\n",
                 median(tCapture), double(trace.bytes()) / 1048576.0);

@@ -1,5 +1,6 @@
 // glimpse play: evaluates an EfficientZero checkpoint on a built-in game (mean, median,
 // normalized score) and optionally records every episode (docs/formats.md "Episode").
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 
@@ -70,11 +71,13 @@ int play(const std::vector<std::string>& args) {
     net.module().to(device);
     train::Control control;
     efficientzero::EvalResult r;
+    const auto t0 = std::chrono::steady_clock::now();
     {
         StopOnInterrupt interrupt(control);
         TrainingProgress bar(control, nullptr, -1, 8);
         r = efficientzero::evaluate(net, game, o, &control, bar.fn());
     }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double medianReturn = median(r.returns);
     std::printf("%s: %d episodes, %d simulations on %s%s\n", game.c_str(), r.stats.episodes, o.simulations,
                 device.str().c_str(),
@@ -85,6 +88,10 @@ int play(const std::vector<std::string>& args) {
                 r.stats.mean, r.stats.ci95, medianReturn, r.stats.min, r.stats.max, r.stats.meanLength);
     std::printf("normalized score: mean %.3f, median %.3f (0 = random, 1 = scripted)\n", r.normalizedMean,
                 r.normalizedMedian);
+    // Every move runs one search of o.simulations simulations (environment steps included).
+    const double moves = r.stats.meanLength * double(r.stats.episodes);
+    std::printf("speed: %.0f moves in %.2f s: %.1f moves/s, %.0f simulations/s\n", moves, seconds,
+                moves / std::max(seconds, 1e-9), moves * double(o.simulations) / std::max(seconds, 1e-9));
     for (const auto& f : r.recorded) std::printf("recorded %s\n", f.c_str());
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "app/letr/cli.h"
 #include "core/util/threads.h"
 #include "core/error.h"
+#include "core/util/autocast.h"
 #include "core/util/device.h"
 #include "core/util/timing.h"
 #include "core/io/demo_image.h"
@@ -33,14 +34,19 @@ const char* kBenchUsage =
     "usage: glimpse bench letr [--checkpoint C.h5 | --config C.json | --backbone resnet50]\n"
     "                          [--queries N] [--short-side S] [--threads T] [--runs R]\n"
     "                          [--warmup W] [--image I.png] [--random-seed S] [--device cpu|cuda]\n"
-    "                          [--return-memory]\n"
+    "                          [--return-memory] [--autocast fp32|bf16|fp16] [--tf32] [--no-record]\n"
     "Times LETR stage by stage (backbone, coarse, fine, heads; median over --runs after --warmup\n"
     "runs) on --image or the built-in 640x480 demo scene, then reports images/s, the trace size\n"
     "(float32 and float16 states), the time of one on-demand attention map, and the peak\n"
     "resident memory (VmHWM). Without --checkpoint the model is randomly initialized\n"
     "(--random-seed, default 0): timings do not depend on the weights. Freed memory is kept in\n"
     "the process (as glimpse infer does) unless --return-memory is given. On a busy machine,\n"
-    "OMP_WAIT_POLICY=PASSIVE in the environment keeps idle OpenMP threads from spinning.\n";
+    "OMP_WAIT_POLICY=PASSIVE in the environment keeps idle OpenMP threads from spinning.\n"
+    "--autocast bf16|fp16 (CUDA) runs the forward pass under LibTorch's autocast: matrix products\n"
+    "and convolutions in that precision (glimpse check device reports its endpoint difference).\n"
+    "--tf32 allows TF32 tensor cores for float32 (off by default on CUDA). --no-record runs without\n"
+    "recording attention (as a consumer of lines only would; fused attention on a GPU) and skips\n"
+    "the trace figures.\n";
 
 // The largest difference of attention maps between float16 and float32 state storage, over
 // random queries of every stage.
@@ -59,64 +65,9 @@ double float16AttentionError(const LetrTrace& trace32, const LetrTrace& trace16,
     return err16;
 }
 
-} // namespace
-
-int benchLetr(const std::vector<std::string>& argv) {
-    if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
-        std::cout << kBenchUsage;
-        return 0;
-    }
-    Args a(argv, {"--return-memory"});
-    try {
-        a.checkKnown({"--checkpoint", "--config", "--backbone", "--queries", "--short-side", "--threads", "--runs",
-                      "--warmup", "--image", "--random-seed", "--device", "--return-memory"});
-        if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
-        if (a.has("--checkpoint") && (a.has("--config") || a.has("--backbone") || a.has("--queries")))
-            throw Error("--config/--backbone/--queries do not go with --checkpoint (it has its own config)");
-    } catch (const Error& e) {
-        std::cerr << "glimpse bench: " << e.what() << "\n" << kBenchUsage;
-        return 2;
-    }
-
-    const long long threads = a.getInt("--threads", std::max(1u, std::thread::hardware_concurrency()));
-    const long long runs = a.getInt("--runs", 5);
-    const long long warmup = a.getInt("--warmup", 1);
-    if (threads < 1 || runs < 1 || warmup < 0) throw Error("--threads/--runs must be >= 1, --warmup >= 0");
-    glimpse::setComputeThreads(int(threads));
-    if (!a.has("--return-memory")) keepFreedMemory();
-
-    std::string modelDesc;
-    const std::shared_ptr<LetrModel> model = letrModelFromArgs(a, modelDesc);
-    const std::string device = a.get("--device", "cpu");
-    const LetrConfig& cfg = model->config();
-
-    cv::Mat rgb = a.has("--image") ? loadImageRGB(*a.get("--image")) : makeDemoImage(640, 480, 1);
-    const std::string imageDesc = a.has("--image") ? *a.get("--image") : "demo scene";
-
-    torch::NoGradGuard noGrad;
-    std::vector<double> tBackbone, tCoarse, tFine, tHeads, tForward, tEnd;
-    LetrTrace trace32, trace16;
-    LetrImage input;
-    for (long long r = 0; r < warmup + runs; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        input = model->preprocess(rgb);
-        LetrForwardOptions fo;
-        fo.record = true;
-        fo.time = true;
-        LetrOutput out = model->forward({input.tensor}, fo);
-        trace32 = LetrTrace::capture(*model, out, 0, input, LetrTracePrecision::Float32);
-        const double end = msSince(t0);
-        if (r == warmup + runs - 1) trace16 = LetrTrace::capture(*model, out, 0, input, LetrTracePrecision::Float16);
-        if (r < warmup) continue;
-        tBackbone.push_back(out.timings.backbone);
-        tCoarse.push_back(out.timings.coarse);
-        tFine.push_back(out.timings.fine);
-        tHeads.push_back(out.timings.heads);
-        tForward.push_back(out.timings.total());
-        tEnd.push_back(end);
-    }
-
-    // On-demand attention: random (layer, head, entity) queries on both stages.
+// The trace's sizes and the times of on-demand attention maps: random (layer, head, entity)
+// queries on both stages.
+void printTraceFigures(const LetrTrace& trace32, const LetrTrace& trace16) {
     std::mt19937 rng(1234);
     const int queries = 200;
     auto timeQueries = [&](const LetrTrace& t, Stage s, bool self, bool meanHeads) {
@@ -139,37 +90,107 @@ int benchLetr(const std::vector<std::string>& argv) {
     const double attnCoarse = timeQueries(trace32, Stage::Coarse, false, true);
     const double selfMean = timeQueries(trace32, last, true, true);
     const double attn16 = timeQueries(trace16, last, false, true);
-
     const double err16 = float16AttentionError(trace32, trace16, rng);
+    std::printf("  trace        %lld bytes (float32 states), %lld bytes (float16 states; max attention"
+                " difference %.2g)\n", (long long)trace32.bytes(), (long long)trace16.bytes(), err16);
+    std::printf("  attention    %.3f ms per map (%s, mean of heads), %.3f ms (one head), %.3f ms (coarse);"
+                " float16 trace %.3f ms\n", attnMean, stageName(last), attnHead, attnCoarse, attn16);
+    std::printf("  self-attn    %.3f ms per entity (%s, mean of heads)\n", selfMean, stageName(last));
+}
 
-    const auto fsC = trace32.featureSize(Stage::Coarse);
+} // namespace
+
+int benchLetr(const std::vector<std::string>& argv) {
+    if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
+        std::cout << kBenchUsage;
+        return 0;
+    }
+    Args a(argv, {"--return-memory", "--no-record", "--tf32"});
+    try {
+        a.checkKnown({"--checkpoint", "--config", "--backbone", "--queries", "--short-side", "--threads", "--runs",
+                      "--warmup", "--image", "--random-seed", "--device", "--return-memory", "--autocast", "--no-record", "--tf32"});
+        if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
+        if (a.has("--checkpoint") && (a.has("--config") || a.has("--backbone") || a.has("--queries")))
+            throw Error("--config/--backbone/--queries do not go with --checkpoint (it has its own config)");
+    } catch (const Error& e) {
+        std::cerr << "glimpse bench: " << e.what() << "\n" << kBenchUsage;
+        return 2;
+    }
+
+    const long long threads = a.getInt("--threads", std::max(1u, std::thread::hardware_concurrency()));
+    const long long runs = a.getInt("--runs", 5);
+    const long long warmup = a.getInt("--warmup", 1);
+    if (threads < 1 || runs < 1 || warmup < 0) throw Error("--threads/--runs must be >= 1, --warmup >= 0");
+    glimpse::setComputeThreads(int(threads));
+    if (!a.has("--return-memory")) keepFreedMemory();
+
+    std::string modelDesc;
+    const std::shared_ptr<LetrModel> model = letrModelFromArgs(a, modelDesc);
+    const std::string device = a.get("--device", "cpu");
+    const torch::ScalarType autocast = parseAutocast(a.get("--autocast", "fp32"));
+    const bool record = !a.has("--no-record");
+    if (a.has("--tf32")) setTf32(true);
+    const LetrConfig& cfg = model->config();
+
+    cv::Mat rgb = a.has("--image") ? loadImageRGB(*a.get("--image")) : makeDemoImage(640, 480, 1);
+    const std::string imageDesc = a.has("--image") ? *a.get("--image") : "demo scene";
+
+    torch::NoGradGuard noGrad;
+    std::vector<double> tBackbone, tCoarse, tFine, tHeads, tForward, tEnd;
+    LetrTrace trace32, trace16;
+    LetrImage input;
+    for (long long r = 0; r < warmup + runs; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        input = model->preprocess(rgb);
+        LetrForwardOptions fo;
+        fo.record = record;
+        fo.time = true;
+        LetrOutput out;
+        {
+            AutocastGuard ag(model->device(), autocast);
+            out = model->forward({input.tensor}, fo);
+        }
+        if (record) trace32 = LetrTrace::capture(*model, out, 0, input, LetrTracePrecision::Float32);
+        else out.stages.back().lines.to(torch::kCPU);   // what a consumer of the lines waits for
+        const double end = msSince(t0);
+        if (record && r == warmup + runs - 1)
+            trace16 = LetrTrace::capture(*model, out, 0, input, LetrTracePrecision::Float16);
+        if (r < warmup) continue;
+        tBackbone.push_back(out.timings.backbone);
+        tCoarse.push_back(out.timings.coarse);
+        tFine.push_back(out.timings.fine);
+        tHeads.push_back(out.timings.heads);
+        tForward.push_back(out.timings.total());
+        tEnd.push_back(end);
+    }
+
     std::printf("LETR bench: %s, %s, d=%lld, %lld heads, FFN %lld, N=%lld, layers enc/dec coarse %lld/%lld",
                 modelDesc.c_str(), cfg.backbone.c_str(), (long long)cfg.hiddenDim, (long long)cfg.nheads,
                 (long long)cfg.dimFeedforward, (long long)cfg.numQueries, (long long)cfg.coarseEncLayers,
                 (long long)cfg.coarseDecLayers);
     if (cfg.fineStage) std::printf(", fine %lld/%lld", (long long)cfg.fineEncLayers, (long long)cfg.fineDecLayers);
-    std::printf("\n  input %s %dx%d -> %lldx%lld (short side %lld); coarse map %lldx%lld", imageDesc.c_str(), rgb.cols,
-                rgb.rows, (long long)input.width(), (long long)input.height(), (long long)cfg.shortSide,
-                (long long)fsC[1], (long long)fsC[0]);
-    if (cfg.fineStage) {
+    std::printf("\n  input %s %dx%d -> %lldx%lld (short side %lld)", imageDesc.c_str(), rgb.cols, rgb.rows,
+                (long long)input.width(), (long long)input.height(), (long long)cfg.shortSide);
+    if (record) {
+        const auto fsC = trace32.featureSize(Stage::Coarse);
+        std::printf("; coarse map %lldx%lld", (long long)fsC[1], (long long)fsC[0]);
+    }
+    if (record && cfg.fineStage) {
         const auto fsF = trace32.featureSize(Stage::Fine);
         std::printf(", fine map %lldx%lld", (long long)fsF[1], (long long)fsF[0]);
     }
-    std::printf("\n  %s, %lld threads, %lld runs after %lld warm-up (median ms), freed memory %s\n", device.c_str(),
-                threads, runs, warmup, a.has("--return-memory") ? "returned to the OS" : "kept");
+    std::printf("\n  %s%s%s, %lld threads, %lld runs after %lld warm-up (median ms), freed memory %s\n", device.c_str(),
+                autocast == torch::kFloat ? "" : (std::string(" autocast ") + c10::toString(autocast)).c_str(),
+                a.has("--tf32") ? " tf32" : "", threads, runs, warmup, a.has("--return-memory") ? "returned to the OS" : "kept");
     std::printf("  backbone     %9.1f ms\n", median(tBackbone));
     std::printf("  coarse       %9.1f ms   (input_proj, encoder, decoder)\n", median(tCoarse));
     if (cfg.fineStage) std::printf("  fine         %9.1f ms\n", median(tFine));
     std::printf("  heads        %9.1f ms\n", median(tHeads));
     std::printf("  forward      %9.1f ms\n", median(tForward));
     const double end = median(tEnd);
-    std::printf("  end-to-end   %9.1f ms   (preprocess + forward + trace capture) = %.2f images/s\n", end,
-                end > 0 ? 1000.0 / end : 0.0);
-    std::printf("  trace        %lld bytes (float32 states), %lld bytes (float16 states; max attention"
-                " difference %.2g)\n", (long long)trace32.bytes(), (long long)trace16.bytes(), err16);
-    std::printf("  attention    %.3f ms per map (%s, mean of heads), %.3f ms (one head), %.3f ms (coarse);"
-                " float16 trace %.3f ms\n", attnMean, stageName(last), attnHead, attnCoarse, attn16);
-    std::printf("  self-attn    %.3f ms per entity (%s, mean of heads)\n", selfMean, stageName(last));
+    std::printf("  end-to-end   %9.1f ms   (preprocess + forward + %s) = %.2f images/s\n", end,
+                record ? "trace capture" : "lines to the CPU, no attention recorded", end > 0 ? 1000.0 / end : 0.0);
+    if (record) printTraceFigures(trace32, trace16);
     std::printf("  peak RSS     %.1f MiB (VmHWM)\n", double(peakRssKiB()) / 1024.0);
     return 0;
 }
