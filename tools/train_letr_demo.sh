@@ -14,7 +14,9 @@
 # usage: tools/train_letr_demo.sh [OUT]            (default OUT: runs/letr_demo)
 # Environment: GLIMPSE [build/app/glimpse], RANKS [2], PORT [29650] (the ranks' rendezvous,
 # 127.0.0.1), NICE [0], STAGE1 [unset]: a stage-1 checkpoint to start stage 2 from instead of
-# training stage 1 (e.g. resources/letr_demo_stage1.h5, stage 1 as this script trains it).
+# training stage 1 (e.g. resources/letr_demo_stage1.h5, stage 1 as this script trains it),
+# DEVICE [cpu]: cuda or cuda:N trains each stage in one process on that GPU (RANKS must be 1;
+# a CUDA build, docs/gpu.md).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,10 +25,15 @@ OUT="${1:-runs/letr_demo}"
 RANKS="${RANKS:-2}"
 PORT="${PORT:-29650}"
 NICE="${NICE:-0}"
+DEVICE="${DEVICE:-cpu}"
 DATA="procedural:100000:1:256x192"
 
 [ -x "$GLIMPSE" ] || { echo "train_letr_demo.sh: $GLIMPSE is not built" >&2; exit 1; }
 case "$RANKS" in ''|*[!0-9]*|0) echo "train_letr_demo.sh: RANKS must be a positive integer" >&2; exit 2;; esac
+if [ "$DEVICE" != cpu ] && [ "$RANKS" != 1 ]; then
+    echo "train_letr_demo.sh: DEVICE=$DEVICE trains in one process: set RANKS=1" >&2
+    exit 2
+fi
 mkdir -p "$OUT"
 
 # stage NAME CONFIG [glimpse options...]: one stage, resumed when it has a checkpoint.
@@ -37,8 +44,9 @@ stage() {
         echo "== $name: done ($dir/model.h5)"
         return
     fi
-    echo "== $name: $config -> $dir ($RANKS ranks)"
-    local args=(train letr --config "$here/resources/$config" --data "$DATA" --out "$dir" --threads 1 --resume "$@")
+    echo "== $name: $config -> $dir ($RANKS ranks, $DEVICE)"
+    local args=(train letr --config "$here/resources/$config" --data "$DATA" --out "$dir" --threads 1 --resume
+                --device "$DEVICE" "$@")
     if [ "$RANKS" = 1 ]; then
         OMP_WAIT_POLICY=PASSIVE nice -n "$NICE" "$GLIMPSE" "${args[@]}"
     else

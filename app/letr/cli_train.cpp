@@ -6,6 +6,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
+#include "core/util/device.h"
 #include "core/util/threads.h"
 #include "core/error.h"
 #include "core/models/letr/train.h"
@@ -16,7 +17,7 @@ namespace {
 
 const char* kTrainUsage =
     "usage: glimpse train letr --data D --out RUN_DIR [--config C.json] [--resume] [--steps N]\n"
-    "                          [--threads T] [--init MODEL.h5]\n"
+    "                          [--threads T] [--init MODEL.h5] [--device cpu|cuda[:N]]\n"
     "Trains LETR (coarse stage, then fine stage initialized from it, then optional focal\n"
     "fine-tuning) on D: a Wireframe JSON file, a folder with train.json, or\n"
     "procedural:COUNT[:SEED[:WxH]]. Without --config the small CPU model and schedule are used.\n"
@@ -25,7 +26,9 @@ const char* kTrainUsage =
     "Writes RUN_DIR/run.h5 (live run log), RUN_DIR/checkpoint.h5 (resumable state) and, at the\n"
     "end, RUN_DIR/model.h5 (a LETR checkpoint for glimpse infer and the GUI).\n"
     "--init starts from the weights of a LETR model or of another run's checkpoint.h5 (the\n"
-    "config's \"init\"; the shapes must match) instead of random ones.\n";
+    "config's \"init\"; the shapes must match) instead of random ones.\n"
+    "--device runs the model, its gradients and the optimizer there (default cpu); data,\n"
+    "matching and files stay on the CPU, and a run may resume on another device.\n";
 
 std::string usage() { return std::string(kTrainUsage) + kDistUsage; }
 
@@ -39,8 +42,9 @@ int trainLetr(const std::vector<std::string>& args) {
     Args a(args, {"--resume"});
     long long maxSteps = -1, threads = 0;
     dist::Settings ds;
+    torch::Device device(torch::kCPU);
     try {
-        std::vector<std::string> known{"--config", "--data", "--out", "--resume", "--steps", "--threads", "--init"};
+        std::vector<std::string> known{"--config", "--data", "--out", "--resume", "--steps", "--threads", "--init", "--device"};
         known.insert(known.end(), distFlags().begin(), distFlags().end());
         a.checkKnown(known);
         if (!a.has("--data") || !a.has("--out")) throw Error("missing --data or --out");
@@ -49,6 +53,9 @@ int trainLetr(const std::vector<std::string>& args) {
         if (a.has("--steps") && maxSteps < 0) throw Error("--steps must be >= 0");
         if (threads < 0) throw Error("--threads must be >= 0");
         ds = distSettings(a);
+        device = parseDevice(a.get("--device", "cpu"));
+        if (ds.distributed() && !device.is_cpu())
+            throw Error("--device " + device.str() + ": distributed training runs on the CPU (Gloo); use one process");
     } catch (const Error& e) {
         std::cerr << "glimpse train letr: " << e.what() << "\n" << usage();
         return 2;
@@ -77,7 +84,7 @@ int trainLetr(const std::vector<std::string>& args) {
                           latestMetric(p, "loss/cls"), latestMetric(p, "loss/l1"), latestMetric(p, "throughput"));
             return std::string(m);
         }, maxSteps, 25, ds.distributed() ? "rank " + std::to_string(ds.rank) + " " : "");
-        letr::trainLetr(cfg, a.require("--data"), out, a.has("--resume"), control, bar.fn(), comm.get());
+        letr::trainLetr(cfg, a.require("--data"), out, a.has("--resume"), control, bar.fn(), comm.get(), device);
     }
     if (ds.rank != 0) {
         std::cout << "rank " << ds.rank << " of " << ds.worldSize << ": " << (lastStep < total ? "stopped" : "done")

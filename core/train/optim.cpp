@@ -90,9 +90,11 @@ double warmupCosine(double base, double minLr, int64_t warmup, int64_t total, in
 
 double clipGradNorm(const std::vector<AdamW::Param>& params, double maxNorm) {
     torch::NoGradGuard ng;
-    double sq = 0.0;
+    // One host synchronization for all parameters (a GPU run would otherwise wait once per tensor).
+    std::vector<torch::Tensor> sums;
     for (const auto& p : params)
-        if (p.tensor.grad().defined()) sq += p.tensor.grad().pow(2).sum().item<double>();
+        if (p.tensor.grad().defined()) sums.push_back(p.tensor.grad().pow(2).sum().to(torch::kDouble));
+    const double sq = sums.empty() ? 0.0 : torch::stack(sums).sum().item<double>();
     const double norm = std::sqrt(sq);
     if (maxNorm > 0 && norm > maxNorm) {
         const double scale = maxNorm / (norm + 1e-6);

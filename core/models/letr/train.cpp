@@ -1,7 +1,9 @@
 #include "core/models/letr/train.h"
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <sstream>
 #include <tuple>
 
@@ -369,6 +371,7 @@ struct LetrRun {
     bool initFine = false;   // the fine stage came from cfg.init: the fine phase does not copy the coarse one
     dist::Communicator* comm = nullptr;   // a distributed run (else null)
     int rank = 0, world = 1;
+    torch::Device device{torch::kCPU};   // where the model and its gradients live
     // This rank's rows of each step's batch: [rowBegin, rowEnd) of batch_size.
     int64_t rowBegin() const { return cfg.batchSize / world * rank; }
     int64_t rowEnd() const { return cfg.batchSize / world * (rank + 1); }
@@ -472,6 +475,41 @@ void loadBatch(const LetrRun& run, int64_t step, std::vector<torch::Tensor>& ima
         images.push_back(t);
     }
 }
+
+// On an accelerator the CPU would sit idle while the device computes: the next step's batch is
+// made on a second thread meanwhile. loadBatch depends on the step alone, so the batches (and
+// the run) are the same as without it. Off on the CPU, whose cores are already busy.
+class BatchPrefetch {
+public:
+    explicit BatchPrefetch(bool on) : on_(on) {}
+    ~BatchPrefetch() {
+        if (next_.valid()) next_.wait();
+    }
+    void start(const LetrRun& run, int64_t step) {
+        if (!on_) return;
+        step_ = step;
+        next_ = std::async(std::launch::async, [&run, step] {
+            std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> b;
+            loadBatch(run, step, b.first, b.second);
+            return b;
+        });
+    }
+    void take(const LetrRun& run, int64_t step, std::vector<torch::Tensor>& images, std::vector<torch::Tensor>& targets) {
+        if (next_.valid() && step_ == step) {
+            auto b = next_.get();   // rethrows the loader's error
+            images = std::move(b.first);
+            targets = std::move(b.second);
+            return;
+        }
+        if (next_.valid()) next_.wait();
+        loadBatch(run, step, images, targets);
+    }
+
+private:
+    bool on_;
+    int64_t step_ = -1;
+    std::future<std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>>> next_;
+};
 
 std::map<std::string, double> stepMetrics(const LetrLoss& loss, double lr, double gradNorm, double imagesPerSecond,
                                           size_t phase, double total) {
@@ -622,6 +660,7 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
     lossCfg.focal = ph.focal;
     const int64_t drop = ph.fineStage ? cfg.lrDropFine : cfg.lrDropCoarse;
     auto save = [&] { saveCheckpoint(run, ph, pi, opt, log); };
+    BatchPrefetch prefetch(!run.device.is_cpu());
     while (run.step < ph.begin + ph.steps) {
         if (dist::anyRankStops(run.comm, !run.control.checkpoint())) {
             save();
@@ -633,7 +672,8 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         opt.setLr(lr);
         torch::manual_seed(train::mixSeed(cfg.seed, uint64_t(run.step), 1));
         std::vector<torch::Tensor> images, targets;
-        loadBatch(run, run.step, images, targets);
+        prefetch.take(run, run.step, images, targets);
+        if (run.step + 1 < ph.begin + ph.steps) prefetch.start(run, run.step + 1);
         LetrForwardOptions fo;
         fo.coarseOnly = !ph.fineStage;
         fo.keepFeatures = aux;
@@ -709,9 +749,12 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
 } // namespace
 
 void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const std::string& outDir, bool resume,
-               train::Control& control, const train::ProgressFn& progress, dist::Communicator* comm) {
+               train::Control& control, const train::ProgressFn& progress, dist::Communicator* comm,
+               const torch::Device& device) {
     cfg.validate();
     const int world = comm ? comm->worldSize() : 1;
+    if (world > 1 && !device.is_cpu())
+        throw Error("distributed LETR training runs on the CPU (Gloo); --device " + device.str() + " needs one process");
     if (cfg.batchSize % world != 0)
         throw Error("batch_size " + std::to_string(cfg.batchSize) + " does not divide by the world size " +
                     std::to_string(world) + " (every rank trains on batch_size / world size images)");
@@ -728,6 +771,9 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
         run.auxHead = DenseLineHead(cfg.model.levelChannels(cfg.model.fineLevel), cfg.model.levelChannels(cfg.model.coarseLevel),
                                     cfg.aux, cfg.seed);
     if (cfg.denoise.enabled) run.dnEncoder = LineQueryEncoder(cfg.model.hiddenDim, cfg.seed);
+    run.device = device;
+    run.model->to(device);   // loading below copies into these tensors, on their device
+    for (auto& [prefix, module] : trainingOnlyModules(run)) module->to(device);
     if (cfg.emaDecay > 0) run.ema = std::make_unique<train::WeightEma>(cfg.emaDecay);
     if (comm && world > 1) {
         run.comm = comm;

@@ -136,9 +136,13 @@ std::string letrValidationSpec(const LetrTrainConfig& cfg, const std::string& da
 // With `comm` (W processes, docs/distributed.md): each rank trains on its batch_size / W images
 // of every batch, with the whole batch's loss denominators (LossNormalizers), gradients averaged
 // over the ranks; rank 0 alone validates and writes the files. A resumed run may change W.
+// `device`: where the model, the training-only modules, the optimizer state and the weight
+// average live and every forward and backward pass runs (core/util/device.h parses the CLI's
+// --device). The data, the matching and the files stay on the CPU; a checkpoint written on one
+// device resumes on another. A distributed run is CPU-only (Gloo).
 void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const std::string& outDir,
                bool resume, train::Control& control, const train::ProgressFn& progress,
-               dist::Communicator* comm = nullptr);
+               dist::Communicator* comm = nullptr, const torch::Device& device = torch::Device(torch::kCPU));
 
 // Training-time input: RGB CV_8UC3 -> normalized [3, H, W] float (mean/std of `model`).
 torch::Tensor letrInputTensor(const cv::Mat& rgb, const LetrConfig& model);
