@@ -8,6 +8,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -91,6 +92,48 @@ private Q_SLOTS:
         r = run({"check", "device", "--only", "resnet"});
         QCOMPARE(r.code, 1);
         QVERIFY2(r.err.contains("--only"), qPrintable(r.err));
+    }
+
+    // glimpse play reports its search speed: every move of every episode is one search of
+    // --simulations simulations.
+    void playReportsSearchSpeed() {
+        const QString runDir = dir_.filePath("ez_play");
+        Result r = run({"train", "efficientzero", "--env", "breakout", "--steps", "1", "--min-replay", "16",
+                        "--envs", "2", "--out", runDir, "--threads", "1"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        r = run({"play", "--checkpoint", runDir + "/model.h5", "--env", "breakout", "--episodes", "2",
+                 "--simulations", "4", "--max-episode-steps", "10", "--threads", "1"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const auto len = QRegularExpression("mean length ([0-9.]+)").match(r.out);
+        const auto speed = QRegularExpression("speed: ([0-9]+) moves in ([0-9.]+) s: ([0-9.]+) moves/s, ([0-9]+) simulations/s")
+                               .match(r.out);
+        QVERIFY2(len.hasMatch() && speed.hasMatch(), qPrintable(r.out));
+        const double moves = speed.captured(1).toDouble();
+        QCOMPARE(moves, 2 * len.captured(1).toDouble());
+        QVERIFY(moves >= 2 && moves <= 20);
+        const double perSecond = speed.captured(3).toDouble(), sims = speed.captured(4).toDouble();
+        QVERIFY(perSecond > 0);
+        QVERIFY2(std::abs(sims - 4 * perSecond) <= 0.5 + 4 * 0.05, qPrintable(r.out));
+    }
+
+    // The device flags of training and the bf16 autocast of the LETR bench: refused with a
+    // message naming the flag where this machine cannot honour them (no CUDA here), before any
+    // file is written.
+    void deviceFlagsWithoutGpu() {
+        const QString out = dir_.filePath("train_on_cuda");
+        Result r = run({"train", "letr", "--data", "procedural:4:1:64x48", "--out", out, "--steps", "1", "--device", "cuda"});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("--device cuda: CUDA is not available"), qPrintable(r.err));
+        QVERIFY(!QFileInfo::exists(out));
+        r = run({"train", "letr", "--data", "procedural:4:1:64x48", "--out", out, "--steps", "1", "--device", "gpu"});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("expected cpu, cuda or cuda:N"), qPrintable(r.err));
+        r = run({"bench", "letr", "--autocast", "bf16", "--runs", "1", "--warmup", "0", "--short-side", "64", "--threads", "1"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("autocast BFloat16 runs on a CUDA device, not cpu"), qPrintable(r.err));
+        r = run({"bench", "letr", "--autocast", "fp8"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("--autocast: expected fp32, bf16 or fp16, got 'fp8'"), qPrintable(r.err));
     }
 
     // GUI options are parsed strictly before any window is made: a bad value is refused with

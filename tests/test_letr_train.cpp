@@ -1087,6 +1087,7 @@ private Q_SLOTS:
                 QCOMPARE(p.exitCode(), 0);
                 QCOMPARE(lines.size(), 3);
                 QVERIFY(lines[2].contains("letr_demo_448.json") && lines[2].contains("stage2/checkpoint.h5"));
+                QVERIFY(lines[2].contains("--device cpu"));
                 QVERIFY(QFileInfo::exists(dir.filePath("done/model.h5")));
             } else {
                 QCOMPARE(p.exitCode(), 3);
@@ -1094,6 +1095,27 @@ private Q_SLOTS:
                 QVERIFY2(p.readAllStandardError().contains("stage1 stopped before its last step"), "message");
             }
         }
+        // DEVICE=cuda: one process per stage on the GPU, every stage told so; with RANKS > 1 refused.
+        QFile::remove(log);
+        QProcess p;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("GLIMPSE", fake);
+        env.insert("RANKS", "1");
+        env.insert("DEVICE", "cuda:0");
+        p.setProcessEnvironment(env);
+        p.start("bash", {GLIMPSE_SOURCE_DIR "/tools/train_letr_demo.sh", dir.filePath("gpu")});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 3);   // the last stand-in wrote no model.h5: stopped after stage 1
+        QFile calls(log);
+        QVERIFY(calls.open(QIODevice::ReadOnly));
+        const QString call = QString(calls.readAll()).trimmed();
+        QVERIFY2(call.contains("--device cuda:0") && !call.contains("--world-size"), qPrintable(call));
+        env.insert("RANKS", "2");
+        p.setProcessEnvironment(env);
+        p.start("bash", {GLIMPSE_SOURCE_DIR "/tools/train_letr_demo.sh", dir.filePath("gpu2")});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 2);
+        QVERIFY(p.readAllStandardError().contains("DEVICE=cuda:0 trains in one process: set RANKS=1"));
     }
 };
 
