@@ -97,9 +97,13 @@ std::vector<Row> checkLetr(const torch::Device& dev, int64_t size) {
     Row tf32{"letr", "endpoints tf32 vs fp32 (px)"};
     tf32.info = true;
     tf32.cpuMs = lines.deviceMs;
-    setTf32(true);
-    tf32.deviceMs = millis([&] { tf = model->forward({image.to(dev)}); }, dev);
-    setTf32(false);
+    tf32.deviceMs = millis([&] {
+        struct Tf32On {   // back to float32 even when the forward throws
+            Tf32On() { setTf32(true); }
+            ~Tf32On() { setTf32(false); }
+        } on32;
+        tf = model->forward({image.to(dev)});
+    }, dev);
     for (size_t s = 0; s < on.stages.size(); ++s)
         tf32.diff = std::max(tf32.diff, maxDiff(on.stages[s].lines, tf.stages[s].lines) * double(size));
     return {lines, logits, half, tf32};
@@ -174,11 +178,11 @@ int checkDevice(const std::vector<std::string>& args) {
     }
     if (rows.empty()) throw Error("--only: expected some of letr,coat,efficientzero, got '" + only + "'");
     bool ok = true;
-    std::printf("%-14s %-24s %12s %10s %10s  %s\n", "model", "output", "max |diff|", "cpu ms", (name + " ms").c_str(), "result");
+    std::printf("%-14s %-28s %12s %10s %10s  %s\n", "model", "output", "max |diff|", "cpu ms", (name + " ms").c_str(), "result");
     for (const auto& r : rows) {
         const bool pass = r.info || r.diff <= (r.tolerance >= 0 ? r.tolerance : tolerance);
         ok = ok && pass;
-        std::printf("%-14s %-24s %12.3g %10.1f %10.1f  %s\n", r.model.c_str(), r.output.c_str(), r.diff, r.cpuMs, r.deviceMs,
+        std::printf("%-14s %-28s %12.3g %10.1f %10.1f  %s\n", r.model.c_str(), r.output.c_str(), r.diff, r.cpuMs, r.deviceMs,
                     r.info ? "info" : pass ? "ok" : "FAIL");
     }
     std::printf("tolerance %g (bf16 rows: %g px): %s\n", tolerance, kBf16TolerancePx,
