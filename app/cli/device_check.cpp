@@ -58,6 +58,13 @@ struct Row {
 // The bound for bf16 inference: line endpoints within half a pixel of fp32 on the GPU.
 constexpr double kBf16TolerancePx = 0.5;
 
+// The largest line-endpoint difference over both stages' layers, in pixels of a size x size input.
+double endpointDiffPx(const letr::LetrOutput& a, const letr::LetrOutput& b, int64_t size) {
+    double d = 0;
+    for (size_t s = 0; s < a.stages.size(); ++s) d = std::max(d, maxDiff(a.stages[s].lines, b.stages[s].lines));
+    return d * double(size);
+}
+
 // Each check runs `run` on the CPU, moves the model to `dev`, runs it again and compares.
 std::vector<Row> checkLetr(const torch::Device& dev, int64_t size) {
     letr::LetrConfig cfg;
@@ -73,10 +80,9 @@ std::vector<Row> checkLetr(const torch::Device& dev, int64_t size) {
     lines.cpuMs = millis([&] { cpu = model->forward({image}); }, torch::kCPU);
     model->to(dev);
     lines.deviceMs = millis([&] { on = model->forward({image.to(dev)}); }, dev);
-    for (size_t s = 0; s < cpu.stages.size(); ++s) {
-        lines.diff = std::max(lines.diff, maxDiff(cpu.stages[s].lines, on.stages[s].lines) * double(size));
+    lines.diff = endpointDiffPx(cpu, on, size);
+    for (size_t s = 0; s < cpu.stages.size(); ++s)
         logits.diff = std::max(logits.diff, maxDiff(cpu.stages[s].logits, on.stages[s].logits));
-    }
     logits.cpuMs = lines.cpuMs;
     logits.deviceMs = lines.deviceMs;
     if (!dev.is_cuda()) return {lines, logits};
@@ -89,8 +95,7 @@ std::vector<Row> checkLetr(const torch::Device& dev, int64_t size) {
         AutocastGuard ag(dev, torch::kBFloat16);
         bf = model->forward({image.to(dev)});
     }, dev);
-    for (size_t s = 0; s < on.stages.size(); ++s)
-        half.diff = std::max(half.diff, maxDiff(on.stages[s].lines, bf.stages[s].lines) * double(size));
+    half.diff = endpointDiffPx(on, bf, size);
     // TF32 tensor cores for the float32 products (LibTorch's default for convolutions; glimpse
     // turns it off): how far it moves the endpoints, for the record.
     letr::LetrOutput tf;
@@ -104,8 +109,7 @@ std::vector<Row> checkLetr(const torch::Device& dev, int64_t size) {
         } on32;
         tf = model->forward({image.to(dev)});
     }, dev);
-    for (size_t s = 0; s < on.stages.size(); ++s)
-        tf32.diff = std::max(tf32.diff, maxDiff(on.stages[s].lines, tf.stages[s].lines) * double(size));
+    tf32.diff = endpointDiffPx(on, tf, size);
     return {lines, logits, half, tf32};
 }
 

@@ -54,6 +54,7 @@ int trainLetr(const std::vector<std::string>& args) {
         if (threads < 0) throw Error("--threads must be >= 0");
         ds = distSettings(a);
         device = parseDevice(a.get("--device", "cpu"));
+        // trainLetr refuses this too; here it is refused before the rendezvous waits for the ranks.
         if (ds.distributed() && !device.is_cpu())
             throw Error("--device " + device.str() + ": distributed training runs on the CPU (Gloo); use one process");
     } catch (const Error& e) {

@@ -50,16 +50,17 @@ for s in "${steps[@]}"; do
         run check_device_1100 "$G" check device --only letr --size 1100
         ;;
     bench)
+        declare -A img=()
         for size in 512 1100; do
-            img="$(square_image "$size")" || { echo "measure.sh: data export failed" >&2; failed=1; continue; }
+            img[$size]="$(square_image "$size")" || { echo "measure.sh: data export failed" >&2; failed=1; continue; }
             # With the trace (what the inspector needs), then lines only in fp32, TF32 and bf16.
             run "bench_letr_cuda_${size}_trace" "$G" bench letr --device cuda --backbone resnet50 --queries 1000 \
-                --image "$img" --short-side "$size" --runs 20 --warmup 5
+                --image "${img[$size]}" --short-side "$size" --runs 20 --warmup 5
             for prec in fp32 tf32 bf16; do
                 extra=(--autocast "$prec")
                 [ "$prec" = tf32 ] && extra=(--tf32)
                 run "bench_letr_cuda_${size}_$prec" "$G" bench letr --device cuda --backbone resnet50 --queries 1000 \
-                    --image "$img" --short-side "$size" --runs 20 --warmup 5 --no-record "${extra[@]}"
+                    --image "${img[$size]}" --short-side "$size" --runs 20 --warmup 5 --no-record "${extra[@]}"
             done
         done
         for batch in 1 64; do
@@ -68,9 +69,9 @@ for s in "${steps[@]}"; do
             run "bench_coat_cuda_b${batch}_tf32" "$G" bench coat --variant coat_lite_tiny --device cuda --batch "$batch" \
                 --runs 20 --warmup 5 --tf32
         done
-        img="$(square_image 512)" &&
+        [ -n "${img[512]:-}" ] &&
             run bench_letr_cpu_512 "$G" bench letr --device cpu --backbone resnet50 --queries 1000 \
-                --image "$img" --short-side 512 --runs 3 --warmup 1 --threads "$(nproc)"
+                --image "${img[512]}" --short-side 512 --runs 3 --warmup 1 --threads "$(nproc)"
         ;;
     train)
         # The demo recipe's stage 2 on the GPU for 300 steps: throughput and a working loop
