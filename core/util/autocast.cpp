@@ -23,8 +23,26 @@ torch::ScalarType parseAutocast(const std::string& name, const std::string& flag
 
 AutocastGuard::AutocastGuard(const torch::Device& device, torch::ScalarType dtype) {
     if (dtype == torch::kFloat) return;
+    if (device.is_cpu() && dtype == torch::kBFloat16) {
+        cpu_ = true;
+#if GLIMPSE_AUTOCAST_PER_DEVICE
+        wasEnabled_ = at::autocast::is_autocast_enabled(at::kCPU);
+        wasDtype_ = at::autocast::get_autocast_dtype(at::kCPU);
+        at::autocast::set_autocast_dtype(at::kCPU, dtype);
+        at::autocast::set_autocast_enabled(at::kCPU, true);
+#else
+        wasEnabled_ = at::autocast::is_cpu_enabled();
+        wasDtype_ = at::autocast::get_autocast_cpu_dtype();
+        at::autocast::set_autocast_cpu_dtype(dtype);
+        at::autocast::set_cpu_enabled(true);
+#endif
+        at::autocast::increment_nesting();
+        on_ = true;
+        return;
+    }
     if (!device.is_cuda())
-        throw Error(std::string("autocast ") + c10::toString(dtype) + " runs on a CUDA device, not " + device.str());
+        throw Error(std::string("autocast ") + c10::toString(dtype) + " runs on a CUDA device (bfloat16 also on the CPU), not " +
+                    device.str());
 #if GLIMPSE_AUTOCAST_PER_DEVICE
     wasEnabled_ = at::autocast::is_autocast_enabled(at::kCUDA);
     wasDtype_ = at::autocast::get_autocast_dtype(at::kCUDA);
@@ -43,6 +61,16 @@ AutocastGuard::AutocastGuard(const torch::Device& device, torch::ScalarType dtyp
 AutocastGuard::~AutocastGuard() {
     if (!on_) return;
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    if (cpu_) {
+#if GLIMPSE_AUTOCAST_PER_DEVICE
+        at::autocast::set_autocast_enabled(at::kCPU, wasEnabled_);
+        at::autocast::set_autocast_dtype(at::kCPU, wasDtype_);
+#else
+        at::autocast::set_cpu_enabled(wasEnabled_);
+        at::autocast::set_autocast_cpu_dtype(wasDtype_);
+#endif
+        return;
+    }
 #if GLIMPSE_AUTOCAST_PER_DEVICE
     at::autocast::set_autocast_enabled(at::kCUDA, wasEnabled_);
     at::autocast::set_autocast_dtype(at::kCUDA, wasDtype_);

@@ -1,7 +1,9 @@
 #pragma once
-// Mixed-precision inference on a GPU: while an AutocastGuard lives, LibTorch's CUDA autocast runs
-// the matrix products and convolutions of this thread in bfloat16 or float16 (reductions,
-// softmax and normalizations stay in float32; outputs come back as the ops produce them).
+// Mixed precision: while an AutocastGuard lives, LibTorch's autocast runs the matrix products and
+// convolutions of this thread in a lower precision (reductions, softmax and normalizations stay
+// in float32; outputs come back as the ops produce them). On a GPU bfloat16 or float16 (inference,
+// `--autocast`); on the CPU bfloat16 (LETR training's backbone, `train_bf16`: on processors with
+// AMX or AVX512-BF16, oneDNN runs bfloat16 convolutions several times faster than float32 ones).
 #include <string>
 
 #include <torch/types.h>
@@ -13,7 +15,8 @@ torch::ScalarType parseAutocast(const std::string& name, const std::string& flag
 
 class AutocastGuard {
 public:
-    // kFloat: does nothing. Other dtypes need a CUDA device: glimpse::Error otherwise.
+    // kFloat: does nothing. kBFloat16 on a CUDA device or the CPU, kHalf on a CUDA device;
+    // glimpse::Error otherwise.
     AutocastGuard(const torch::Device& device, torch::ScalarType dtype);
     ~AutocastGuard();
     AutocastGuard(const AutocastGuard&) = delete;
@@ -21,6 +24,7 @@ public:
 
 private:
     bool on_ = false;
+    bool cpu_ = false;
     bool wasEnabled_ = false;
     torch::ScalarType wasDtype_ = torch::kFloat;
 };
