@@ -8,11 +8,13 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/command.h"
+#include "core/util/threads.h"
 #ifndef GLIMPSE_HEADLESS
 #include "app/gui.h"
 #endif
 
 int main(int argc, char** argv) {
+    glimpse::chooseBlasKernels(argv);   // may execute glimpse again with OPENBLAS_CORETYPE set
 #ifndef GLIMPSE_HEADLESS
     glimpse::cli::addCommands(glimpse::cli::guiCommands());
     glimpse::cli::setRunLogFollower(glimpse::cli::followRunLog);

@@ -50,6 +50,35 @@ private Q_SLOTS:
         QVERIFY(r.err.contains("unknown command 'frobnicate'"));
     }
 
+    // OpenBLAS's kernels (chooseBlasKernels): on a CPU with AVX2, glimpse never runs with the
+    // generic "Prescott" kernels that OpenBLAS 0.3.21 falls back to for CPU models it does not
+    // know. OPENBLAS_VERBOSE=2 makes OpenBLAS print the kernels it loaded ("Core: X") each time
+    // it loads, so the last line is the one the commands ran with.
+    void blasKernels() {
+        __builtin_cpu_init();
+        if (!__builtin_cpu_supports("avx2")) QSKIP("no AVX2: OpenBLAS's Prescott kernels are the right ones");
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.remove("OPENBLAS_CORETYPE");
+        env.insert("OPENBLAS_VERBOSE", "2");
+        p.setProcessEnvironment(env);
+        p.start(GLIMPSE_EXE, {"--version"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 0);
+        const QString all = QString::fromUtf8(p.readAllStandardOutput() + p.readAllStandardError());
+        QVERIFY2(all.contains("glimpse " GLIMPSE_VERSION), qPrintable(all));
+        const QStringList cores = all.split('\n').filter("Core:");
+        if (cores.isEmpty()) QSKIP("the BLAS in use is not OpenBLAS");
+        QVERIFY2(!cores.last().contains("Prescott"), qPrintable(all));
+        // A kernel choice the user made is kept.
+        env.insert("OPENBLAS_CORETYPE", "Haswell");
+        p.setProcessEnvironment(env);
+        p.start(GLIMPSE_EXE, {"--version"});
+        QVERIFY(p.waitForFinished(60000));
+        const QString mine = QString::fromUtf8(p.readAllStandardOutput() + p.readAllStandardError());
+        QVERIFY2(mine.split('\n').filter("Core:").last().contains("Haswell"), qPrintable(mine));
+    }
+
     // The headless build of the same commands (glimpse-headless; GLIMPSE_HEADLESS=ON builds it as
     // `glimpse`): the commands run, the GUI-only ones are absent and say why.
     void headlessBuild() {
@@ -128,9 +157,14 @@ private Q_SLOTS:
         r = run({"train", "letr", "--data", "procedural:4:1:64x48", "--out", out, "--steps", "1", "--device", "gpu"});
         QCOMPARE(r.code, 2);
         QVERIFY2(r.err.contains("expected cpu, cuda or cuda:N"), qPrintable(r.err));
-        r = run({"bench", "letr", "--autocast", "bf16", "--runs", "1", "--warmup", "0", "--short-side", "64", "--threads", "1"});
+        // bfloat16 autocast also runs on the CPU (oneDNN); float16 needs a GPU.
+        r = run({"bench", "letr", "--autocast", "fp16", "--runs", "1", "--warmup", "0", "--short-side", "64", "--threads", "1"});
         QCOMPARE(r.code, 1);
-        QVERIFY2(r.err.contains("autocast BFloat16 runs on a CUDA device, not cpu"), qPrintable(r.err));
+        QVERIFY2(r.err.contains("autocast Half runs on a CUDA device (bfloat16 also on the CPU), not cpu"), qPrintable(r.err));
+        r = run({"bench", "letr", "--autocast", "bf16", "--runs", "1", "--warmup", "0", "--short-side", "64", "--threads", "1",
+                 "--backbone", "resnet18", "--queries", "20"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("autocast BFloat16"), qPrintable(r.out));
         r = run({"bench", "letr", "--autocast", "fp8"});
         QCOMPARE(r.code, 1);
         QVERIFY2(r.err.contains("--autocast: expected fp32, bf16 or fp16, got 'fp8'"), qPrintable(r.err));

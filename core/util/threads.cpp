@@ -1,6 +1,10 @@
 #include "core/util/threads.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 
 #include <torch/torch.h>
 
@@ -18,6 +22,18 @@ bool setBlasThreads(int threads) {
 void setComputeThreads(int threads) {
     torch::set_num_threads(threads);
     setBlasThreads(threads);
+}
+
+void chooseBlasKernels(char** argv) {
+    if (std::getenv("OPENBLAS_CORETYPE")) return;   // chosen already (by the user, or by us before the exec)
+    using CoreName = char* (*)();
+    auto corename = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+    if (!corename || !corename() || std::strcmp(corename(), "Prescott") != 0) return;
+    __builtin_cpu_init();
+    const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : nullptr;
+    if (!core) return;
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    execv("/proc/self/exe", argv);   // returns only on failure: go on with Prescott's kernels
 }
 
 } // namespace glimpse

@@ -17,4 +17,14 @@ bool setBlasThreads(int threads);
 // their process (glimpse train/infer/eval/bench with --threads or a config's "threads").
 void setComputeThreads(int threads);
 
+// OpenBLAS 0.3.21 (Debian 12's) chooses its kernels by CPU model when it loads, and processors
+// newer than it (e.g. family 6 model 0xCF, which this project's machines report) fall back to
+// its "Prescott" SSE3 kernels: float32 matrix products about 5x slower than its AVX-512 ones
+// (docs/decisions.md, "OpenBLAS's kernels"). It reads OPENBLAS_CORETYPE only at load time, so
+// when it reports Prescott on a CPU with AVX-512 (AVX2), this sets OPENBLAS_CORETYPE to SkylakeX
+// (Haswell) and executes the program again with the same arguments. Call it first in main().
+// Does nothing when OPENBLAS_CORETYPE is already set, the BLAS is not OpenBLAS, or OpenBLAS
+// chose another kernel; returns only then (or when the exec fails).
+void chooseBlasKernels(char** argv);
+
 } // namespace glimpse
