@@ -1010,6 +1010,253 @@ private Q_SLOTS:
         QVERIFY2(contains(err2, {"missing.h5"}), err2.c_str());
     }
 
+    // The memory position term against a loop over the cells: each un-padded cell's linear map
+    // against its centre ((j + 0.5) * stride / W, (i + 0.5) * stride / H), padded cells ignored.
+    void memoryPositionLossMatchesLoop() {
+        MemoryPositionHead head(8, 3);
+        torch::manual_seed(2);
+        {
+            torch::NoGradGuard ng;
+            head->coarse->weight.normal_(0, 0.3);
+        }
+        // Two images in one padded batch: 3 x 4 cells (input 96 x 128) and 2 x 3 (64 x 80) of stride 32.
+        const int64_t h = 3, w = 4;
+        auto memory = torch::randn({2, h * w, 8}, torch::kFloat);
+        const std::vector<std::array<int64_t, 2>> valid{{3, 4}, {2, 3}}, input{{96, 128}, {64, 80}};
+        auto l = memoryPositionLoss(head->coarse, memory, h, w, valid, input, 5);
+        double want = 0;
+        for (int64_t b = 0; b < 2; ++b) {
+            double sum = 0;
+            for (int64_t i = 0; i < valid[size_t(b)][0]; ++i)
+                for (int64_t j = 0; j < valid[size_t(b)][1]; ++j) {
+                    torch::NoGradGuard ng;
+                    auto p = head->coarse->forward(memory[b][i * w + j]);
+                    sum += std::abs(p[0].item<double>() - (j + 0.5) * 32 / double(input[size_t(b)][1])) +
+                           std::abs(p[1].item<double>() - (i + 0.5) * 32 / double(input[size_t(b)][0]));
+                }
+            want += sum / (2.0 * double(valid[size_t(b)][0] * valid[size_t(b)][1]));
+        }
+        QVERIFY2(std::abs(l.item<double>() - want / 2) < 1e-5, qPrintable(QString("%1 vs %2").arg(l.item<double>()).arg(want / 2)));
+        l.backward();
+        QVERIFY(head->coarse->weight.grad().abs().sum().item<double>() > 0);
+        QVERIFY(!head->fine->weight.grad().defined());
+        QVERIFY(contains(errorOf([&] { memoryPositionLoss(head->fine, memory, 2, 4, valid, input, 5); }), {"differ"}));
+    }
+
+    // Query groups (Group DETR): the model's own entities, each extra group and the denoising
+    // entities decode as if the others were not there (self-attention within a group), in both
+    // stages; a group equal to the model's queries reproduces the model's outputs.
+    void queryGroups() {
+        LetrConfig mc = tinyConfig().model;
+        mc.dropout = 0.0;
+        LetrModel model(mc, 5);
+        model.eval();
+        torch::manual_seed(1);
+        const int64_t N = mc.numQueries, d = mc.hiddenDim, L = mc.coarseDecLayers;
+        std::vector<torch::Tensor> images{torch::randn({3, 64, 80}), torch::randn({3, 72, 64})};
+        torch::NoGradGuard ng;
+        auto plain = model.forward(images, {});
+        LetrForwardOptions g;
+        auto own = model.queryEmbed()->weight.clone();
+        auto other = torch::randn({N, d});
+        g.groupQueryEmbed = torch::stack({other, own}, 0);   // group 1 = the model's own queries
+        auto a = model.forward(images, g);
+        for (int s = 0; s < 2; ++s) {
+            QVERIFY(testing::maxDiff(plain.stages[size_t(s)].lines, a.stages[size_t(s)].lines) < 1e-5);
+            QCOMPARE(a.stages[size_t(s)].groupLines.sizes(), torch::IntArrayRef({L, 2, 2 * N, 4}));
+            QCOMPARE(a.stages[size_t(s)].groupLogits.sizes(), torch::IntArrayRef({L, 2, 2 * N, 2}));
+            // The second group holds the model's own queries: it decodes as the model does.
+            QVERIFY(testing::maxDiff(a.stages[size_t(s)].groupLines.narrow(2, N, N), plain.stages[size_t(s)].lines) < 1e-5);
+        }
+        // Changing the first group leaves the second alone, and moves the first.
+        g.groupQueryEmbed = torch::stack({other + 1.0, own}, 0);
+        auto b = model.forward(images, g);
+        QVERIFY(testing::maxDiff(a.stages[1].groupLines.narrow(2, N, N), b.stages[1].groupLines.narrow(2, N, N)) < 1e-5);
+        QVERIFY(testing::maxDiff(a.stages[1].groupLines.narrow(2, 0, N), b.stages[1].groupLines.narrow(2, 0, N)) > 1e-4);
+        // Denoising entities see the model's entities, not the groups.
+        LetrForwardOptions dn;
+        dn.coarseOnly = true;
+        dn.denoiseQueryPos = torch::randn({2, 5, d});
+        auto c = model.forward(images, dn);
+        dn.groupQueryEmbed = g.groupQueryEmbed;
+        auto e = model.forward(images, dn);
+        QVERIFY(testing::maxDiff(c.stages[0].dnLines, e.stages[0].dnLines) < 1e-5);
+        QVERIFY(testing::maxDiff(c.stages[0].lines, e.stages[0].lines) < 1e-5);
+        QCOMPARE(e.stages.size(), size_t(1));
+        LetrForwardOptions bad;
+        bad.groupQueryEmbed = torch::zeros({2, N + 1, d});
+        QVERIFY(contains(errorOf([&] { model.forward(images, bad); }), {"query groups"}));
+    }
+
+    // The bfloat16 backbone (bf16_backbone): the features stay float32 tensors within bfloat16's
+    // precision of the float32 ones, with a frozen batch norm folded into the convolutions and
+    // with batch statistics, and gradients reach the convolutions.
+    void bfloat16Backbone() {
+        LetrConfig mc = tinyConfig().model;
+        LetrModel model(mc, 3);
+        torch::manual_seed(4);
+        {   // a batch norm that is not the identity, so that folding it matters
+            torch::NoGradGuard ng;
+            for (auto& p : model.named_buffers())
+                if (p.key().find("running_var") != std::string::npos) p.value().uniform_(0.5, 2.0);
+                else if (p.key().find("running_mean") != std::string::npos) p.value().normal_(0, 0.2);
+        }
+        auto body = model.body();
+        auto x = torch::randn({2, 3, 64, 80});
+        for (bool trainStats : {false, true}) {
+            model.setTrainBackboneBn(trainStats);
+            model.train(trainStats);
+            torch::Tensor ref32;
+            std::vector<torch::Tensor> f32, f16;
+            {
+                torch::NoGradGuard ng;
+                f32 = body->forward(x, 5);
+                f16 = body->forward(x, 5, torch::kBFloat16);
+            }
+            QCOMPARE(f16.size(), size_t(4));
+            for (size_t l = 0; l < 4; ++l) {
+                QCOMPARE(f16[l].scalar_type(), torch::kFloat);
+                QCOMPARE(f16[l].sizes(), f32[l].sizes());
+                const double rel = (f16[l] - f32[l]).norm().item<double>() / f32[l].norm().item<double>();
+                QVERIFY2(rel > 0 && rel < 0.05, qPrintable(QString("level %1 relative error %2 (train stats %3)").arg(l + 2).arg(rel).arg(trainStats)));
+            }
+        }
+        model.setTrainBackboneBn(false);
+        auto y = body->forward(x, 5, torch::kBFloat16).back().sum();
+        y.backward();
+        for (auto& p : body->named_parameters())
+            if (p.value().dim() == 4) QVERIFY2(p.value().grad().defined() && p.value().grad().abs().sum().item<double>() > 0, p.key().c_str());
+    }
+
+    // A run with query groups, the memory position term and the bfloat16 backbone: their series
+    // are logged, loss/total is the mean of the groups' LETR losses, their weights are in
+    // checkpoint.h5 (groups.*, mempos.*) and not in model.h5, and a stopped run resumes exactly.
+    void groupsAndMemoryPositionRun() {
+        QTemporaryDir dir;
+        const std::string base = dir.path().toStdString();
+        auto c = tinyConfig();
+        c.coarseSteps = 2;
+        c.fineSteps = 2;
+        c.checkpointEvery = 1;
+        c.queryGroups = 2;
+        c.aux.enabled = true;   // its series and the denoising ones are logged beside the groups'
+        c.aux.channels = 8;
+        c.denoise.enabled = true;
+        train::Control ca;
+        trainLetr(c, "procedural:4:3:64x64", base + "/g", false, ca, {});
+        auto log = RunLog::load(base + "/g/run.h5");
+        QCOMPARE(log.status, RunStatus::Finished);
+        QCOMPARE(log.series.at("loss/groups").steps, std::vector<int64_t>({1, 2, 3, 4}));
+        QCOMPARE(log.series.at("loss/aux").steps, std::vector<int64_t>({1, 2}));
+        for (size_t r = 0; r < 4; ++r) {
+            double own = 0;
+            for (int64_t k = 0; k < c.model.coarseDecLayers; ++k)
+                own += log.series.at("loss/cls_layer_" + std::to_string(k)).values[r] +
+                       5 * log.series.at("loss/l1_layer_" + std::to_string(k)).values[r];
+            // The coarse phase adds the dense and denoising terms (logged weighted).
+            const double extra = r < 2 ? log.series.at("loss/aux").values[r] + log.series.at("loss/dn").values[r] : 0.0;
+            const double want = (own + 2 * log.series.at("loss/groups").values[r]) / 3 + extra;
+            QVERIFY2(std::abs(log.series.at("loss/total").values[r] - want) < 1e-4 * std::max(1.0, want),
+                     qPrintable(QString("row %1: %2 vs %3").arg(r).arg(log.series.at("loss/total").values[r]).arg(want)));
+        }
+        auto st = train::loadTrainState(base + "/g/checkpoint.h5", "letr-train");
+        QCOMPARE(st.aux.at("groups.weight").sizes(), torch::IntArrayRef({2, c.model.numQueries, c.model.hiddenDim}));
+        for (const auto& [k, v] : modelTensors(base + "/g/model.h5")) QVERIFY2(k.find("groups") == std::string::npos, k.c_str());
+        QVERIFY(LetrTrainConfig::fromJson(c.toJson()).queryGroups == 2);
+        QVERIFY(!tinyConfig().toJson().contains("query_groups") && !tinyConfig().toJson().contains("memory_position_coef") &&
+                !tinyConfig().toJson().contains("bf16_backbone"));
+
+        auto m = tinyConfig();
+        m.coarseSteps = 2;
+        m.fineSteps = 2;
+        m.checkpointEvery = 1;
+        m.memoryPositionCoef = 2;
+        m.queryGroups = 1;
+        m.bf16Backbone = true;
+        train::Control cm;
+        trainLetr(m, "procedural:4:3:64x64", base + "/m", false, cm, {});
+        auto lm = RunLog::load(base + "/m/run.h5");
+        QCOMPARE(lm.series.at("loss/mem_position").steps, std::vector<int64_t>({1, 2, 3, 4}));
+        QVERIFY(lm.series.at("loss/mem_position").values[0] > 0 && lm.series.at("loss/mem_position").values[0] < 1);
+        auto sm = train::loadTrainState(base + "/m/checkpoint.h5", "letr-train");
+        QVERIFY(sm.aux.count("mempos.coarse.weight") && sm.aux.count("mempos.fine.weight"));
+        // Both maps trained: the coarse one in the coarse phase, the fine one in the fine phase.
+        MemoryPositionHead fresh(m.model.hiddenDim, m.seed);
+        QVERIFY(testing::maxDiff(sm.aux.at("mempos.coarse.weight"), fresh->coarse->weight) > 0);
+        QVERIFY(testing::maxDiff(sm.aux.at("mempos.fine.weight"), fresh->fine->weight) > 0);
+        const auto cfgBack = LetrTrainConfig::fromJson(m.toJson());
+        QVERIFY(cfgBack.bf16Backbone && cfgBack.memoryPositionCoef == 2);
+        // Stopped at step 3 (fine phase), resumed: the same weights and training-only tensors.
+        train::Control cb;
+        trainLetr(m, "procedural:4:3:64x64", base + "/r", false, cb, [&](const train::Progress& p) {
+            if (p.step >= 3) cb.requestStop();
+        });
+        QVERIFY(!std::filesystem::exists(base + "/r/model.h5"));
+        train::Control cr;
+        trainLetr(m, "procedural:4:3:64x64", base + "/r", true, cr, {});
+        const auto ta = modelTensors(base + "/m/model.h5"), tb = modelTensors(base + "/r/model.h5");
+        for (const auto& [k, v] : ta) QVERIFY2(testing::maxDiff(v, tb.at(k)) == 0.0, k.c_str());
+        const auto rb = train::loadTrainState(base + "/r/checkpoint.h5", "letr-train");
+        for (const auto& [k, v] : sm.aux) QVERIFY2(testing::maxDiff(v, rb.aux.at(k)) == 0.0, k.c_str());
+        // Bad values are refused with the key's name.
+        auto bad = tinyConfig();
+        bad.queryGroups = 65;
+        QVERIFY(contains(errorOf([&] { bad.validate(); }), {"query_groups"}));
+        bad = tinyConfig();
+        bad.memoryPositionCoef = -1;
+        QVERIFY(contains(errorOf([&] { bad.validate(); }), {"memory_position_coef"}));
+    }
+
+    // "lr_schedule": "cosine": each phase's lr follows a half cosine from lr to lr * lr_final
+    // (the run log's lr series against the formula); bad values are refused by name.
+    void cosineSchedule() {
+        QTemporaryDir dir;
+        auto c = tinyConfig();
+        c.coarseSteps = 4;
+        c.fineSteps = 3;
+        c.lr = 1e-3;
+        c.lrCosine = true;
+        c.lrFinal = 0.1;
+        train::Control ca;
+        trainLetr(c, "procedural:4:3:64x64", dir.path().toStdString() + "/c", false, ca, {});
+        const auto log = RunLog::load(dir.path().toStdString() + "/c/run.h5");
+        const auto& lr = log.series.at("lr").values;
+        QCOMPARE(int(lr.size()), 7);
+        auto want = [&](int t, int steps) { return 1e-4 + (1e-3 - 1e-4) * 0.5 * (1 + std::cos(M_PI * t / (steps - 1))); };
+        for (int t = 0; t < 4; ++t) QVERIFY2(std::abs(lr[size_t(t)] - want(t, 4)) < 1e-12, qPrintable(QString::number(lr[size_t(t)])));
+        for (int t = 0; t < 3; ++t) QVERIFY(std::abs(lr[size_t(4 + t)] - want(t, 3)) < 1e-12);
+        const auto back = LetrTrainConfig::fromJson(c.toJson());
+        QVERIFY(back.lrCosine && back.lrFinal == 0.1);
+        QVERIFY(!tinyConfig().toJson().contains("lr_schedule"));
+        auto j = c.toJson();
+        j["lr_drop_coarse"] = 2;
+        QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson(j); }), {"cosine", "lr_drop"}));
+        j = c.toJson();
+        j["lr_schedule"] = "linear";
+        QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson(j); }), {"lr_schedule", "linear"}));
+    }
+
+    // lr_backbone 0 freezes the backbone in the coarse phase: its weights and batch-norm
+    // statistics stay those of the start, and no gradient is computed for it; the coarse
+    // transformer still trains.
+    void frozenBackboneCoarsePhase() {
+        QTemporaryDir dir;
+        const std::string base = dir.path().toStdString();
+        auto c = tinyConfig();
+        c.coarseSteps = 2;
+        c.fineSteps = 0;
+        c.lrBackbone = 0;
+        train::Control ca;
+        trainLetr(c, "procedural:4:3:64x64", base + "/f", false, ca, {});
+        LetrModel init(c.model, c.seed);
+        const auto start = train::moduleTensors(init);
+        const auto end = modelTensors(base + "/f/model.h5");
+        for (const auto& [k, v] : start) {
+            if (k.rfind("backbone.", 0) == 0) QVERIFY2(testing::maxDiff(v, end.at(k)) == 0.0, k.c_str());
+        }
+        QVERIFY(testing::maxDiff(start.at("letr.class_embed.weight"), end.at("letr.class_embed.weight")) > 0);
+    }
+
     // The demo recipe (tools/train_letr_demo.sh): every stage config it names parses, the stages
     // share one architecture (only the input size grows), and the checkpoint in the tree starts
     // stage 2 with its weights and training-only modules.

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/train/json_config.h"
+#include "core/util/autocast.h"
 
 namespace glimpse::letr {
 
@@ -166,7 +167,7 @@ torch::Tensor cellCentres(int64_t h, int64_t w, int64_t stride, int64_t H, int64
 
 DenseLoss denseBatchLoss(DenseLineHead& head, const std::vector<torch::Tensor>& c4, const std::vector<torch::Tensor>& c5,
                          const std::vector<std::array<int64_t, 2>>& inputSizes, const std::vector<torch::Tensor>& targets,
-                         const DenseAuxConfig& cfg, std::array<int, 2> levels) {
+                         const DenseAuxConfig& cfg, std::array<int, 2> levels, torch::ScalarType dtype) {
     const size_t B = c4.size();
     if (B == 0 || c5.size() != B || inputSizes.size() != B || targets.size() != B)
         throw Error("LETR dense loss: features, sizes and targets differ in count");
@@ -178,7 +179,12 @@ DenseLoss denseBatchLoss(DenseLineHead& head, const std::vector<torch::Tensor>& 
                                            torch::tensor({double(W), double(H), double(W), double(H)}, torch::kFloat64)
                                      : torch::zeros({0, 4}, torch::kFloat64);
         const DenseTargets t = denseTargets(px, gh, gw, cfg);
-        DenseLoss l = denseLoss(head->forward(c4[i], c5[i], gh, gw), t);
+        torch::Tensor maps;
+        {
+            AutocastGuard autocast(c4[i].device(), dtype);
+            maps = head->forward(c4[i], c5[i], gh, gw).to(torch::kFloat);
+        }
+        DenseLoss l = denseLoss(maps, t);
         if (cfg.positionCoef > 0) {
             // The strides of C4 and C5 follow from the input size and the feature map's.
             auto posLoss = [&](const torch::Tensor& pred, const torch::Tensor& f, int level) {
@@ -203,6 +209,36 @@ DenseLoss denseBatchLoss(DenseLineHead& head, const std::vector<torch::Tensor>& 
     sum.offset /= n;
     sum.position /= n;
     return sum;
+}
+
+MemoryPositionHeadImpl::MemoryPositionHeadImpl(int64_t hiddenDim, uint64_t seed) {
+    coarse = register_module("coarse", torch::nn::Linear(hiddenDim, 2));
+    fine = register_module("fine", torch::nn::Linear(hiddenDim, 2));
+    torch::NoGradGuard ng;
+    at::Generator gen = at::detail::createCPUGenerator(seed ^ 0x90517);
+    for (auto* l : {&coarse, &fine}) {   // start at the image centre
+        (*l)->weight.normal_(0.0, 0.01, gen);
+        (*l)->bias.fill_(0.5);
+    }
+}
+
+torch::Tensor memoryPositionLoss(torch::nn::Linear& map, const torch::Tensor& memory, int64_t h, int64_t w,
+                                 const std::vector<std::array<int64_t, 2>>& validSizes,
+                                 const std::vector<std::array<int64_t, 2>>& inputSizes, int level) {
+    const int64_t B = memory.size(0);
+    if (memory.dim() != 3 || memory.size(1) != h * w || int64_t(validSizes.size()) != B ||
+        int64_t(inputSizes.size()) != B)
+        throw Error("LETR memory position loss: memory, sizes and images differ");
+    auto pred = map(memory).view({B, h, w, 2});
+    torch::Tensor sum;
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t vh = validSizes[size_t(b)][0], vw = validSizes[size_t(b)][1];
+        auto p = pred[b].narrow(0, 0, vh).narrow(1, 0, vw).permute({2, 0, 1});   // [2, vh, vw]
+        auto target = cellCentres(vh, vw, int64_t(1) << level, inputSizes[size_t(b)][0], inputSizes[size_t(b)][1]);
+        auto l = (p - target.to(p.device())).abs().mean();
+        sum = sum.defined() ? sum + l : l;
+    }
+    return sum / double(B);
 }
 
 } // namespace glimpse::letr

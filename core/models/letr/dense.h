@@ -102,9 +102,35 @@ DenseLoss denseLoss(const torch::Tensor& pred, const DenseTargets& t);
 // The batch: per image, its C4 and C5 features (levels 4 and 5 of LetrOutput::features), its
 // input size (H, W) and its lines [M, 4] normalized by (W, H, W, H); mean over images.
 // `levels`: the backbone levels of the two feature lists (their strides are 2^level).
+// `dtype` kBFloat16 runs the head's convolutions under autocast (bf16_backbone training); the
+// maps, targets and losses stay float32.
 DenseLoss denseBatchLoss(DenseLineHead& head, const std::vector<torch::Tensor>& c4,
                          const std::vector<torch::Tensor>& c5, const std::vector<std::array<int64_t, 2>>& inputSizes,
                          const std::vector<torch::Tensor>& targets, const DenseAuxConfig& cfg,
-                         std::array<int, 2> levels = {4, 5});
+                         std::array<int, 2> levels = {4, 5}, torch::ScalarType dtype = torch::kFloat);
+
+// ---- position in the encoder memory (training only) ------------------------------------------
+// The C4 / C5 term above cannot be met everywhere: a cell whose receptive field does not reach
+// the image border (resnet10's C5 sees 195 pixels, C4 99) computes the same features wherever
+// it is, so nothing in the backbone can tell it its absolute position. The encoder can: its
+// attention weights depend on the positional encoding, so a cell can mix what it reads from
+// the borders in proportions set by its own position. What the decoder's values read is the
+// encoder output (the memory), so that is where the position must be. This head regresses each
+// memory cell's normalized centre ((j + 0.5) * stride / W, (i + 0.5) * stride / H) by one linear
+// map of the memory per stage; loss: L1, mean over the un-padded cells and both coordinates,
+// mean over the batch's images. Training-only ("mempos.*" tensors of checkpoint.h5).
+class MemoryPositionHeadImpl : public torch::nn::Module {
+public:
+    MemoryPositionHeadImpl(int64_t hiddenDim, uint64_t seed);
+    torch::nn::Linear coarse{nullptr}, fine{nullptr};
+};
+TORCH_MODULE(MemoryPositionHead);
+
+// memory [B, h*w, d] of a stage reading backbone level `level` (stride 2^level); validSizes:
+// per image the (h, w) of its un-padded part; inputSizes: per image (H, W) of its input.
+// `map`: the stage's linear map. Returns the mean L1 (a differentiable scalar).
+torch::Tensor memoryPositionLoss(torch::nn::Linear& map, const torch::Tensor& memory, int64_t h, int64_t w,
+                                 const std::vector<std::array<int64_t, 2>>& validSizes,
+                                 const std::vector<std::array<int64_t, 2>>& inputSizes, int level);
 
 } // namespace glimpse::letr

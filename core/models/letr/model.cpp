@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/io/checkpoint.h"
+#include "core/util/autocast.h"
 #include "core/util/json_file.h"
 
 namespace glimpse::letr {
@@ -34,12 +35,21 @@ FrozenBatchNorm2dImpl::FrozenBatchNorm2dImpl(int64_t channels) {
     running_var = register_buffer("running_var", torch::ones({channels}));
 }
 
+std::array<torch::Tensor, 2> FrozenBatchNorm2dImpl::affine() const {
+    auto scale = weight * (running_var + kEps).rsqrt();
+    return {scale, bias - running_mean * scale};
+}
+
 torch::Tensor FrozenBatchNorm2dImpl::forward(const torch::Tensor& x) {
-    if (trainStats && is_training() && weight.requires_grad())
+    if (!frozen())
         return torch::batch_norm(x, weight, bias, running_mean, running_var, /*training=*/true, kMomentum, kEps,
                                  /*cudnn_enabled=*/true);
-    auto scale = weight * (running_var + kEps).rsqrt();
-    auto shift = bias - running_mean * scale;
+    auto [scale, shift] = affine();
+    // In a bfloat16 backbone (ResNetBodyImpl::forward) the map stays in bfloat16.
+    if (x.scalar_type() != scale.scalar_type()) {
+        scale = scale.to(x.scalar_type());
+        shift = shift.to(x.scalar_type());
+    }
     return x * scale.view({1, -1, 1, 1}) + shift.view({1, -1, 1, 1});
 }
 
@@ -75,15 +85,32 @@ ResNetBlockImpl::ResNetBlockImpl(int64_t inplanes, int64_t planes, int64_t strid
     }
 }
 
+namespace {
+// bn(conv(x)). In the bfloat16 backbone (ResNetBodyImpl::forward) a frozen batch norm is folded
+// into the convolution (weight * scale, bias = shift): the same map, without two elementwise
+// passes over the activations forward and backward. Float32 keeps the separate ops, so
+// inference matches the reference implementations' rounding.
+torch::Tensor convBn(torch::nn::Conv2dImpl& conv, FrozenBatchNorm2dImpl& bn, const torch::Tensor& x) {
+    if (x.scalar_type() == torch::kFloat || !bn.frozen()) return bn.forward(conv.forward(x));
+    auto [scale, shift] = bn.affine();
+    // The blocks' convolutions pad by half their (odd, square) kernel, as conv() builds them.
+    const int64_t pad = (conv.weight.size(2) - 1) / 2;
+    return torch::conv2d(x, conv.weight * scale.view({-1, 1, 1, 1}), shift, conv.options.stride(), pad);
+}
+} // namespace
+
 torch::Tensor ResNetBlockImpl::forward(const torch::Tensor& x) {
-    auto out = torch::relu(bn1(conv1(x)));
+    auto out = torch::relu(convBn(*conv1, *bn1, x));
     if (bottleneck_) {
-        out = torch::relu(bn2(conv2(out)));
-        out = bn3(conv3(out));
+        out = torch::relu(convBn(*conv2, *bn2, out));
+        out = convBn(*conv3, *bn3, out);
     } else {
-        out = bn2(conv2(out));
+        out = convBn(*conv2, *bn2, out);
     }
-    auto identity = downsample ? downsample->forward(x) : x;
+    torch::Tensor identity = x;
+    if (downsample)
+        identity = convBn(*downsample->ptr(0)->as<torch::nn::Conv2dImpl>(),
+                          *downsample->ptr(1)->as<FrozenBatchNorm2dImpl>(), x);
     return torch::relu(out + identity);
 }
 
@@ -114,15 +141,18 @@ int64_t ResNetBodyImpl::channels(int level) const {
     return probe.levelChannels(level);
 }
 
-std::vector<torch::Tensor> ResNetBodyImpl::forward(const torch::Tensor& images, int maxLevel) {
+std::vector<torch::Tensor> ResNetBodyImpl::forward(const torch::Tensor& images, int maxLevel,
+                                                   torch::ScalarType layersDtype) {
     if (maxLevel < 2 || maxLevel > 5)
         throw Error("ResNet: maxLevel must be 2..5, got " + std::to_string(maxLevel));
-    auto x = torch::relu(bn1(conv1(images)));
+    const bool low = layersDtype != torch::kFloat;
+    auto x = torch::relu(bn1(conv1(low ? images.contiguous(at::MemoryFormat::ChannelsLast) : images)));
     x = F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1));
     std::vector<torch::Tensor> out;
+    AutocastGuard autocast(x.device(), layersDtype);
     for (int level = 2; level <= maxLevel; ++level) {
         x = layers_[size_t(level - 2)]->forward(x);
-        out.push_back(x);
+        out.push_back(low ? x.to(torch::kFloat) : x);
     }
     return out;
 }
@@ -503,9 +533,27 @@ struct StageTimer {
 
 } // namespace
 
+namespace {
+// The decoders' self-attention mask over [N learned | G * N groups | Q denoising] entities
+// (true: may not attend); undefined when there are only the learned ones.
+torch::Tensor entityMask(int64_t N, int64_t groupEntities, int64_t Q) {
+    if (groupEntities == 0 && Q == 0) return {};
+    const int64_t T = N + groupEntities + Q;
+    auto m = torch::ones({T, T}, torch::kBool);
+    m.narrow(0, 0, N).narrow(1, 0, N).fill_(false);
+    for (int64_t g = N; g < N + groupEntities; g += N) m.narrow(0, g, N).narrow(1, g, N).fill_(false);
+    if (Q > 0) {
+        auto dn = m.narrow(0, N + groupEntities, Q);
+        dn.narrow(1, 0, N).fill_(false);
+        dn.narrow(1, N + groupEntities, Q).fill_(false);
+    }
+    return m;
+}
+} // namespace
+
 void LetrModel::runStage(StageModules& s, const std::vector<torch::Tensor>& feats,
                          const torch::Tensor& queryPos, bool record, LetrStageOutput& out,
-                         const torch::Tensor& extraQueryPos) {
+                         const torch::Tensor& extraQueryPos, const torch::Tensor& groupQueryPos) {
     const int64_t B = int64_t(feats.size());
     const int64_t C = feats[0].size(0);
     int64_t h = 0, w = 0;
@@ -532,17 +580,21 @@ void LetrModel::runStage(StageModules& s, const std::vector<torch::Tensor>& feat
     auto keyMask = mask.flatten(1);
     out.memory = s.transformer->encoder(src, out.pos, keyMask);
     out.queryPos = queryPos;
-    // Denoising entities (training) after the N learned ones; the learned ones may not see them.
+    // Extra entities (training) after the N learned ones; the learned ones may not see them.
     const int64_t N = queryPos.size(1);
-    torch::Tensor allPos = queryPos, selfMask;
-    if (extraQueryPos.defined()) {
-        if (extraQueryPos.dim() != 3 || extraQueryPos.size(0) != B || extraQueryPos.size(2) != d)
-            throw Error("LETR: denoising queries must be [B, Q, hidden_dim]");
-        allPos = torch::cat({queryPos, extraQueryPos.to(queryPos.device(), queryPos.scalar_type())}, 1);
-        const int64_t T = allPos.size(1);
-        selfMask = torch::zeros({T, T}, torch::kBool);
-        selfMask.narrow(0, 0, N).narrow(1, N, T - N).fill_(true);
-    }
+    auto extra = [&](const torch::Tensor& t, const char* what) {
+        if (!t.defined()) return int64_t(0);
+        if (t.dim() != 3 || t.size(0) != B || t.size(2) != d)
+            throw Error(std::string("LETR: ") + what + " must be [B, Q, hidden_dim]");
+        return t.size(1);
+    };
+    const int64_t G = extra(groupQueryPos, "query groups"), Q = extra(extraQueryPos, "denoising queries");
+    if (G % N != 0) throw Error("LETR: query groups must hold a multiple of the model's entities");
+    std::vector<torch::Tensor> parts{queryPos};
+    if (G) parts.push_back(groupQueryPos.to(queryPos.device(), queryPos.scalar_type()));
+    if (Q) parts.push_back(extraQueryPos.to(queryPos.device(), queryPos.scalar_type()));
+    const torch::Tensor allPos = parts.size() == 1 ? queryPos : torch::cat(parts, 1);
+    const torch::Tensor selfMask = entityMask(N, G, Q);
     auto tgt = torch::zeros_like(allPos);
     auto& dec = s.transformer->decoder;
     std::vector<torch::Tensor> hs;
@@ -556,12 +608,9 @@ void LetrModel::runStage(StageModules& s, const std::vector<torch::Tensor>& feat
         hs.push_back(dec->norm(tgt));
     }
     auto all = torch::stack(hs, 0);
-    if (extraQueryPos.defined()) {
-        out.hs = all.narrow(2, 0, N);
-        out.dnHs = all.narrow(2, N, all.size(2) - N);
-    } else {
-        out.hs = all;
-    }
+    out.hs = parts.size() == 1 ? all : all.narrow(2, 0, N);
+    if (G) out.groupHs = all.narrow(2, N, G);
+    if (Q) out.dnHs = all.narrow(2, N + G, Q);
 }
 
 void LetrModel::runHeads(StageModules& s, LetrStageOutput& out) {
@@ -570,6 +619,10 @@ void LetrModel::runHeads(StageModules& s, LetrStageOutput& out) {
     if (out.dnHs.defined()) {
         out.dnLogits = s.classEmbed(out.dnHs);
         out.dnLines = s.linesEmbed(out.dnHs).sigmoid();
+    }
+    if (out.groupHs.defined()) {
+        out.groupLogits = s.classEmbed(out.groupHs);
+        out.groupLines = s.linesEmbed(out.groupHs).sigmoid();
     }
 }
 
@@ -600,7 +653,7 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
     for (const auto& g : groups) {
         std::vector<torch::Tensor> batch;
         for (size_t i : g.second) batch.push_back(images[i].to(dev, torch::kFloat));
-        auto feats = body_->forward(torch::stack(batch, 0), maxLevel);
+        auto feats = body_->forward(torch::stack(batch, 0), maxLevel, opts.backboneDtype);
         for (size_t j = 0; j < g.second.size(); ++j)
             for (auto& f : feats) levels[g.second[j]].push_back(f[int64_t(j)]);
     }
@@ -615,14 +668,23 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
     const int64_t B = int64_t(images.size());
     const int64_t N = config_.numQueries, d = config_.hiddenDim;
     out.stages.resize(runFine ? 2 : 1);
+    torch::Tensor groupPos;   // [B, G * N, d]
+    if (opts.groupQueryEmbed.defined()) {
+        const auto& g = opts.groupQueryEmbed;
+        if (g.dim() != 3 || g.size(1) != N || g.size(2) != d)
+            throw Error("LETR: query groups must be [G, num_queries, hidden_dim]");
+        groupPos = g.to(dev).reshape({1, -1, d}).expand({B, g.size(0) * N, d});
+    }
     runStage(coarse_, levelFeats(coarse_.level), queryEmbed_->weight.unsqueeze(0).expand({B, N, d}),
-             opts.record, out.stages[0], opts.denoiseQueryPos);
+             opts.record, out.stages[0], opts.denoiseQueryPos, groupPos);
     out.timings.coarse = timer.lap();
     runHeads(coarse_, out.stages[0]);
     out.timings.heads = timer.lap();
     if (runFine) {
-        auto qp = out.stages[0].hs[out.stages[0].hs.size(0) - 1];
-        runStage(fine_, levelFeats(fine_.level), qp, opts.record, out.stages[1]);
+        const auto& c = out.stages[0];
+        auto qp = c.hs[c.hs.size(0) - 1];
+        runStage(fine_, levelFeats(fine_.level), qp, opts.record, out.stages[1], {},
+                 c.groupHs.defined() ? c.groupHs[c.groupHs.size(0) - 1] : torch::Tensor());
         out.timings.fine = timer.lap();
         runHeads(fine_, out.stages[1]);
         out.timings.heads += timer.lap();

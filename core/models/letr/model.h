@@ -50,6 +50,10 @@ class FrozenBatchNorm2dImpl : public torch::nn::Module {
 public:
     explicit FrozenBatchNorm2dImpl(int64_t channels);
     torch::Tensor forward(const torch::Tensor& x);
+    // True when forward() is the fixed affine map (no batch statistics).
+    bool frozen() const { return !(trainStats && is_training() && weight.requires_grad()); }
+    // That map as y = x * scale + shift: {scale, shift}, [C] each.
+    std::array<torch::Tensor, 2> affine() const;
     torch::Tensor weight, bias, running_mean, running_var;
     static constexpr double kEps = 1e-5;
     static constexpr double kMomentum = 0.1;
@@ -77,7 +81,11 @@ public:
     explicit ResNetBodyImpl(const std::string& arch);   // resnet18/34/50/101
     // Feature maps of levels 2..maxLevel (C2 = layer1 at stride 4, ..., C5 = layer4 at
     // stride 32); entry i holds level i + 2. Levels above maxLevel are not computed.
-    std::vector<torch::Tensor> forward(const torch::Tensor& images, int maxLevel = 5);
+    // `layersDtype` kBFloat16 runs layer1..4 under autocast in channels-last layout (conv1,
+    // whose 3 input channels make oneDNN's bfloat16 weight gradient slower than float32's,
+    // stays float32); the maps come back as float32. kFloat: all float32.
+    std::vector<torch::Tensor> forward(const torch::Tensor& images, int maxLevel = 5,
+                                       torch::ScalarType layersDtype = torch::kFloat);
     const std::string& arch() const { return arch_; }
     int64_t channels(int level) const;
 
@@ -223,6 +231,9 @@ struct LetrStageOutput {
     // Query denoising (LetrForwardOptions::denoiseQueryPos, coarse stage, training): the extra
     // entities' decoder outputs and head outputs, [L, B, Q, d] / [L, B, Q, C+1] / [L, B, Q, 4].
     torch::Tensor dnHs, dnLogits, dnLines;
+    // Extra query groups (LetrForwardOptions::groupQueryEmbed, training): G * N entities decoded
+    // beside the learned ones, group after group: [L, B, G * N, d] / [.., C+1] / [.., 4].
+    torch::Tensor groupHs, groupLogits, groupLines;
 };
 
 struct LetrTimings {               // milliseconds, filled when LetrForwardOptions::time is set
@@ -250,6 +261,16 @@ struct LetrForwardOptions {
     // learned entities cannot attend to them (their outputs equal a run without them); the
     // extra ones see everything. Their outputs are in stages[0].dn*.
     torch::Tensor denoiseQueryPos;
+    // kBFloat16: the backbone's layers run in bfloat16 (ResNetBodyImpl::forward; training on a
+    // CPU with AMX / AVX512-BF16, LetrTrainConfig::bf16). The transformers and heads stay float32.
+    torch::ScalarType backboneDtype = torch::kFloat;
+    // Query groups (training; Group DETR): [G, N, d] positional queries of G extra groups of N
+    // entities each, decoded beside the model's own N. Attention in the decoders' self-attention
+    // stays within a group (the model's own entities see neither the groups nor the denoising
+    // entities, so their outputs equal a run without them; the denoising entities see the
+    // model's entities and each other, not the groups). The fine stage decodes every group too,
+    // each from its own group's last coarse outputs. Outputs in stages[s].group*.
+    torch::Tensor groupQueryEmbed;
 };
 
 // ---- the model ----------------------------------------------------------------------------
@@ -299,9 +320,11 @@ private:
     };
     void buildStage(torch::nn::Module& parent, StageModules& s, int level);
     // Pads per-image features into a batch and runs input_proj, encoder and decoder.
+    // queryPos [B, N, d]: the model's entities; groupQueryPos [B, G * N, d] (may be undefined):
+    // extra groups of N; extraQueryPos [B, Q, d] (may be undefined): denoising entities.
     void runStage(StageModules& s, const std::vector<torch::Tensor>& feats,
                   const torch::Tensor& queryPos, bool record, LetrStageOutput& out,
-                  const torch::Tensor& extraQueryPos = {});
+                  const torch::Tensor& extraQueryPos = {}, const torch::Tensor& groupQueryPos = {});
     void runHeads(StageModules& s, LetrStageOutput& out);
     const StageModules& stageModules(Stage s) const;
 

@@ -64,8 +64,12 @@ void LetrTrainConfig::validate() const {
     if (!(weightDecay >= 0 && weightDecay < 1)) bad("weight_decay must be in [0, 1)");
     if (!(lrGamma > 0 && lrGamma <= 1)) bad("lr_gamma must be in (0, 1]");
     if (lrDropCoarse < 0 || lrDropFine < 0) bad("lr_drop_* must be >= 0");
+    if (lrCosine && (lrDropCoarse > 0 || lrDropFine > 0)) bad("lr_schedule \"cosine\" takes no lr_drop_coarse / lr_drop_fine");
+    if (!(lrFinal >= 0 && lrFinal <= 1)) bad("lr_final must be in [0, 1]");
     if (!(clipMaxNorm >= 0)) bad("clip_max_norm must be >= 0");
     if (!(emaDecay == 0 || (emaDecay > 0 && emaDecay < 1))) bad("ema_decay must be 0 (off) or in (0, 1)");
+    if (!(memoryPositionCoef >= 0 && memoryPositionCoef <= 1000)) bad("memory_position_coef must be in [0, 1000]");
+    if (queryGroups < 0 || queryGroups > 64) bad("query_groups must be in 0..64");
     if (checkpointEvery < 1) bad("checkpoint_every must be >= 1");
     if (threads < 0 || threads > 1024) bad("threads must be in 0..1024");
     if (valEvery < 0) bad("val_every must be >= 0");
@@ -106,6 +110,10 @@ nlohmann::json LetrTrainConfig::toJson() const {
     j["lr_gamma"] = lrGamma;
     j["lr_drop_coarse"] = lrDropCoarse;
     j["lr_drop_fine"] = lrDropFine;
+    if (lrCosine) {   // absent for step decay: older runs resume
+        j["lr_schedule"] = "cosine";
+        j["lr_final"] = lrFinal;
+    }
     j["clip_max_norm"] = clipMaxNorm;
     if (emaDecay > 0) j["ema_decay"] = emaDecay;   // absent when off: older runs resume
     j["checkpoint_every"] = checkpointEvery;
@@ -125,6 +133,9 @@ nlohmann::json LetrTrainConfig::toJson() const {
     // Only when on: configs (and checkpoints) from before the key existed stay equal.
     if (aux.enabled) j["aux"] = aux.toJson();
     if (denoise.enabled) j["denoise"] = denoise.toJson();
+    if (memoryPositionCoef > 0) j["memory_position_coef"] = memoryPositionCoef;
+    if (queryGroups > 0) j["query_groups"] = queryGroups;
+    if (bf16Backbone) j["bf16_backbone"] = true;
     if (!init.empty()) j["init"] = init;
     return j;
 }
@@ -133,9 +144,9 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     using train::checkKeys;
     using train::readKey;
     checkKeys(j, {"model", "seed", "batch_size", "coarse_steps", "fine_steps", "focal_steps", "lr", "lr_backbone",
-                  "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "clip_max_norm", "ema_decay", "checkpoint_every",
+                  "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "lr_schedule", "lr_final", "clip_max_norm", "ema_decay", "checkpoint_every",
                   "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment", "aux", "denoise",
-                  "init"},
+                  "memory_position_coef", "query_groups", "bf16_backbone", "init"},
               source);
     LetrTrainConfig c;
     if (j.contains("model")) {
@@ -154,6 +165,14 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     readKey(j, "lr_gamma", c.lrGamma, source);
     readKey(j, "lr_drop_coarse", c.lrDropCoarse, source);
     readKey(j, "lr_drop_fine", c.lrDropFine, source);
+    if (j.contains("lr_schedule")) {
+        std::string sched;
+        readKey(j, "lr_schedule", sched, source);
+        if (sched != "step" && sched != "cosine")
+            throw Error(source + ": lr_schedule must be \"step\" or \"cosine\", got \"" + sched + "\"");
+        c.lrCosine = sched == "cosine";
+    }
+    readKey(j, "lr_final", c.lrFinal, source);
     readKey(j, "clip_max_norm", c.clipMaxNorm, source);
     readKey(j, "ema_decay", c.emaDecay, source);
     readKey(j, "checkpoint_every", c.checkpointEvery, source);
@@ -163,6 +182,9 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     readKey(j, "val_images", c.valImages, source);
     readKey(j, "train_backbone_bn", c.trainBackboneBn, source);
     readKey(j, "init", c.init, source);
+    readKey(j, "memory_position_coef", c.memoryPositionCoef, source);
+    readKey(j, "query_groups", c.queryGroups, source);
+    readKey(j, "bf16_backbone", c.bf16Backbone, source);
     if (j.contains("loss")) {
         const auto& l = j["loss"];
         const std::string w = source + " (loss)";
@@ -223,6 +245,8 @@ std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSi
             s.push_back(n);
     if (cfg.denoise.enabled)
         for (const char* n : {"loss/dn", "loss/dn_cls", "loss/dn_l1"}) s.push_back(n);
+    if (cfg.memoryPositionCoef > 0) s.push_back("loss/mem_position");
+    if (cfg.queryGroups > 0) s.push_back("loss/groups");
     for (const auto& n : dist::seriesNames(worldSize)) s.push_back(n);
     return s;
 }
@@ -290,20 +314,29 @@ std::vector<train::AdamW::Param> trainable(LetrModel& model, bool fineStage, dou
         const std::string& n = p.key();
         const bool isBackbone = n.rfind("backbone.", 0) == 0, isCoarse = n.rfind("letr.", 0) == 0;
         const bool isBn = isBackbone && p.value().dim() == 1;   // batch-norm weight / bias
-        const bool train = fineStage ? !(isBackbone || isCoarse) : (isBackbone || isCoarse) && (trainBackboneBn || !isBn);
+        // lr_backbone 0 freezes the backbone in the coarse phase too: no gradient is computed for it.
+        const bool backboneTrains = isBackbone && lrScaleBackbone > 0 && (trainBackboneBn || !isBn);
+        const bool train = fineStage ? !(isBackbone || isCoarse) : isCoarse || backboneTrains;
         p.value().set_requires_grad(train);
         if (train) out.push_back({n, p.value(), isBackbone ? lrScaleBackbone : 1.0});
     }
     return out;
 }
 
+// The lr of step t of a phase of `steps` steps: step decay every `drop` steps, or the cosine.
+double phaseLr(const LetrTrainConfig& c, int64_t drop, int64_t t, int64_t steps) {
+    if (c.lrCosine) return train::warmupCosine(c.lr, c.lr * c.lrFinal, 0, std::max<int64_t>(steps - 1, 1), t);
+    return train::stepDecay(c.lr, c.lrGamma, drop, t);
+}
+
 // (phase index, phase begin, lr) of step t under a config.
 std::tuple<int, int64_t, double> scheduleAt(const LetrTrainConfig& c, int64_t t) {
-    if (t < c.coarseSteps || !c.model.fineStage) return {0, 0, train::stepDecay(c.lr, c.lrGamma, c.lrDropCoarse, t)};
+    if (t < c.coarseSteps || !c.model.fineStage) return {0, 0, phaseLr(c, c.lrDropCoarse, t, c.coarseSteps)};
     const int64_t f = c.coarseSteps;
-    if (t < f + c.fineSteps) return {1, f, train::stepDecay(c.lr, c.lrGamma, c.lrDropFine, t - f)};
+    if (t < f + c.fineSteps) return {1, f, phaseLr(c, c.lrDropFine, t - f, c.fineSteps)};
     const int64_t g = f + c.fineSteps;
-    return {2, g, train::stepDecay(c.lr, c.lrGamma, c.lrDropFine, t - f)};
+    // The focal phase starts the fine phase's schedule again (lr_drop_fine, or its own cosine).
+    return {2, g, phaseLr(c, c.lrDropFine, t - g, c.focalSteps)};
 }
 
 // A resumed run may change the schedule (step counts, lr drops) as long as the steps already
@@ -353,6 +386,20 @@ std::unique_ptr<data::LineDataset> openValidation(const LetrTrainConfig& cfg, co
     return valDs;
 }
 
+// The positional queries of cfg.query_groups extra groups (training only): [G, N, d],
+// N(0, 1) like the model's query_embed, deterministic from the seed.
+class QueryGroupsImpl : public torch::nn::Module {
+public:
+    QueryGroupsImpl(int64_t groups, int64_t queries, int64_t d, uint64_t seed) {
+        weight = register_parameter("weight", torch::empty({groups, queries, d}));
+        torch::NoGradGuard ng;
+        at::Generator gen = at::detail::createCPUGenerator(seed ^ 0x6a0b5);
+        weight.normal_(0.0, 1.0, gen);
+    }
+    torch::Tensor weight;
+};
+TORCH_MODULE(QueryGroups);
+
 // One LETR training run: its data, model, files and position.
 struct LetrRun {
     const LetrTrainConfig& cfg;
@@ -363,6 +410,8 @@ struct LetrRun {
     std::shared_ptr<LetrModel> model;
     DenseLineHead auxHead{nullptr};   // cfg.aux.enabled: the dense head (training only)
     LineQueryEncoder dnEncoder{nullptr};   // cfg.denoise.enabled: noised lines -> queries (training only)
+    MemoryPositionHead memPos{nullptr};    // cfg.memory_position_coef > 0: memory -> cell centre (training only)
+    QueryGroups groups{nullptr};           // cfg.query_groups > 0: the extra groups' queries (training only)
     nlohmann::json cfgJson;
     bool resume = false;
     int64_t step = 0;
@@ -383,6 +432,8 @@ std::vector<std::pair<std::string, torch::nn::Module*>> trainingOnlyModules(Letr
     std::vector<std::pair<std::string, torch::nn::Module*>> m;
     if (run.auxHead) m.emplace_back("dense.", run.auxHead.get());
     if (run.dnEncoder) m.emplace_back("denoise.", run.dnEncoder.get());
+    if (run.memPos) m.emplace_back("mempos.", run.memPos.get());
+    if (run.groups) m.emplace_back("groups.", run.groups.get());
     return m;
 }
 
@@ -627,11 +678,73 @@ std::vector<train::AdamW::Param> phaseParams(LetrRun& run, const Phase& ph) {
     auto params = trainable(*run.model, ph.fineStage, cfg.lrBackbone / cfg.lr, cfg.trainBackboneBn);
     for (auto& [prefix, module] : trainingOnlyModules(run))
         for (auto& p : module->named_parameters()) {
-            const bool on = !ph.fineStage;
+            // The dense head and the denoising encoder train with the coarse stage; the memory
+            // position head has a map for each stage.
+            const bool on = (run.memPos && module == run.memPos.get()) || !ph.fineStage;
             p.value().set_requires_grad(on);
             if (on) params.push_back({"aux." + prefix + p.key(), p.value(), 1.0});
         }
     return params;
+}
+
+// The sum of the extra query groups' LETR losses (each group matched on its own).
+torch::Tensor groupsLoss(const LetrStageOutput& so, int64_t groups, int64_t N, const std::vector<torch::Tensor>& targets,
+                         const LetrLossConfig& lossCfg, const LossNormalizers* norm) {
+    torch::Tensor sum;
+    for (int64_t g = 0; g < groups; ++g) {
+        auto l = letrLoss(so.groupLogits.narrow(2, g * N, N), so.groupLines.narrow(2, g * N, N), targets, lossCfg, norm);
+        sum = sum.defined() ? sum + l.total : l.total;
+    }
+    return sum;
+}
+
+// The step's objective: the main loss plus the training-only terms of this phase (query
+// groups, dense maps, query denoising, memory positions); their logged values go to auxValues.
+torch::Tensor addTrainingTerms(LetrRun& run, const Phase& ph, bool aux, const LetrOutput& out,
+                               const LetrStageOutput& so, const std::vector<torch::Tensor>& targets,
+                               const DenoiseBatch& dnBatch, const LetrLossConfig& lossCfg, const LossNormalizers& norm,
+                               torch::Tensor objective, std::map<std::string, double>& auxValues) {
+    const LetrTrainConfig& cfg = run.cfg;
+    const bool dn = run.dnEncoder && !ph.fineStage;
+    if (run.groups) {
+        const torch::Tensor g = groupsLoss(so, cfg.queryGroups, cfg.model.numQueries, targets, lossCfg,
+                                           run.comm ? &norm : nullptr);
+        auxValues["loss/groups"] = g.item<double>() / double(cfg.queryGroups);
+        objective = (objective + g) / double(cfg.queryGroups + 1);
+    }
+    if (aux) {
+        std::vector<torch::Tensor> cf, cc;
+        for (const auto& f : out.features) {
+            cf.push_back(f[size_t(cfg.model.fineLevel - 2)]);
+            cc.push_back(f[size_t(cfg.model.coarseLevel - 2)]);
+        }
+        const DenseLoss dl = denseBatchLoss(run.auxHead, cf, cc, out.inputSizes, targets, cfg.aux,
+                                            {cfg.model.fineLevel, cfg.model.coarseLevel},
+                                            cfg.bf16Backbone ? torch::kBFloat16 : torch::kFloat);
+        objective = objective + cfg.aux.coef * dl.total;
+        auxValues.insert({{"loss/aux", cfg.aux.coef * dl.total.item<double>()}, {"loss/aux_line", dl.line},
+                          {"loss/aux_junction", dl.junction}, {"loss/aux_direction", dl.direction},
+                          {"loss/aux_offset", dl.offset}, {"loss/aux_position", dl.position}});
+    }
+    if (out.stages[0].dnLogits.defined()) {
+        double gt = 0;
+        for (const auto& g : targets) gt += double(g.numel() ? g.size(0) : 0);
+        const double denom = run.comm ? norm.numGt : std::max(1.0, gt);
+        const DenoiseLoss dl = denoiseLoss(out.stages[0].dnLogits, out.stages[0].dnLines, dnBatch, lossCfg, denom);
+        objective = objective + cfg.denoise.coef * dl.total;
+        auxValues["loss/dn"] = cfg.denoise.coef * dl.total.item<double>();
+        auxValues["loss/dn_cls"] = dl.clsPerLayer.back();
+        auxValues["loss/dn_l1"] = dl.l1PerLayer.back();
+    } else if (dn) {   // no line in this batch: the series still get a row on every rank
+        auxValues["loss/dn"] = auxValues["loss/dn_cls"] = auxValues["loss/dn_l1"] = 0.0;
+    }
+    if (run.memPos) {
+        auto& map = ph.fineStage ? run.memPos->fine : run.memPos->coarse;
+        const auto mp = memoryPositionLoss(map, so.memory, so.height, so.width, so.validSizes, out.inputSizes, so.level);
+        objective = objective + cfg.memoryPositionCoef * mp;
+        auxValues["loss/mem_position"] = mp.item<double>();
+    }
+    return objective;
 }
 
 // Trains phase `pi` from run.step to its end; false when the run was stopped (its checkpoint
@@ -658,7 +771,6 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
     if (run.resume && run.optimPhase == int(pi) && run.step > ph.begin) opt.loadState(run.resumed.optimizer, run.files.checkpoint);
     LetrLossConfig lossCfg = cfg.loss;
     lossCfg.focal = ph.focal;
-    const int64_t drop = ph.fineStage ? cfg.lrDropFine : cfg.lrDropCoarse;
     auto save = [&] { saveCheckpoint(run, ph, pi, opt, log); };
     BatchPrefetch prefetch(!run.device.is_cpu());
     while (run.step < ph.begin + ph.steps) {
@@ -668,7 +780,7 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
             return false;
         }
         const auto t0 = std::chrono::steady_clock::now();
-        const double lr = train::stepDecay(cfg.lr, cfg.lrGamma, drop, run.step - ph.begin);
+        const double lr = std::get<2>(scheduleAt(cfg, run.step));
         opt.setLr(lr);
         torch::manual_seed(train::mixSeed(cfg.seed, uint64_t(run.step), 1));
         std::vector<torch::Tensor> images, targets;
@@ -677,6 +789,8 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         LetrForwardOptions fo;
         fo.coarseOnly = !ph.fineStage;
         fo.keepFeatures = aux;
+        if (run.groups) fo.groupQueryEmbed = run.groups->weight;
+        if (cfg.bf16Backbone) fo.backboneDtype = torch::kBFloat16;
         DenoiseBatch dnBatch;
         if (dn) {
             std::vector<std::mt19937_64> rngs;
@@ -691,32 +805,8 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         if (run.comm) norm = sharedNormalizers(run, targets, so.logits.size(2), lossCfg);
         auto loss = letrLoss(so.logits, so.lines, targets, lossCfg, run.comm ? &norm : nullptr);
         std::map<std::string, double> auxValues;
-        torch::Tensor objective = loss.total;
-        if (aux) {
-            std::vector<torch::Tensor> cf, cc;
-            for (const auto& f : out.features) {
-                cf.push_back(f[size_t(cfg.model.fineLevel - 2)]);
-                cc.push_back(f[size_t(cfg.model.coarseLevel - 2)]);
-            }
-            const DenseLoss dl = denseBatchLoss(run.auxHead, cf, cc, out.inputSizes, targets, cfg.aux,
-                                                {cfg.model.fineLevel, cfg.model.coarseLevel});
-            objective = objective + cfg.aux.coef * dl.total;
-            auxValues = {{"loss/aux", cfg.aux.coef * dl.total.item<double>()}, {"loss/aux_line", dl.line},
-                         {"loss/aux_junction", dl.junction}, {"loss/aux_direction", dl.direction},
-                         {"loss/aux_offset", dl.offset}, {"loss/aux_position", dl.position}};
-        }
-        if (fo.denoiseQueryPos.defined()) {
-            double gt = 0;
-            for (const auto& g : targets) gt += double(g.numel() ? g.size(0) : 0);
-            const double denom = run.comm ? norm.numGt : std::max(1.0, gt);
-            const DenoiseLoss dl = denoiseLoss(out.stages[0].dnLogits, out.stages[0].dnLines, dnBatch, lossCfg, denom);
-            objective = objective + cfg.denoise.coef * dl.total;
-            auxValues["loss/dn"] = cfg.denoise.coef * dl.total.item<double>();
-            auxValues["loss/dn_cls"] = dl.clsPerLayer.back();
-            auxValues["loss/dn_l1"] = dl.l1PerLayer.back();
-        } else if (dn) {   // no line in this batch: the series still get a row on every rank
-            auxValues["loss/dn"] = auxValues["loss/dn_cls"] = auxValues["loss/dn_l1"] = 0.0;
-        }
+        const torch::Tensor objective =
+            addTrainingTerms(run, ph, aux, out, so, targets, dnBatch, lossCfg, norm, loss.total, auxValues);
         double total = objective.item<double>();
         train::checkLossFinite(total, run.step, "LETR training");
         opt.zeroGrad();
@@ -758,7 +848,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     if (cfg.batchSize % world != 0)
         throw Error("batch_size " + std::to_string(cfg.batchSize) + " does not divide by the world size " +
                     std::to_string(world) + " (every rank trains on batch_size / world size images)");
-    LetrRun run{cfg, dataSpec, control, {}, data::openLineDataset(dataSpec), nullptr, nullptr, nullptr, nullptr, cfg.toJson(), resume};
+    LetrRun run{cfg, dataSpec, control, {}, data::openLineDataset(dataSpec), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, cfg.toJson(), resume};
     if (run.ds->size() < 1) throw Error("dataset '" + dataSpec + "' is empty");
     run.files = train::runFiles(outDir);
     run.resume = train::resumeFrom(run.files.checkpoint, resume);   // none yet: start from step 0
@@ -771,6 +861,8 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
         run.auxHead = DenseLineHead(cfg.model.levelChannels(cfg.model.fineLevel), cfg.model.levelChannels(cfg.model.coarseLevel),
                                     cfg.aux, cfg.seed);
     if (cfg.denoise.enabled) run.dnEncoder = LineQueryEncoder(cfg.model.hiddenDim, cfg.seed);
+    if (cfg.memoryPositionCoef > 0) run.memPos = MemoryPositionHead(cfg.model.hiddenDim, cfg.seed);
+    if (cfg.queryGroups > 0) run.groups = QueryGroups(cfg.queryGroups, cfg.model.numQueries, cfg.model.hiddenDim, cfg.seed);
     run.device = device;
     run.model->to(device);   // loading below copies into these tensors, on their device
     for (auto& [prefix, module] : trainingOnlyModules(run)) module->to(device);

@@ -11,9 +11,12 @@
 //     "seed": 0,                // model init, data order, augmentation and dropout
 //     "batch_size": 4,
 //     "coarse_steps": 3000, "fine_steps": 1500, "focal_steps": 0,
-//     "lr": 1e-4, "lr_backbone": 1e-4,   // backbone lr (paper: 1e-5 with a pretrained one)
+//     "lr": 1e-4, "lr_backbone": 1e-4,   // backbone lr (paper: 1e-5 with a pretrained one); 0
+//                                          // freezes it (no backward pass through it)
 //     "weight_decay": 1e-4, "lr_gamma": 0.1,
 //     "lr_drop_coarse": 0, "lr_drop_fine": 0,     // step decay every K steps of a phase (0: off)
+//     "lr_schedule": "step",    // "cosine": each phase's lr falls from lr to lr * lr_final along a
+//     "lr_final": 0.01,         // half cosine (lr drops then must be 0); both keys absent when "step"
 //     "clip_max_norm": 0.1,     // gradient clipping (global L2 norm; 0: off)
 //     "ema_decay": 0,           // weight averaging (core/train/ema.h; 0: off): validation and
 //                               // model.h5 use the average, and each phase ends by copying it
@@ -31,8 +34,15 @@
 //     "aux": {"enabled": false, "coef": 1, "channels": 64, "line_radius": 1,
 //             "junction_sigma": 1, "stride": 8, "position_coef": 1},  // dense supervision (dense.h),
 //                                                 // coarse phase only (the backbone trains there)
-//     "denoise": {"enabled": false, "coef": 1, "noise": 0.2, "max_queries": 128}
+//     "denoise": {"enabled": false, "coef": 1, "noise": 0.2, "max_queries": 128},
 //                                                 // query denoising (denoise.h), coarse phase
+//     "memory_position_coef": 0, // > 0: regress every encoder-memory cell's position from the
+//                                                 // memory (dense.h MemoryPositionHead), both phases
+//     "bf16_backbone": false,   // the backbone's layers in bfloat16 during training steps
+//                                                 // (LetrForwardOptions::backboneDtype; validation
+//                                                 // and model.h5 stay float32)
+//     "query_groups": 0         // extra groups of num_queries entities (Group DETR; training
+//                                                 // only, "groups.*" in checkpoint.h5), both phases
 //   }
 // With "model": {"stages": "coarse"} only the coarse phase runs.
 //
@@ -74,6 +84,8 @@ struct LetrTrainConfig {
     int64_t coarseSteps = 3000, fineSteps = 1500, focalSteps = 0;
     double lr = 1e-4, lrBackbone = 1e-4, weightDecay = 1e-4, lrGamma = 0.1;
     int64_t lrDropCoarse = 0, lrDropFine = 0;
+    bool lrCosine = false;   // "lr_schedule": "cosine" (else "step")
+    double lrFinal = 0.01;   // "lr_final": the cosine's end, a fraction of lr
     double clipMaxNorm = 0.1;
     // Exponential moving average of the weights (0: off). It restarts at every phase's first
     // step from the model's weights and replaces them at the phase's end; validation reads it.
@@ -93,6 +105,19 @@ struct LetrTrainConfig {
     data::AugmentConfig augment;
     DenseAuxConfig aux;
     DenoiseConfig denoise;
+    double memoryPositionCoef = 0;   // "memory_position_coef" (0: off, and absent from the JSON)
+    // "query_groups" (Group DETR; 0: off, absent from the JSON): G extra groups of num_queries
+    // entities with their own learned positional queries, decoded beside the model's own in both
+    // stages with self-attention kept within each group (LetrForwardOptions::groupQueryEmbed).
+    // Each group is matched to the ground truth on its own, so every line is a positive for
+    // G + 1 entities per step; the loss is the mean of the groups' LETR losses (the model's own
+    // group included). Inference never has them. Their queries train in the coarse phase.
+    int64_t queryGroups = 0;
+    // "bf16_backbone" (absent from the JSON when false): each training step runs the backbone's
+    // layers in bfloat16 (autocast, channels-last; conv1, the transformers, the heads, the loss,
+    // the optimizer and the weights stay float32). On CPUs with AMX or AVX512-BF16 oneDNN makes
+    // the step about twice as fast (docs/decisions.md); elsewhere it may be slower.
+    bool bf16Backbone = false;
     // "init": a LETR model (model.h5, a converted checkpoint) or a run's checkpoint.h5 whose
     // weights start this run instead of the seed's random ones (fine-tuning; a curriculum's
     // next stage). Every tensor present in the file must match this model's shape; a
@@ -117,7 +142,9 @@ struct LetrTrainConfig {
 // trained), loss/cls_layer_<k>, loss/l1_layer_<k> (k = 0.. decoder layers - 1), lr, grad_norm,
 // throughput (images/s), phase (0 coarse, 1 fine, 2 focal); with val_every > 0 also
 // val/sAP10, val/sAP15, val/APH (percent, in [0, 100]; rows at the validation steps); with
-// aux.enabled also loss/aux (the weighted dense loss) and loss/aux_line, loss/aux_junction,
+// query_groups > 0 also loss/groups (the extra groups' mean LETR loss); with
+// memory_position_coef > 0 also loss/mem_position (the unweighted L1 of the stage being
+// trained); with aux.enabled also loss/aux (the weighted dense loss) and loss/aux_line, loss/aux_junction,
 // loss/aux_direction, loss/aux_offset, loss/aux_position (coarse phase only); with denoise.enabled also loss/dn
 // (the weighted denoising loss), loss/dn_cls, loss/dn_l1 (its last decoder layer); a
 // distributed run of W ranks adds dist/world_size and dist/throughput_rank0 .. <W-1>.
