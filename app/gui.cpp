@@ -329,7 +329,7 @@ void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
     QObject::connect(vp, &widgets::ImageViewport::frameDrawn, &window, [vp, take, waitLetr, letr, wantCoat, coat, wantCst,
                                                                         cst, replay, wantStep] {
         static bool scheduled = false;
-        const bool letrDone = !waitLetr || letr->hasTrace() || !letr->lastFailure().isEmpty() ||
+        const bool letrDone = !waitLetr || (letr->hasTrace() && !letr->lsdRunning()) || !letr->lastFailure().isEmpty() ||
                               (!letr->busy() && !letr->runPending() && !letr->hasModel());
         const bool coatDone = !wantCoat || (coat->hasTrace() && !coat->busy()) || !coat->lastFailure().isEmpty();
         const bool cstDone = !wantCst || (!cst->busy() && !cst->runPending() && (cst->hasTrace() || cst->hasModel())) ||

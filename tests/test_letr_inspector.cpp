@@ -859,6 +859,31 @@ private Q_SLOTS:
         QCOMPARE(runGlimpse({imagePath_, "--checkpoint", checkpoint_, "--run-letr", "--compare", "foo",
                              "--screenshot", shot4}, err), 2);
         QVERIFY2(err.contains("--compare"), qPrintable(err));
+
+        // With --compare lsd the screenshot waits for LSD's lines (computed on a worker thread
+        // once LETR's trace is there): the compare pane, the middle third of the window, shows
+        // line-coloured pixels (green above 200 with red or blue low: grey noise rarely is).
+        // A large noisy image, so that LSD takes long (about a second) after the trace is drawn.
+        const QString big = tmp.filePath("big.png");
+        {
+            cv::Mat grey(1800, 2400, CV_8UC1), noise;
+            cv::randu(grey, cv::Scalar::all(0), cv::Scalar::all(255));
+            cv::cvtColor(grey, noise, cv::COLOR_GRAY2BGR);   // grey: no line colour in the image
+            cv::rectangle(noise, cv::Rect(300, 200, 1200, 900), cv::Scalar(230, 230, 230), cv::FILLED);
+            QVERIFY(cv::imwrite(big.toStdString(), noise));
+        }
+        const QString shot5 = tmp.filePath("e.png");
+        QCOMPARE(runGlimpse({big, "--checkpoint", checkpoint_, "--run-letr", "--compare", "lsd",
+                             "--screenshot", shot5}, err), 0);
+        const QImage img5 = QImage(shot5).convertToFormat(QImage::Format_RGB32);
+        QVERIFY(img5.width() > 300);
+        int linePixels = 0;
+        for (int y = 0; y < img5.height(); ++y)
+            for (int x = img5.width() * 38 / 100; x < img5.width() * 70 / 100; ++x) {
+                const QRgb c = img5.pixel(x, y);
+                if (qGreen(c) > 200 && (qRed(c) < 150 || qBlue(c) < 150)) ++linePixels;
+            }
+        QVERIFY2(linePixels > 50, qPrintable(QString::number(linePixels)));
     }
 
     void videoFramesAreCachedPerFrame() {

@@ -386,6 +386,11 @@ void LetrInspector::refreshCompare() {
         });
 }
 
+bool LetrInspector::lsdRunning() const {
+    const auto it = lsdCache_.find(sourceKey());
+    return it != lsdCache_.end() && !it.value();
+}
+
 void LetrInspector::enableControls(bool have) {
     for (QWidget* w : {static_cast<QWidget*>(threshold_), static_cast<QWidget*>(entity_)})
         w->setEnabled(have);

@@ -50,6 +50,8 @@ public:
     QTableWidget* entityTable() const { return table_; }
     // Entities listed in the table, in the table's current (sorted) order.
     std::vector<int> tableEntities() const;
+    // True while the LSD lines of the compare pane are being computed for the shown image.
+    bool lsdRunning() const;
     void addFileActions(QMenu* file) override;   // Export lines...
 
 public Q_SLOTS:
