@@ -4,10 +4,10 @@
 #   1. resources/letr_demo_train.json: short side 192, 16000 coarse + 6000 fine steps, with
 #      the dense auxiliary maps and query denoising (the backbone learns from scratch);
 #   2. resources/letr_demo_hires.json: short side 320, started from stage 1's checkpoint
-#      (--init), 2500 coarse + 1000 fine steps, backbone batch norm frozen, quality-aware class target,
-#      weight averaging (ema_decay);
-#   3. resources/letr_demo_448.json: short side 448, from stage 2's checkpoint, 1000 coarse +
-#      1200 fine steps, as stage 2 otherwise (the endpoint precision comes from here).
+#      (--init), 4500 coarse + 1500 fine steps, backbone batch norm frozen, quality-aware class
+#      target, weight averaging (ema_decay), the backbone's layers in bfloat16 (bf16_backbone);
+#   3. resources/letr_demo_448.json: short side 448, from stage 2's checkpoint, 2600 coarse +
+#      2800 fine steps, as stage 2 otherwise (the endpoint precision comes from here).
 # Each stage runs RANKS processes of one thread (data-parallel, docs/distributed.md). A stage
 # that was interrupted resumes; a finished one is skipped. At the end OUT/model.h5 is the model.
 #
