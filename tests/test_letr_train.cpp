@@ -1,6 +1,7 @@
 // LETR training: AdamW against LibTorch's torch::optim::AdamW, schedule helpers, data order,
 // tiny training runs (the loss decreases; resume after a stop equals an uninterrupted run),
 // the run log's series, config and resume errors.
+#include <QDir>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -1341,6 +1342,40 @@ private Q_SLOTS:
                 QCOMPARE(lines.size(), 1);   // stage 1 only
                 QVERIFY2(p.readAllStandardError().contains("stage1 stopped before its last step"), "message");
             }
+        }
+        // The script edited in place while a stage runs (its first stand-in prepends a line, as an
+        // editor saving over it would): the running script still runs the stages it had.
+        {
+            QVERIFY(QDir().mkpath(dir.filePath("copy/tools")));
+            const std::string script = dir.filePath("copy/tools/train_letr_demo.sh").toStdString();
+            const std::string mark = dir.filePath("edited").toStdString();
+            QVERIFY(QFile::copy(GLIMPSE_SOURCE_DIR "/tools/train_letr_demo.sh", QString::fromStdString(script)));
+            QFile f(fake);
+            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            f.write(("#!/bin/bash\necho \"$*\" >> '" + log.toStdString() + "'\n" +
+                     "if [ ! -e '" + mark + "' ]; then touch '" + mark + "'; s=$(cat '" + script + "'); " +
+                     "printf '#!/usr/bin/env bash\\n# an edit made while the script runs, shifting what follows\\n%s\\n' "
+                     "\"$s\" > '" + script + "'; fi\n" +
+                     "while [ $# -gt 0 ]; do [ \"$1\" = --out ] && mkdir -p \"$2\" && touch \"$2/model.h5\"; shift; done\n")
+                        .c_str());
+            f.close();
+            QFile::remove(log);
+            QProcess p;
+            auto env = QProcessEnvironment::systemEnvironment();
+            env.insert("GLIMPSE", fake);
+            env.insert("RANKS", "1");
+            p.setProcessEnvironment(env);
+            p.start("bash", {QString::fromStdString(script), dir.filePath("edited_run")});
+            QVERIFY(p.waitForFinished(60000));
+            QCOMPARE(p.exitCode(), 0);
+            QVERIFY(QFileInfo::exists(QString::fromStdString(mark)));
+            QFile calls(log);
+            QVERIFY(calls.open(QIODevice::ReadOnly));
+            QCOMPARE(QString(calls.readAll()).split('\n', Qt::SkipEmptyParts).size(), 3);
+            QVERIFY(QFileInfo::exists(dir.filePath("edited_run/model.h5")));
+            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));   // back to a stand-in that stops
+            f.write(("#!/bin/bash\necho \"$*\" >> '" + log.toStdString() + "'\n").c_str());
+            f.close();
         }
         // DEVICE=cuda: one process per stage on the GPU, every stage told so; with RANKS > 1 refused.
         QFile::remove(log);

@@ -67,16 +67,21 @@ stage() {
     fi
 }
 
-if [ -n "${STAGE1:-}" ]; then
-    [ -f "$STAGE1" ] || { echo "train_letr_demo.sh: STAGE1=$STAGE1 does not exist" >&2; exit 1; }
-    echo "== stage1: taken from $STAGE1"
-    init1="$STAGE1"
-else
-    stage stage1 letr_demo_train.json
-    init1="$OUT/stage1/checkpoint.h5"
-fi
-stage stage2 letr_demo_hires.json --init "$init1"
-stage stage3 letr_demo_448.json --init "$OUT/stage2/checkpoint.h5"
-cp "$OUT/stage3/model.h5" "$OUT/model.h5.tmp" && mv "$OUT/model.h5.tmp" "$OUT/model.h5"
-echo "== $OUT/model.h5: evaluate with"
-echo "   $GLIMPSE eval letr --checkpoint $OUT/model.h5 --data procedural:200:1000:256x192 --layers all"
+# The stages in one compound command: bash parses it whole before running it, so editing this
+# file while a stage trains (hours) cannot change what the running script does next.
+{
+    if [ -n "${STAGE1:-}" ]; then
+        [ -f "$STAGE1" ] || { echo "train_letr_demo.sh: STAGE1=$STAGE1 does not exist" >&2; exit 1; }
+        echo "== stage1: taken from $STAGE1"
+        init1="$STAGE1"
+    else
+        stage stage1 letr_demo_train.json
+        init1="$OUT/stage1/checkpoint.h5"
+    fi
+    stage stage2 letr_demo_hires.json --init "$init1"
+    stage stage3 letr_demo_448.json --init "$OUT/stage2/checkpoint.h5"
+    cp "$OUT/stage3/model.h5" "$OUT/model.h5.tmp" && mv "$OUT/model.h5.tmp" "$OUT/model.h5"
+    echo "== $OUT/model.h5: evaluate with"
+    echo "   $GLIMPSE eval letr --checkpoint $OUT/model.h5 --data procedural:200:1000:256x192 --layers all"
+    exit 0
+}
