@@ -147,14 +147,13 @@ int benchLetr(const std::vector<std::string>& argv) {
         LetrForwardOptions fo;
         fo.record = record;
         fo.time = true;
+        // LibTorch 1.13's CPU autocast has no layer norm over bfloat16 input with float32
+        // weights, so on the CPU only the backbone runs in bfloat16.
+        const bool cpuBf16 = autocast == torch::kBFloat16 && model->device().is_cpu();
+        if (cpuBf16) fo.backboneDtype = torch::kBFloat16;
         LetrOutput out;
-        if (autocast == torch::kBFloat16 && model->device().is_cpu()) {
-            // LibTorch 1.13's CPU autocast has no layer norm over bfloat16 input with float32
-            // weights, so on the CPU only the backbone runs in bfloat16.
-            fo.backboneDtype = torch::kBFloat16;
-            out = model->forward({input.tensor}, fo);
-        } else {
-            AutocastGuard ag(model->device(), autocast);
+        {
+            AutocastGuard ag(model->device(), cpuBf16 ? torch::kFloat : autocast);
             out = model->forward({input.tensor}, fo);
         }
         if (record) trace32 = LetrTrace::capture(*model, out, 0, input, LetrTracePrecision::Float32);

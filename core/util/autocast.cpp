@@ -21,39 +21,50 @@ torch::ScalarType parseAutocast(const std::string& name, const std::string& flag
     throw Error(flag + ": expected fp32, bf16 or fp16, got '" + name + "'");
 }
 
+namespace {
+// The autocast state of one device type (kCPU or kCUDA), under either LibTorch API.
+bool enabled(at::DeviceType t) {
+#if GLIMPSE_AUTOCAST_PER_DEVICE
+    return at::autocast::is_autocast_enabled(t);
+#else
+    return t == at::kCPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+#endif
+}
+
+torch::ScalarType dtypeOf(at::DeviceType t) {
+#if GLIMPSE_AUTOCAST_PER_DEVICE
+    return at::autocast::get_autocast_dtype(t);
+#else
+    return t == at::kCPU ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+
+void setState(at::DeviceType t, bool on, torch::ScalarType dtype) {
+#if GLIMPSE_AUTOCAST_PER_DEVICE
+    at::autocast::set_autocast_dtype(t, dtype);
+    at::autocast::set_autocast_enabled(t, on);
+#else
+    if (t == at::kCPU) {
+        at::autocast::set_autocast_cpu_dtype(dtype);
+        at::autocast::set_cpu_enabled(on);
+    } else {
+        at::autocast::set_autocast_gpu_dtype(dtype);
+        at::autocast::set_enabled(on);
+    }
+#endif
+}
+} // namespace
+
 AutocastGuard::AutocastGuard(const torch::Device& device, torch::ScalarType dtype) {
     if (dtype == torch::kFloat) return;
-    if (device.is_cpu() && dtype == torch::kBFloat16) {
-        cpu_ = true;
-#if GLIMPSE_AUTOCAST_PER_DEVICE
-        wasEnabled_ = at::autocast::is_autocast_enabled(at::kCPU);
-        wasDtype_ = at::autocast::get_autocast_dtype(at::kCPU);
-        at::autocast::set_autocast_dtype(at::kCPU, dtype);
-        at::autocast::set_autocast_enabled(at::kCPU, true);
-#else
-        wasEnabled_ = at::autocast::is_cpu_enabled();
-        wasDtype_ = at::autocast::get_autocast_cpu_dtype();
-        at::autocast::set_autocast_cpu_dtype(dtype);
-        at::autocast::set_cpu_enabled(true);
-#endif
-        at::autocast::increment_nesting();
-        on_ = true;
-        return;
-    }
-    if (!device.is_cuda())
+    const bool cpuBf16 = device.is_cpu() && dtype == torch::kBFloat16;
+    if (!device.is_cuda() && !cpuBf16)
         throw Error(std::string("autocast ") + c10::toString(dtype) + " runs on a CUDA device (bfloat16 also on the CPU), not " +
                     device.str());
-#if GLIMPSE_AUTOCAST_PER_DEVICE
-    wasEnabled_ = at::autocast::is_autocast_enabled(at::kCUDA);
-    wasDtype_ = at::autocast::get_autocast_dtype(at::kCUDA);
-    at::autocast::set_autocast_dtype(at::kCUDA, dtype);
-    at::autocast::set_autocast_enabled(at::kCUDA, true);
-#else
-    wasEnabled_ = at::autocast::is_enabled();
-    wasDtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_autocast_gpu_dtype(dtype);
-    at::autocast::set_enabled(true);
-#endif
+    type_ = cpuBf16 ? at::kCPU : at::kCUDA;
+    wasEnabled_ = enabled(type_);
+    wasDtype_ = dtypeOf(type_);
+    setState(type_, true, dtype);
     at::autocast::increment_nesting();
     on_ = true;
 }
@@ -61,23 +72,7 @@ AutocastGuard::AutocastGuard(const torch::Device& device, torch::ScalarType dtyp
 AutocastGuard::~AutocastGuard() {
     if (!on_) return;
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    if (cpu_) {
-#if GLIMPSE_AUTOCAST_PER_DEVICE
-        at::autocast::set_autocast_enabled(at::kCPU, wasEnabled_);
-        at::autocast::set_autocast_dtype(at::kCPU, wasDtype_);
-#else
-        at::autocast::set_cpu_enabled(wasEnabled_);
-        at::autocast::set_autocast_cpu_dtype(wasDtype_);
-#endif
-        return;
-    }
-#if GLIMPSE_AUTOCAST_PER_DEVICE
-    at::autocast::set_autocast_enabled(at::kCUDA, wasEnabled_);
-    at::autocast::set_autocast_dtype(at::kCUDA, wasDtype_);
-#else
-    at::autocast::set_enabled(wasEnabled_);
-    at::autocast::set_autocast_gpu_dtype(wasDtype_);
-#endif
+    setState(type_, wasEnabled_, wasDtype_);
 }
 
 } // namespace glimpse

@@ -2,7 +2,7 @@
 // Mixed precision: while an AutocastGuard lives, LibTorch's autocast runs the matrix products and
 // convolutions of this thread in a lower precision (reductions, softmax and normalizations stay
 // in float32; outputs come back as the ops produce them). On a GPU bfloat16 or float16 (inference,
-// `--autocast`); on the CPU bfloat16 (LETR training's backbone, `train_bf16`: on processors with
+// `--autocast`); on the CPU bfloat16 (LETR training's backbone, `bf16_backbone`: on processors with
 // AMX or AVX512-BF16, oneDNN runs bfloat16 convolutions several times faster than float32 ones).
 #include <string>
 
@@ -24,7 +24,7 @@ public:
 
 private:
     bool on_ = false;
-    bool cpu_ = false;
+    c10::DeviceType type_ = c10::DeviceType::CUDA;
     bool wasEnabled_ = false;
     torch::ScalarType wasDtype_ = torch::kFloat;
 };

@@ -531,9 +531,6 @@ struct StageTimer {
     }
 };
 
-} // namespace
-
-namespace {
 // The decoders' self-attention mask over [N learned | G * N groups | Q denoising] entities
 // (true: may not attend); undefined when there are only the learned ones.
 torch::Tensor entityMask(int64_t N, int64_t groupEntities, int64_t Q) {

@@ -262,7 +262,7 @@ struct LetrForwardOptions {
     // extra ones see everything. Their outputs are in stages[0].dn*.
     torch::Tensor denoiseQueryPos;
     // kBFloat16: the backbone's layers run in bfloat16 (ResNetBodyImpl::forward; training on a
-    // CPU with AMX / AVX512-BF16, LetrTrainConfig::bf16). The transformers and heads stay float32.
+    // CPU with AMX / AVX512-BF16, LetrTrainConfig::bf16Backbone). The transformers and heads stay float32.
     torch::ScalarType backboneDtype = torch::kFloat;
     // Query groups (training; Group DETR): [G, N, d] positional queries of G extra groups of N
     // entities each, decoded beside the model's own N. Attention in the decoders' self-attention

@@ -116,7 +116,7 @@ struct LetrTrainConfig {
     // "bf16_backbone" (absent from the JSON when false): each training step runs the backbone's
     // layers in bfloat16 (autocast, channels-last; conv1, the transformers, the heads, the loss,
     // the optimizer and the weights stay float32). On CPUs with AMX or AVX512-BF16 oneDNN makes
-    // the step about twice as fast (docs/decisions.md); elsewhere it may be slower.
+    // the step about 1.5 times as fast (docs/decisions.md); elsewhere it may be slower.
     bool bf16Backbone = false;
     // "init": a LETR model (model.h5, a converted checkpoint) or a run's checkpoint.h5 whose
     // weights start this run instead of the seed's random ones (fine-tuning; a curriculum's
