@@ -131,6 +131,15 @@ private Q_SLOTS:
                         "--no-lsd", "--short-side", "96", "--max-long-side", "200"});
         QVERIFY2(s.code == 0, qPrintable(s.err));
         QVERIFY2(s.err.contains("short side 96, long side <= 200"), qPrintable(s.err));
+        // The flip ensemble: said in the table's title; 3 views is refused before any work.
+        s = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:1:2:64x64", "--layers", "last",
+                 "--no-lsd", "--flips", "4"});
+        QVERIFY2(s.code == 0, qPrintable(s.err));
+        QVERIFY2(s.out.contains("(flip ensemble of 4 views)"), qPrintable(s.out));
+        QCOMPARE(rowLabels(s.out), QStringList({"coarse 2", "fine 2"}));
+        s = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:1:2:64x64", "--flips", "3"});
+        QCOMPARE(s.code, 1);
+        QVERIFY2(s.err.contains("--flips: expected 1, 2 or 4, got 3"), qPrintable(s.err));
         s = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:1:2:64x64", "--short-side", "96",
                  "--max-long-side", "80"});
         QVERIFY(s.code != 0);

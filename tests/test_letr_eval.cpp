@@ -10,6 +10,7 @@
 #include "core/data/lines.h"
 #include "core/error.h"
 #include "core/eval/letr_eval.h"
+#include "core/models/letr/flips.h"
 #include "core/models/letr/model.h"
 #include "core/models/letr/trace.h"
 #include "core/runlog.h"
@@ -157,6 +158,131 @@ private Q_SLOTS:
         QVERIFY(s.stopped);
         QCOMPARE(s.images, int64_t(0));
         QVERIFY(testing::contains(testing::errorOf([&] { s.row("lsd"); }), {"no row", "lsd"}));
+    }
+
+    // The flip ensemble's merge on hand-made views: greedy by view 0's score, nearest entity
+    // not yet taken within the radius, the endpoint order that fits, the mean line, the mean
+    // score over all views (0 where nothing was taken).
+    void flipMergeByHand() {
+        const auto v0 = torch::tensor({0.1, 0.1, 0.5, 0.1,     // A, 0.9
+                                       0.2, 0.6, 0.2, 0.9,     // B, 0.8
+                                       0.7, 0.7, 0.9, 0.9,     // C, 0.3: nothing near it
+                                       0.11, 0.1, 0.51, 0.1},  // E, 0.2: near A, but A takes A'
+                                      torch::kDouble).view({4, 4});
+        const auto v1 = torch::tensor({0.9, 0.1, 0.95, 0.2,    // D, 0.95: near nothing
+                                       0.2, 0.62, 0.2, 0.88,   // B'
+                                       0.52, 0.12, 0.12, 0.1,  // A' (endpoints in the other order)
+                                       0.3, 0.3, 0.35, 0.3},   // far from all
+                                      torch::kDouble).view({4, 4});
+        const auto p = torch::tensor({0.9, 0.8, 0.3, 0.2, 0.95, 0.6, 0.7, 0.1}, torch::kDouble).view({2, 4});
+        auto [lines, probs] = letr::mergeFlipViews(torch::stack({v0, v1}), p);
+        const auto wantLines = torch::tensor({0.11, 0.1, 0.51, 0.11, 0.2, 0.61, 0.2, 0.89, 0.7, 0.7, 0.9, 0.9,
+                                              0.11, 0.1, 0.51, 0.1}, torch::kDouble).view({4, 4});
+        QVERIFY(torch::allclose(lines, wantLines, 0, 1e-12));
+        QVERIFY(torch::allclose(probs, torch::tensor({0.8, 0.7, 0.15, 0.1}, torch::kDouble), 0, 1e-12));
+        // A radius below every distance: the lines stay, the scores halve.
+        auto [l2, p2] = letr::mergeFlipViews(torch::stack({v0, v1}), p, 0.001);
+        QVERIFY(torch::equal(l2, v0));
+        QVERIFY(torch::allclose(p2, p[0] / 2, 0, 1e-12));
+        // One view: unchanged.
+        auto [l1, p1] = letr::mergeFlipViews(v0.unsqueeze(0), p.narrow(0, 0, 1));
+        QVERIFY(torch::equal(l1, v0) && torch::equal(p1, p[0]));
+        QVERIFY(testing::contains(testing::errorOf([&] { letr::mergeFlipViews(v0, p); }), {"[V, N, 4]"}));
+        QVERIFY(testing::contains(testing::errorOf([&] { letr::checkFlipViews(3); }), {"1, 2 or 4", "3"}));
+    }
+
+    // forwardFlipEnsemble against the views run one by one, mirrored and mapped back here
+    // (x -> 1 - x for a left-right mirror, y -> 1 - y for an up-down one), and merged.
+    void flipEnsembleEqualsViewsRunOneByOne() {
+        letr::LetrModel model(tinyConfig(), 6);
+        model.eval();
+        torch::NoGradGuard noGrad;
+        const auto image = torch::randn({3, 64, 96}, torch::TensorOptions().dtype(torch::kFloat));
+        const auto plain = model.forward({image});
+        const auto one = letr::forwardFlipEnsemble(model, image, 1);
+        QVERIFY(torch::equal(one.last().lines, plain.last().lines));
+        const auto ens = letr::forwardFlipEnsemble(model, image, 4);
+        QCOMPARE(ens.last().lines.size(1), int64_t(4));
+        const std::vector<std::vector<int64_t>> dims{{}, {2}, {1}, {1, 2}};
+        std::vector<letr::LetrOutput> views;
+        for (const auto& d : dims) views.push_back(model.forward({d.empty() ? image : image.flip(d)}));
+        for (size_t s = 0; s < 2; ++s) {
+            for (int64_t l = 0; l < plain.stages[s].lines.size(0); ++l) {
+                std::vector<torch::Tensor> ls, ps;
+                for (size_t v = 0; v < 4; ++v) {
+                    auto x = views[v].stages[s].lines[l][0].clone();
+                    if (v == 1 || v == 3) {
+                        x.select(1, 0).copy_(1 - x.select(1, 0));
+                        x.select(1, 2).copy_(1 - x.select(1, 2));
+                    }
+                    if (v == 2 || v == 3) {
+                        x.select(1, 1).copy_(1 - x.select(1, 1));
+                        x.select(1, 3).copy_(1 - x.select(1, 3));
+                    }
+                    ls.push_back(x);
+                    ps.push_back(torch::softmax(views[v].stages[s].logits[l][0], -1).select(-1, 0));
+                }
+                auto [ml, mp] = letr::mergeFlipViews(torch::stack(ls), torch::stack(ps));
+                const auto& st = ens.stages[s];
+                QVERIFY(torch::allclose(st.lines[l][0], ml, 0, 1e-4));
+                QVERIFY(torch::allclose(torch::softmax(st.logits[l][0], -1).select(-1, 0), mp, 0, 1e-4));
+                // Views 1-3 of the batch are as the forward pass gave them.
+                QVERIFY(torch::allclose(st.lines[l][2], views[2].stages[s].lines[l][0], 0, 1e-4));
+            }
+        }
+        // A 4-view ensemble is not view 0 alone (the views disagree on a random model).
+        QVERIFY(!torch::allclose(ens.last().lines[2][0], plain.last().lines[2][0], 0, 1e-3));
+    }
+
+    // Traces and evaluation with the ensemble: the trace's lines are the ensemble's and say so
+    // (meta "flips", kept by a save / load; an impossible value is refused), and the
+    // evaluation's rows equal the metrics of those traces.
+    void flipEnsembleInTracesAndEvaluation() {
+        letr::LetrModel model(tinyConfig(), 7);
+        DrawnLines data(2);
+        letr::LetrRunOptions ro;
+        ro.flips = 2;
+        const auto s0 = data.get(0);
+        const auto trace = letr::runLetr(model, s0.image, ro);
+        QCOMPARE(trace.flips(), 2);
+        QCOMPARE(letr::runLetr(model, s0.image).flips(), 1);
+        {
+            model.eval();
+            torch::NoGradGuard noGrad;
+            const auto in = model.preprocess(s0.image);
+            const auto ens = letr::forwardFlipEnsemble(model, in.tensor, 2);
+            const auto scale = torch::tensor({128.f, 128.f, 128.f, 128.f});
+            QVERIFY(torch::allclose(trace.endpoints(letr::Stage::Fine, 2), ens.last().lines[2][0] * scale, 0, 1e-3));
+            model.train();
+        }
+        const std::string path = dir_.filePath("flips.h5").toStdString();
+        trace.save(path);
+        QCOMPARE(letr::LetrTrace::load(path).flips(), 2);
+        letr::LetrTrace bad = trace;
+        bad.raw().meta()["flips"] = 3;
+        bad.save(path);
+        QVERIFY(testing::contains(testing::errorOf([&] { letr::LetrTrace::load(path); }), {"flips", "1, 2 or 4"}));
+
+        eval::LetrEvalOptions o;
+        o.flips = 2;
+        o.lsd = false;
+        const auto r = eval::evaluateLetr(model, data, o);
+        eval::LineEvaluator ref;
+        for (int i = 0; i < 2; ++i) {
+            const auto s = data.get(i);
+            const auto t = letr::runLetr(model, s.image, ro);
+            std::vector<eval::ScoredLine> pred;
+            for (const auto& l : t.lines(letr::Stage::Fine, 2, 0.0f)) pred.push_back({l.x1, l.y1, l.x2, l.y2, l.score});
+            std::vector<eval::GtLine> gt;
+            auto a = s.lines.accessor<float, 2>();
+            for (int64_t k = 0; k < a.size(0); ++k) gt.push_back({a[k][0], a[k][1], a[k][2], a[k][3]});
+            ref.add(pred, gt, s.image.cols, s.image.rows);
+        }
+        const eval::LineMetrics m = ref.compute(), got = r.row("fine_3").metrics;
+        for (size_t k = 0; k < m.sAP.size(); ++k) QVERIFY(std::abs(m.sAP[k] - got.sAP[k]) < 1e-6);
+        QVERIFY(std::abs(m.APH - got.APH) < 1e-6);
+        o.flips = 3;
+        QVERIFY(testing::contains(testing::errorOf([&] { eval::evaluateLetr(model, data, o); }), {"flips", "3"}));
     }
 
     void badGroundTruthNamesTheSample() {

@@ -25,4 +25,7 @@ int evalEdges(const std::vector<std::string>& args);       // glimpse eval edges
 // `desc` says which.
 std::shared_ptr<letr::LetrModel> letrModelFromArgs(const Args& a, std::string& desc);
 
+// --flips (default 1): the views of the flip ensemble (core/models/letr/flips.h); 1, 2 or 4.
+int flipsOption(const Args& a);
+
 } // namespace glimpse::cli

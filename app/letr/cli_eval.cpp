@@ -28,22 +28,25 @@ namespace {
 const char* kEvalUsage =
     "usage: glimpse eval letr --checkpoint C.h5 --data D [--layers all|last] [--out eval.h5]\n"
     "                         [--max-images N] [--no-lsd] [--short-side S] [--max-long-side M]\n"
-    "                         [--threads T] [--device cpu|cuda[:N]]\n"
+    "                         [--flips 1|2|4] [--threads T] [--device cpu|cuda[:N]]\n"
     "Evaluates a LETR checkpoint on a line dataset (D: data.json, a dataset folder or\n"
     "procedural:COUNT[:SEED[:WxH]]) and prints sAP5/10/15, sF10/15, APH and FH (percent) for\n"
     "every decoder layer of both stages (--layers last: the last layer of each) and for the LSD\n"
     "baseline on the same images. --short-side and --max-long-side override the checkpoint's input\n"
     "size (a larger long-side cap is needed to enlarge a small image). --out writes the numbers and PR curves as an eval file (a\n"
-    "finished run log, docs/formats.md). Progress goes to stderr.\n";
+    "finished run log, docs/formats.md). --flips 2|4 evaluates the flip ensemble: each image\n"
+    "also runs mirrored (4: left-right, up-down and both) and every layer's lines are merged\n"
+    "over the views (docs/decisions.md). Progress goes to stderr.\n";
 
 const char* kEdgesUsage =
     "usage: glimpse eval edges IMAGE... [--checkpoint C.h5] [--top K] [--short-side S] [--max-long-side M]\n"
-    "                          [--threads T]\n"
+    "                          [--flips 1|2|4] [--threads T]\n"
     "Photos have no ground truth: for the K best lines (default 50) of LETR (the last decoder\n"
     "layer of its last stage; with --checkpoint, else resources/letr_demo.h5 when present) and\n"
     "of LSD on each image, prints the fraction of lines that lie on strong image edges (70% of\n"
     "their pixels on a gradient in the image's top 10% whose direction is within 22.5 degrees\n"
-    "of the line's normal) and the mean fraction of such pixels (docs/decisions.md).\n";
+    "of the line's normal) and the mean fraction of such pixels (docs/decisions.md). --flips:\n"
+    "LETR's lines from the flip ensemble, as in eval letr.\n";
 
 // --short-side / --max-long-side: the model's input size unless given.
 void applyResize(const Args& a, letr::LetrModel& model) {
@@ -57,6 +60,12 @@ void applyResize(const Args& a, letr::LetrModel& model) {
 
 } // namespace
 
+int flipsOption(const Args& a) {
+    const long long f = a.getInt("--flips", 1);
+    if (f != 1 && f != 2 && f != 4) throw Error("--flips: expected 1, 2 or 4, got " + std::to_string(f));
+    return int(f);
+}
+
 int evalEdges(const std::vector<std::string>& argv) {
     if (argv.empty() || std::find(argv.begin(), argv.end(), "--help") != argv.end() ||
         std::find(argv.begin(), argv.end(), "-h") != argv.end()) {
@@ -64,7 +73,9 @@ int evalEdges(const std::vector<std::string>& argv) {
         return argv.empty() ? 2 : 0;
     }
     Args a(argv, {});
-    a.checkKnown({"--checkpoint", "--top", "--short-side", "--max-long-side", "--threads"});
+    a.checkKnown({"--checkpoint", "--top", "--short-side", "--max-long-side", "--flips", "--threads"});
+    letr::LetrRunOptions runOpts;
+    runOpts.flips = flipsOption(a);
     if (a.positional().empty()) throw Error("glimpse eval edges: no image given");
     eval::EdgeSupportOptions o;
     o.topK = int(a.getInt("--top", 50));
@@ -89,7 +100,7 @@ int evalEdges(const std::vector<std::string>& argv) {
         const cv::Mat rgb = loadImageRGB(path);
         const std::string name = std::filesystem::path(path).filename().string();
         if (model) {
-            const letr::LetrTrace trace = letr::runLetr(*model, rgb);
+            const letr::LetrTrace trace = letr::runLetr(*model, rgb, runOpts);
             std::vector<eval::ScoredLine> lines;
             for (const auto& l : trace.lines(trace.lastStage(), trace.lastLayer(), 0.0f))
                 lines.push_back({l.x1, l.y1, l.x2, l.y2, l.score});
@@ -116,7 +127,7 @@ int evalLetr(const std::vector<std::string>& argv) {
     }
     Args a(argv, {"--no-lsd"});
     a.checkKnown({"--checkpoint", "--data", "--layers", "--out", "--max-images", "--no-lsd",
-                  "--short-side", "--max-long-side", "--threads", "--device"});
+                  "--short-side", "--max-long-side", "--flips", "--threads", "--device"});
     const torch::Device device = parseDevice(a.get("--device", "cpu"));
     if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional().front() + "'");
     const std::string ckpt = a.require("--checkpoint");
@@ -131,6 +142,7 @@ int evalLetr(const std::vector<std::string>& argv) {
     eval::LetrEvalOptions opts;
     opts.allLayers = layers == "all";
     opts.lsd = !a.has("--no-lsd");
+    opts.flips = flipsOption(a);
     opts.maxImages = a.getInt("--max-images", -1);
     if (a.has("--max-images") && opts.maxImages < 1) throw Error("--max-images: expected a positive integer");
 
@@ -140,21 +152,26 @@ int evalLetr(const std::vector<std::string>& argv) {
     auto data = data::openLineDataset(dataSpec);
     std::cerr << "glimpse eval: " << ckpt << " (" << model->config().backbone << ", "
               << model->config().numQueries << " queries, short side " << model->config().shortSide
-              << ", long side <= " << model->config().maxLongSide << ") on " << data->describe() << "\n";
+              << ", long side <= " << model->config().maxLongSide
+              << (opts.flips > 1 ? ", flip ensemble of " + std::to_string(opts.flips) + " views" : std::string())
+              << ") on " << data->describe() << "\n";
 
     eval::LetrEvalResult result;
     {
         CountProgress progress("  ", " images");
         result = eval::evaluateLetr(*model, *data, opts, progress.fn());
     }
-    std::cout << "LETR " << ckpt << " on " << data->describe() << ": " << result.images << " images, "
+    std::cout << "LETR " << ckpt
+              << (opts.flips > 1 ? " (flip ensemble of " + std::to_string(opts.flips) + " views)" : std::string())
+              << " on " << data->describe() << ": " << result.images << " images, "
               << "sAP over squared endpoint distance in a 128 x 128 frame\n"
               << eval::formatEvalTable(result);
     std::cerr << "glimpse eval: " << result.seconds << " s\n";
     if (a.has("--out")) {
         const std::string out = *a.get("--out");
         eval::saveEvalFile(result, out, {{"kind", "letr_eval"}, {"checkpoint", ckpt}, {"data", dataSpec},
-                                         {"layers", layers}, {"model", model->config().toJson()}});
+                                         {"layers", layers}, {"flips", opts.flips},
+                                         {"model", model->config().toJson()}});
         std::cerr << "glimpse eval: wrote " << out << "\n";
     }
     return 0;

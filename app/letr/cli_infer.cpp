@@ -39,7 +39,7 @@ const char* kInferUsage =
     "                     --image I.png|DIR|list.txt --out trace.h5|DIR\n"
     "                     [--png overlay.png|DIR] [--json lines.json|DIR] [--threshold 0.7]\n"
     "                     [--short-side S] [--max-long-side M] [--device cpu|cuda]\n"
-    "                     [--precision float16|float32] [--threads T]\n"
+    "                     [--precision float16|float32] [--flips 1|2|4] [--threads T]\n"
     "Runs LETR on each image and writes its trace (per-layer lines, entity states, encoder\n"
     "memories: every attention map can be recomputed from it). With a folder or a .txt list of\n"
     "images (one path per line, relative to the list), --out, --png and --json are folders and\n"
@@ -48,7 +48,10 @@ const char* kInferUsage =
     "JSON are those of the last decoder layer with score >= --threshold (default: the\n"
     "checkpoint's score_threshold when it has one, else 0.7).\n"
     "--precision: how entity states and memories are stored (default float16: 2/3 of the\n"
-    "size, attention maps within 1e-4; float32: attention equal to the forward pass's).\n";
+    "size, attention maps within 1e-4; float32: attention equal to the forward pass's).\n"
+    "--flips 2|4: also runs the image's left-right mirror (4: and the up-down ones) and stores\n"
+    "every layer's lines and scores merged over the views (a flip ensemble: more precise\n"
+    "endpoints, 2-4x the time; states and attention stay the image's own).\n";
 
 
 cv::Mat drawOverlay(const cv::Mat& rgb, const std::vector<LetrLine>& lines) {
@@ -73,6 +76,7 @@ std::string linesJson(const std::string& image, const LetrTrace& t, float thresh
     j["threshold"] = threshold;
     j["stage"] = stageName(stage);
     j["layer"] = layer;
+    j["flips"] = t.flips();
     j["lines"] = nlohmann::json::array();
     for (const auto& l : t.lines(stage, layer, threshold))
         j["lines"].push_back({{"x1", l.x1}, {"y1", l.y1}, {"x2", l.x2}, {"y2", l.y2}, {"score", l.score},
@@ -152,7 +156,7 @@ int inferLetr(const std::vector<std::string>& argv) {
     try {
         a.checkKnown({"--model", "--checkpoint", "--random-seed", "--config", "--backbone", "--image", "--out", "--png",
                       "--json", "--threshold", "--short-side", "--max-long-side", "--device", "--precision",
-                      "--threads"});
+                      "--flips", "--threads"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
     } catch (const Error& e) {
         std::cerr << "glimpse infer: " << e.what() << "\n" << kInferUsage;
@@ -177,6 +181,7 @@ int inferLetr(const std::vector<std::string>& argv) {
         throw Error("--precision: expected float32 or float16, got '" + precisionName + "'");
     LetrRunOptions runOpts;
     runOpts.precision = precisionName == "float16" ? LetrTracePrecision::Float16 : LetrTracePrecision::Float32;
+    runOpts.flips = flipsOption(a);
     if (a.has("--threads")) {
         const long long t = a.getInt("--threads", 1);
         if (t < 1) throw Error("--threads: expected a positive integer");

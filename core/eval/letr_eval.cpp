@@ -8,6 +8,7 @@
 
 #include "core/data/lines.h"
 #include "core/error.h"
+#include "core/models/letr/flips.h"
 #include "core/models/letr/model.h"
 #include "core/runlog.h"
 #include "core/train/control.h"
@@ -66,6 +67,7 @@ LetrEvalResult evaluateLetr(letr::LetrModel& model, const data::LineDataset& dat
                             const LetrEvalOptions& options, const EvalProgressFn& progress,
                             train::Control* control) {
     const auto t0 = std::chrono::steady_clock::now();
+    letr::checkFlipViews(options.flips, "eval: flips");
     int64_t total = data.size();
     if (options.maxImages >= 0) total = std::min(total, options.maxImages);
 
@@ -102,7 +104,7 @@ LetrEvalResult evaluateLetr(letr::LetrModel& model, const data::LineDataset& dat
         const letr::LetrImage in = model.preprocess(s.image);
         letr::LetrForwardOptions fo;
         fo.coarseOnly = numStages == 1;
-        const letr::LetrOutput out = model.forward({in.tensor}, fo);
+        const letr::LetrOutput out = letr::forwardFlipEnsemble(model, in.tensor, options.flips, fo);
         const float W0 = float(in.originalWidth), H0 = float(in.originalHeight);
         for (auto& slot : slots) {
             const letr::LetrStageOutput& so = out.stages[size_t(slot.stage)];

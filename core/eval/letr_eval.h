@@ -37,6 +37,7 @@ struct LetrEvalOptions {
     size_t maxCurvePoints = 512;  // PR curves are subsampled to this many points when stored
     bool coarseOnly = false;      // evaluate (and run) the coarse stage only (validation while
                                   // the trainer is in its coarse phase)
+    int flips = 1;                // 1, 2 or 4 views merged per layer (core/models/letr/flips.h)
 };
 
 struct EvalRow {

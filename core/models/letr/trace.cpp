@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/models/letr/flips.h"
 
 namespace glimpse::letr {
 
@@ -138,6 +139,11 @@ void LetrTrace::validate() const {
     const int S = numStages();
     if (!m["decoder_layers"].is_array() || int(m["decoder_layers"].size()) != S)
         throw Error("LETR trace: meta 'decoder_layers' does not match 'stages'");
+    if (m.contains("flips")) {
+        const auto& f = m["flips"];
+        if (!f.is_number_integer() || (f.get<int64_t>() != 1 && f.get<int64_t>() != 2 && f.get<int64_t>() != 4))
+            throw Error("LETR trace: meta 'flips' must be 1, 2 or 4");
+    }
     const auto in = inputSize();
     trace_.get("input/image", {in[0], in[1], 3});
     for (int si = 0; si < S; ++si) {
@@ -192,6 +198,11 @@ std::array<int64_t, 2> LetrTrace::inputSize() const { return pair(trace_.meta().
 
 LetrTracePrecision LetrTrace::precision() const {
     return trace_.meta().at("precision") == "float16" ? LetrTracePrecision::Float16 : LetrTracePrecision::Float32;
+}
+
+int LetrTrace::flips() const {
+    const auto& m = trace_.meta();
+    return m.contains("flips") ? int(m["flips"].get<int64_t>()) : 1;
 }
 
 torch::Tensor LetrTrace::image() const { return trace_.get("input/image"); }
@@ -311,11 +322,32 @@ torch::Tensor LetrTrace::selfAttention(Stage s, int layer, int head, int64_t ent
 
 std::vector<LetrTrace> runLetr(LetrModel& model, const std::vector<cv::Mat>& images,
                                const LetrRunOptions& options) {
+    checkFlipViews(options.flips);
     std::vector<LetrImage> inputs;
     std::vector<torch::Tensor> tensors;
     for (const auto& im : images) {
         inputs.push_back(model.preprocess(im));
         tensors.push_back(inputs.back().tensor);
+    }
+    if (options.flips > 1) {
+        // One batch of views per image: the ensemble merges within an image.
+        std::vector<LetrTrace> traces;
+        for (size_t i = 0; i < inputs.size(); ++i) {
+            LetrOutput out;
+            {
+                TrainingFlagGuard guard(model);
+                model.eval();
+                torch::NoGradGuard noGrad;
+                LetrForwardOptions fo;
+                fo.record = true;
+                fo.time = options.timings != nullptr;
+                out = forwardFlipEnsemble(model, inputs[i].tensor, options.flips, fo);
+            }
+            if (options.timings) *options.timings = out.timings;
+            traces.push_back(LetrTrace::capture(model, out, 0, inputs[i], options.precision));
+            traces.back().raw().meta()["flips"] = options.flips;
+        }
+        return traces;
     }
     LetrOutput out;
     {

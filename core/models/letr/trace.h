@@ -79,6 +79,9 @@ public:
     std::array<int64_t, 2> originalSize() const;         // (H0, W0)
     std::array<int64_t, 2> inputSize() const;            // (H, W)
     LetrTracePrecision precision() const;
+    // Views of the flip ensemble whose merged lines and scores the trace holds (meta "flips";
+    // 1 when absent: a plain run, as every trace written before it existed).
+    int flips() const;
 
     torch::Tensor image() const;                               // uint8 [H, W, 3]
     torch::Tensor endpoints(Stage s, int layer) const;         // [N, 4] original pixels
@@ -128,6 +131,9 @@ private:
 struct LetrRunOptions {
     LetrTracePrecision precision = LetrTracePrecision::Float32;
     LetrTimings* timings = nullptr;   // when set, receives the forward pass's stage timings
+    // 2 or 4: each image runs with its mirror images and every layer's lines and scores are
+    // the flip ensemble's (core/models/letr/flips.h); states and attention stay the image's.
+    int flips = 1;
 };
 
 // Preprocesses `images` (RGB CV_8UC3), runs them as one batch in eval mode without grad and
