@@ -37,6 +37,7 @@ const char* kGuiOptions =
     "  --run-letr         run LETR on the opened image once the model is loaded\n"
     "  --entity K         then select line entity K (K = -1: the highest-scoring line)\n"
     "  --compare M        then show the compare pane: 'lsd' or a layer position (1-based)\n"
+    "  --flips N          LETR's lines from a flip ensemble of N views (1, 2 or 4; default 1)\n"
     "                     (with --screenshot, the screenshot waits for the trace)\n"
     "  --coat-checkpoint C.h5  load this CoaT checkpoint (default: coat_fmnist.h5 when installed)\n"
     "  --run-coat         run CoaT on the opened image once the model is loaded\n"
@@ -63,6 +64,7 @@ struct GuiOptions {
     bool runLetr = false;
     int entity = -2;             // -2: leave the selection, -1: the best line, >= 0: that entity
     std::optional<int> compare;  // -1: LSD, >= 0: a layer position
+    int flips = 1;               // LETR's flip ensemble (1, 2 or 4 views)
     QString coatCheckpoint;
     bool runCoat = false;
     std::optional<CoatMode> coatMode;
@@ -162,6 +164,10 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
         const QString m = p.value("compare").trimmed();
         o.compare = m.compare("lsd", Qt::CaseInsensitive) == 0 ? -1 : parseInt("compare", m, 1, 1 << 20) - 1;
     }
+    if (p.isSet("flips")) {
+        o.flips = parseInt("flips", p.value("flips"), 1, 4);
+        if (o.flips == 3) throw OptionError{QStringLiteral("--flips: expected 1, 2 or 4, got 3")};
+    }
     if (p.isSet("step")) o.step = parseInt("step", p.value("step"), 0, 1 << 30);
     o.coatCheckpoint = p.value("coat-checkpoint");
     o.runCoat = p.isSet("run-coat");
@@ -179,6 +185,7 @@ void addOptions(QCommandLineParser& p) {
                   {"run-letr", "Run LETR on the opened image."},
                   {"entity", "Select this line entity after the run.", "k"},
                   {"compare", "Compare pane after the run: lsd or a layer position.", "m"},
+                  {"flips", "LETR flip ensemble: 1, 2 or 4 views.", "n"},
                   {"coat-checkpoint", "CoaT checkpoint to load.", "h5"},
                   {"run-coat", "Run CoaT on the opened image."},
                   {"query", "CoaT query pixel after the run.", "x,y"},
@@ -383,6 +390,7 @@ int runGui(int argc, char** argv) {
     MainWindow window;
     window.show();
     LetrInspector* letr = window.letrInspector();
+    letr->setFlips(o.flips);
     wireLetrOptions(window, o);
     wireCoatOptions(window, o);
     wireConstellationOptions(window, o);

@@ -237,6 +237,11 @@ void ModelPanel::startPendingRun() {
 
 // --- traces ---------------------------------------------------------------------------
 
+void ModelPanel::clearTraceCache() {
+    cache_.clear();
+    cacheOrder_.clear();
+}
+
 void ModelPanel::cacheTrace(const QString& key, Erased trace, bool fromFile) {
     cache_.insert(key, Cached{std::move(trace), fromFile});
     cacheOrder_.removeAll(key);

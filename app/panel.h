@@ -184,6 +184,8 @@ protected:
     QFormLayout* form() const { return form_; }
     QVBoxLayout* column() const { return column_; }
     void fail(const QString& message);
+    // Forgets the cached traces (a run option changed: they no longer show what a run would).
+    void clearTraceCache();
     void updateControls();
     // Draws (drawScene) when active, reporting errors; emits viewUpdated.
     void refresh();

@@ -1,6 +1,7 @@
 // LETR inspector GUI test: the real MainWindow and LetrInspector under Xvfb (lavapipe), a
 // small random LETR saved as a checkpoint, driven through key and mouse events; checks the
 // viewport's rendered pixels (selected line, heatmap) and the trace / lines / PNG round trips.
+#include <QComboBox>
 #include <QFile>
 #include <QProcess>
 #include <QJsonArray>
@@ -692,6 +693,60 @@ private Q_SLOTS:
         QVERIFY(in->trace() && in->trace() != before);
         // Same model and image: the shown (third) run predicts what the first one did.
         QVERIFY(torch::allclose(in->trace()->scores(Stage::Fine, 2), before->scores(Stage::Fine, 2)));
+    }
+
+    // The Flips control: choosing 4 views runs LETR again at once; the new trace holds the flip
+    // ensemble's lines (equal to runLetr with flips 4 on the same image), the cache no longer
+    // returns the plain trace, and going back to "off" runs the plain model again.
+    void flipsControlRunsTheEnsemble() {
+        MainWindow w;
+        runOn(w);
+        if (QTest::currentTestFailed()) return;
+        LetrInspector* in = w.letrInspector();
+        const auto plain = in->trace();
+        QCOMPARE(plain->flips(), 1);
+        QCOMPARE(in->flips(), 1);
+        QSignalSpy ready(in, &LetrInspector::traceReady);
+        QSignalSpy failed(in, &LetrInspector::failed);
+        QSignalSpy msgs(in, &LetrInspector::message);
+        QComboBox* flipsBox = nullptr;
+        for (QComboBox* b : in->findChildren<QComboBox*>())
+            if (b->findData(4) >= 0 && b->itemText(b->findData(4)).contains("4 views")) flipsBox = b;
+        QVERIFY(flipsBox);
+        flipsBox->setCurrentIndex(flipsBox->findData(4));
+        Q_EMIT flipsBox->activated(flipsBox->findData(4));
+        QCOMPARE(in->flips(), 4);
+        QVERIFY(in->running());
+        QVERIFY(QTest::qWaitFor([&] { return ready.count() + failed.count() > 0; }, 60000));
+        QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+        const auto ens = in->trace();
+        QCOMPARE(ens->flips(), 4);
+        bool said = false;
+        for (const auto& m : msgs) said = said || m.first().toString().contains("4-view flip ensemble");
+        QVERIFY(said);
+        // The same lines as the core's ensemble on the same image.
+        LetrModel model(tinyConfig(), 5);
+        cv::Mat rgb = cv::imread(imagePath_.toStdString());
+        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
+        spreadLineHeads(model, rgb);
+        LetrRunOptions o;
+        o.flips = 4;
+        const auto ref = runLetr(model, rgb, o);
+        QVERIFY(torch::allclose(ens->endpoints(Stage::Fine, 2), ref.endpoints(Stage::Fine, 2), 0, 1e-3));
+        QVERIFY(!torch::allclose(ens->endpoints(Stage::Fine, 2), plain->endpoints(Stage::Fine, 2), 0, 1e-3));
+        // Back to off: a plain run again (not the cached ensemble).
+        ready.clear();
+        in->setFlips(1);
+        QVERIFY(in->running());
+        QVERIFY(QTest::qWaitFor([&] { return ready.count() + failed.count() > 0; }, 60000));
+        QCOMPARE(in->trace()->flips(), 1);
+        QCOMPARE(flipsBox->currentData().toInt(), 1);
+        QVERIFY(torch::allclose(in->trace()->endpoints(Stage::Fine, 2), plain->endpoints(Stage::Fine, 2)));
+        // An impossible value is refused with a message and changes nothing.
+        failed.clear();
+        in->setFlips(3);
+        QCOMPARE(failed.count(), 1);
+        QCOMPARE(in->flips(), 1);
     }
 
     // First launch with the shipped model (letr_demo.h5 under GLIMPSE_RESOURCES): the demo scene

@@ -8,6 +8,7 @@
 #include <QHash>
 #include <QString>
 #include <QWidget>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -52,6 +53,7 @@ public:
     std::vector<int> tableEntities() const;
     // True while the LSD lines of the compare pane are being computed for the shown image.
     bool lsdRunning() const;
+    int flips() const { return *flips_; }
     void addFileActions(QMenu* file) override;   // Export lines...
 
 public Q_SLOTS:
@@ -62,6 +64,9 @@ public Q_SLOTS:
     void setPosition(int index);
     void setEntity(int entity);                      // -1 = none
     void setThreshold(double t);
+    // Views of the flip ensemble for the next runs (1, 2 or 4; core/models/letr/flips.h). A
+    // change drops the cached traces and, when a trace is shown, runs again.
+    void setFlips(int views);
     // Compare pane: -2 off, -1 LSD, >= 0 a layer position.
     void setCompare(int mode);
 
@@ -82,6 +87,8 @@ protected:
     void compareChosen(int index) override { setCompare(index - 2); }
 
 private:
+    LetrInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare, QWidget* parent,
+                  std::shared_ptr<std::atomic<int>> flips);
     void buildUi();
     void refillTable();
     void refreshCompare();
@@ -97,6 +104,9 @@ private:
     QLabel* thresholdLabel_ = nullptr;
     QSpinBox* entity_ = nullptr;
     QTableWidget* table_ = nullptr;
+    QComboBox* flipsBox_ = nullptr;
+    // Read by the run on its worker thread when it starts.
+    std::shared_ptr<std::atomic<int>> flips_;
 };
 
 } // namespace glimpse::app
