@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "core/io/checkpoint.h"
+#include "core/models/letr/trace.h"
 
 class TestCli : public QObject {
     Q_OBJECT
@@ -245,6 +246,19 @@ private Q_SLOTS:
         r = run({"info", trace});
         QCOMPARE(r.code, 0);
         QVERIFY2(r.out.contains("glimpse.trace") && r.out.contains("letr"), qPrintable(r.out));
+        // --flips: the trace and the JSON say the lines are a flip ensemble's; 3 is refused.
+        const QString trace2 = dir_.filePath("trace_flips.h5"), json2 = dir_.filePath("lines_flips.json");
+        r = run({"infer", "--model", "letr", "--random-seed", "3", "--config", cfg, "--image", img, "--out", trace2,
+                 "--json", json2, "--threshold", "0", "--flips", "2", "--threads", "1"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(glimpse::letr::LetrTrace::load(trace2.toStdString()).flips(), 2);
+        QFile jf2(json2);
+        QVERIFY(jf2.open(QIODevice::ReadOnly));
+        QCOMPARE(QJsonDocument::fromJson(jf2.readAll()).object().value("flips").toInt(), 2);
+        r = run({"infer", "--model", "letr", "--random-seed", "3", "--config", cfg, "--image", img, "--out",
+                 dir_.filePath("t4.h5"), "--flips", "3"});
+        QVERIFY(r.code != 0);
+        QVERIFY2(r.err.contains("--flips: expected 1, 2 or 4, got 3"), qPrintable(r.err));
 
         // Bad input: a file that is not an image, and a checkpoint of another family.
         r = run({"infer", "--model", "letr", "--random-seed", "3", "--config", cfg, "--image", cfg,
