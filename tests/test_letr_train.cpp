@@ -1273,7 +1273,7 @@ private Q_SLOTS:
                 config.compare(config.size() - 5, 5, ".json") == 0)
                 names.push_back(config);
         }
-        QCOMPARE(names, (std::vector<std::string>{"letr_demo_train.json", "letr_demo_hires.json", "letr_demo_448.json"}));
+        QCOMPARE(names, (std::vector<std::string>{"letr_demo_train.json", "letr_demo_hires.json"}));
         std::vector<LetrTrainConfig> stages;
         for (const auto& n : names) stages.push_back(LetrTrainConfig::fromFile(src + "/resources/" + n));   // as --config reads it
         for (size_t i = 1; i < stages.size(); ++i) {
@@ -1285,9 +1285,9 @@ private Q_SLOTS:
             QVERIFY(stages[i].emaDecay > 0 && !stages[i].trainBackboneBn && stages[i].loss.qualityTau > 0);
             QVERIFY(stages[i].aux.enabled && stages[i].denoise.enabled);
         }
-        // Stage 3's fine phase starts from stage 2's fine stage, so that must have been trained on
-        // the 320 backbone (one left at stage 1's collapsed to sAP10 0, docs/decisions.md).
-        QVERIFY(stages[1].fineSteps > 0 && stages[2].fineSteps > 0);
+        // The last stage trains the fine stage on its own backbone (a fine stage left at stage 1's
+        // collapsed to sAP10 0, docs/decisions.md), and for longer than a token phase.
+        QVERIFY(stages[1].fineSteps >= 1000);
 
         // Stage 2 from the stage-1 checkpoint, stopped before its first step: the checkpoint it
         // writes holds the file's model, dense head and denoising encoder.
@@ -1333,9 +1333,9 @@ private Q_SLOTS:
             const QStringList lines = QString(calls.readAll()).split('\n', Qt::SkipEmptyParts);
             if (finish) {
                 QCOMPARE(p.exitCode(), 0);
-                QCOMPARE(lines.size(), 3);
-                QVERIFY(lines[2].contains("letr_demo_448.json") && lines[2].contains("stage2/checkpoint.h5"));
-                QVERIFY(lines[2].contains("--device cpu"));
+                QCOMPARE(lines.size(), 2);
+                QVERIFY(lines[1].contains("letr_demo_hires.json") && lines[1].contains("stage1/checkpoint.h5"));
+                QVERIFY(lines[1].contains("--device cpu"));
                 QVERIFY(QFileInfo::exists(dir.filePath("done/model.h5")));
             } else {
                 QCOMPARE(p.exitCode(), 3);
@@ -1371,7 +1371,7 @@ private Q_SLOTS:
             QVERIFY(QFileInfo::exists(QString::fromStdString(mark)));
             QFile calls(log);
             QVERIFY(calls.open(QIODevice::ReadOnly));
-            QCOMPARE(QString(calls.readAll()).split('\n', Qt::SkipEmptyParts).size(), 3);
+            QCOMPARE(QString(calls.readAll()).split('\n', Qt::SkipEmptyParts).size(), 2);
             QVERIFY(QFileInfo::exists(dir.filePath("edited_run/model.h5")));
             QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));   // back to a stand-in that stops
             f.write(("#!/bin/bash\necho \"$*\" >> '" + log.toStdString() + "'\n").c_str());
