@@ -16,8 +16,16 @@ void checkFlipViews(int views, const char* what) {
         throw Error(std::string(what) + " must be 1, 2 or 4 (views of the image), got " + std::to_string(views));
 }
 
-torch::Tensor flipView(const torch::Tensor& image, int view) {
+namespace {
+
+void checkView(int view) {
     if (view < 0 || view > 3) throw Error("flip view must be 0..3, got " + std::to_string(view));
+}
+
+} // namespace
+
+torch::Tensor flipView(const torch::Tensor& image, int view) {
+    checkView(view);
     const int64_t d = image.dim();
     switch (view) {
     case 0: return image;
@@ -28,7 +36,7 @@ torch::Tensor flipView(const torch::Tensor& image, int view) {
 }
 
 torch::Tensor unflipLines(const torch::Tensor& lines, int view) {
-    if (view < 0 || view > 3) throw Error("flip view must be 0..3, got " + std::to_string(view));
+    checkView(view);
     if (view == 0) return lines;
     torch::Tensor out = lines.clone();
     using torch::indexing::Slice;

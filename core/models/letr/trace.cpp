@@ -324,43 +324,35 @@ std::vector<LetrTrace> runLetr(LetrModel& model, const std::vector<cv::Mat>& ima
                                const LetrRunOptions& options) {
     checkFlipViews(options.flips);
     std::vector<LetrImage> inputs;
-    std::vector<torch::Tensor> tensors;
-    for (const auto& im : images) {
-        inputs.push_back(model.preprocess(im));
-        tensors.push_back(inputs.back().tensor);
-    }
+    for (const auto& im : images) inputs.push_back(model.preprocess(im));
+    LetrForwardOptions fo;
+    fo.record = true;
+    fo.time = options.timings != nullptr;
+    // One recorded pass in eval mode without grad; the timings are the last pass's.
+    auto pass = [&](const auto& forward) {
+        LetrOutput out;
+        {
+            TrainingFlagGuard guard(model);
+            model.eval();
+            torch::NoGradGuard noGrad;
+            out = forward();
+        }
+        if (options.timings) *options.timings = out.timings;
+        return out;
+    };
+    std::vector<LetrTrace> traces;
     if (options.flips > 1) {
         // One batch of views per image: the ensemble merges within an image.
-        std::vector<LetrTrace> traces;
-        for (size_t i = 0; i < inputs.size(); ++i) {
-            LetrOutput out;
-            {
-                TrainingFlagGuard guard(model);
-                model.eval();
-                torch::NoGradGuard noGrad;
-                LetrForwardOptions fo;
-                fo.record = true;
-                fo.time = options.timings != nullptr;
-                out = forwardFlipEnsemble(model, inputs[i].tensor, options.flips, fo);
-            }
-            if (options.timings) *options.timings = out.timings;
-            traces.push_back(LetrTrace::capture(model, out, 0, inputs[i], options.precision));
+        for (const LetrImage& in : inputs) {
+            const LetrOutput out = pass([&] { return forwardFlipEnsemble(model, in.tensor, options.flips, fo); });
+            traces.push_back(LetrTrace::capture(model, out, 0, in, options.precision));
             traces.back().raw().meta()["flips"] = options.flips;
         }
         return traces;
     }
-    LetrOutput out;
-    {
-        TrainingFlagGuard guard(model);
-        model.eval();
-        torch::NoGradGuard noGrad;
-        LetrForwardOptions fo;
-        fo.record = true;
-        fo.time = options.timings != nullptr;
-        out = model.forward(tensors, fo);
-    }
-    if (options.timings) *options.timings = out.timings;
-    std::vector<LetrTrace> traces;
+    std::vector<torch::Tensor> tensors;
+    for (const LetrImage& in : inputs) tensors.push_back(in.tensor);
+    const LetrOutput out = pass([&] { return model.forward(tensors, fo); });
     for (size_t i = 0; i < inputs.size(); ++i)
         traces.push_back(LetrTrace::capture(model, out, int64_t(i), inputs[i], options.precision));
     return traces;
