@@ -28,6 +28,7 @@
 #include "core/train/ema.h"
 #include "core/train/optim.h"
 #include "core/train/state.h"
+#include "core/util/threads.h"
 #include "tests/support.h"
 
 using namespace glimpse;
@@ -1127,6 +1128,88 @@ private Q_SLOTS:
         y.backward();
         for (auto& p : body->named_parameters())
             if (p.value().dim() == 4) QVERIFY2(p.value().grad().defined() && p.value().grad().abs().sum().item<double>() > 0, p.key().c_str());
+    }
+
+    // The float32 channels-last backbone (bf16_backbone's path on a CPU without bfloat16
+    // instructions): the features equal the default layout's to float32 rounding, with a frozen
+    // batch norm folded into the convolutions and with batch statistics; they come back in
+    // channels-last layout (the fast kernels ran); gradients equal the default layout's.
+    void float32ChannelsLastBackbone() {
+        LetrConfig mc = tinyConfig().model;
+        LetrModel model(mc, 3);
+        torch::manual_seed(5);
+        {
+            torch::NoGradGuard ng;
+            for (auto& p : model.named_buffers())
+                if (p.key().find("running_var") != std::string::npos) p.value().uniform_(0.5, 2.0);
+                else if (p.key().find("running_mean") != std::string::npos) p.value().normal_(0, 0.2);
+        }
+        auto body = model.body();
+        auto x = torch::randn({2, 3, 64, 80});
+        for (bool trainStats : {false, true}) {
+            model.setTrainBackboneBn(trainStats);
+            model.train(trainStats);
+            std::vector<torch::Tensor> ref, cl;
+            {
+                torch::NoGradGuard ng;
+                ref = body->forward(x, 5);
+                cl = body->forward(x, 5, torch::kFloat, true);
+            }
+            QCOMPARE(cl.size(), size_t(4));
+            for (size_t l = 0; l < 4; ++l) {
+                QCOMPARE(cl[l].scalar_type(), torch::kFloat);
+                QCOMPARE(cl[l].sizes(), ref[l].sizes());
+                QVERIFY(cl[l].is_contiguous(at::MemoryFormat::ChannelsLast) && !ref[l].is_contiguous(at::MemoryFormat::ChannelsLast));
+                const double rel = (cl[l] - ref[l]).norm().item<double>() / ref[l].norm().item<double>();
+                QVERIFY2(rel < 1e-5, qPrintable(QString("level %1 relative error %2 (train stats %3)").arg(l + 2).arg(rel).arg(trainStats)));
+            }
+        }
+        model.setTrainBackboneBn(false);
+        model.train(true);
+        std::map<std::string, torch::Tensor> gradRef;
+        for (bool channelsLast : {false, true}) {
+            for (auto& p : body->parameters()) p.mutable_grad() = torch::Tensor();
+            (body->forward(x, 5, torch::kFloat, channelsLast).back().square().mean()).backward();
+            for (auto& p : body->named_parameters()) {
+                if (p.value().dim() != 4) continue;
+                QVERIFY2(p.value().grad().defined(), p.key().c_str());
+                if (!channelsLast) {
+                    gradRef[p.key()] = p.value().grad().clone();
+                    continue;
+                }
+                const auto& g = gradRef.at(p.key());
+                const double rel = (p.value().grad() - g).norm().item<double>() / std::max(g.norm().item<double>(), 1e-12);
+                QVERIFY2(rel < 1e-4, qPrintable(QString("%1: gradient relative error %2").arg(p.key().c_str()).arg(rel)));
+            }
+        }
+    }
+
+    // bf16_backbone gets bfloat16 where the hardware has it (a CUDA device, a CPU with bfloat16
+    // instructions) and float32 channels-last on a CPU without them; without it, the default.
+    // cpuHasBf16() (cpuid and XCR0) agrees with the flags the kernel reports in /proc/cpuinfo.
+    void backboneModeFollowsTheHardware() {
+        const torch::Device cpu(torch::kCPU), cuda(torch::kCUDA, 0);
+        for (bool has : {false, true}) {
+            const BackboneMode off = trainingBackboneMode(false, cpu, has);
+            QVERIFY(off.dtype == torch::kFloat && !off.channelsLast && !off.fellBack);
+            const BackboneMode gpu = trainingBackboneMode(true, cuda, has);
+            QVERIFY(gpu.dtype == torch::kBFloat16 && gpu.channelsLast && !gpu.fellBack);
+        }
+        const BackboneMode native = trainingBackboneMode(true, cpu, true);
+        QVERIFY(native.dtype == torch::kBFloat16 && native.channelsLast && !native.fellBack);
+        const BackboneMode emulated = trainingBackboneMode(true, cpu, false);
+        QVERIFY(emulated.dtype == torch::kFloat && emulated.channelsLast && emulated.fellBack);
+
+        std::ifstream info("/proc/cpuinfo");
+        std::string line, flags;
+        while (std::getline(info, line))
+            if (line.rfind("flags", 0) == 0) {
+                flags = " " + line.substr(line.find(':') + 1) + " ";
+                break;
+            }
+        if (flags.empty()) QSKIP("no /proc/cpuinfo flags to compare with");
+        const bool reported = flags.find(" avx512_bf16 ") != std::string::npos || flags.find(" amx_bf16 ") != std::string::npos;
+        QCOMPARE(cpuHasBf16(), reported);
     }
 
     // A run with query groups, the memory position term and the bfloat16 backbone: their series

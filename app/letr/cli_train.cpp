@@ -66,6 +66,9 @@ int trainLetr(const std::vector<std::string>& args) {
     if (threads > 0) cfg.threads = int(threads);
     if (a.has("--init")) cfg.init = a.require("--init");
     if (cfg.threads > 0) setComputeThreads(cfg.threads);   // OpenBLAS's pool too (core/util/threads.h)
+    if (letr::trainingBackboneMode(cfg.bf16Backbone, device, device.is_cpu() && cpuHasBf16()).fellBack)
+        std::cerr << "glimpse train letr: bf16_backbone: this CPU has no bfloat16 instructions (AVX512-BF16, "
+                     "AMX-BF16); the backbone trains in float32, channels-last, which is faster here\n";
 
     train::Control control;
     int64_t lastStep = 0, total = -1;

@@ -1,8 +1,12 @@
 #include "core/util/threads.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -34,6 +38,26 @@ void chooseBlasKernels(char** argv) {
     if (!core) return;
     setenv("OPENBLAS_CORETYPE", core, 1);
     execv("/proc/self/exe", argv);   // returns only on failure: go on with Prescott's kernels
+}
+
+bool cpuHasBf16() {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;   // OSXSAVE: XCR0 readable
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    const uint64_t xcr0 = (uint64_t(hi) << 32) | lo;
+    const bool avx512State = (xcr0 & 0xE6) == 0xE6;             // SSE, AVX, opmask, ZMM state
+    const bool tileState = (xcr0 & (3ull << 17)) == (3ull << 17);   // XTILECFG, XTILEDATA
+    unsigned a7 = 0, b7 = 0, c7 = 0, d7 = 0;
+    if (!__get_cpuid_count(7, 0, &a7, &b7, &c7, &d7)) return false;
+    const bool amxBf16 = (d7 >> 22) & 1u;
+    bool avx512Bf16 = false;
+    if (a7 >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) avx512Bf16 = (a >> 5) & 1u;
+    return (avx512Bf16 && avx512State) || (amxBf16 && tileState);
+#else
+    return false;
+#endif
 }
 
 } // namespace glimpse

@@ -27,4 +27,11 @@ void setComputeThreads(int threads);
 // chose another kernel; returns only then (or when the exec fails).
 void chooseBlasKernels(char** argv);
 
+// True when the processor has bfloat16 instructions that oneDNN uses for convolutions
+// (AVX512-BF16, or AMX-BF16) and the operating system saves their register state: then a
+// bfloat16 backbone trains faster than a float32 one. Without them oneDNN emulates bfloat16,
+// and a resnet10 step at 320 x 427 was 3.4x slower than float32 channels-last on such a
+// machine (docs/decisions.md, "bfloat16 needs the instructions").
+bool cpuHasBf16();
+
 } // namespace glimpse

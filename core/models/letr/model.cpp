@@ -86,12 +86,15 @@ ResNetBlockImpl::ResNetBlockImpl(int64_t inplanes, int64_t planes, int64_t strid
 }
 
 namespace {
-// bn(conv(x)). In the bfloat16 backbone (ResNetBodyImpl::forward) a frozen batch norm is folded
-// into the convolution (weight * scale, bias = shift): the same map, without two elementwise
-// passes over the activations forward and backward. Float32 keeps the separate ops, so
-// inference matches the reference implementations' rounding.
+// bn(conv(x)). In the fast backbone (ResNetBodyImpl::forward: bfloat16, or float32 in
+// channels-last layout) a frozen batch norm is folded into the convolution (weight * scale,
+// bias = shift): the same map, without two elementwise passes over the activations forward and
+// backward. The float32 default layout keeps the separate ops, so inference matches the
+// reference implementations' rounding.
 torch::Tensor convBn(torch::nn::Conv2dImpl& conv, FrozenBatchNorm2dImpl& bn, const torch::Tensor& x) {
-    if (x.scalar_type() == torch::kFloat || !bn.frozen()) return bn.forward(conv.forward(x));
+    const bool fast = x.scalar_type() != torch::kFloat ||
+                      (x.is_contiguous(at::MemoryFormat::ChannelsLast) && !x.is_contiguous());
+    if (!fast || !bn.frozen()) return bn.forward(conv.forward(x));
     auto [scale, shift] = bn.affine();
     // The blocks' convolutions pad by half their (odd, square) kernel, as conv() builds them.
     const int64_t pad = (conv.weight.size(2) - 1) / 2;
@@ -142,11 +145,12 @@ int64_t ResNetBodyImpl::channels(int level) const {
 }
 
 std::vector<torch::Tensor> ResNetBodyImpl::forward(const torch::Tensor& images, int maxLevel,
-                                                   torch::ScalarType layersDtype) {
+                                                   torch::ScalarType layersDtype, bool channelsLast) {
     if (maxLevel < 2 || maxLevel > 5)
         throw Error("ResNet: maxLevel must be 2..5, got " + std::to_string(maxLevel));
     const bool low = layersDtype != torch::kFloat;
-    auto x = torch::relu(bn1(conv1(low ? images.contiguous(at::MemoryFormat::ChannelsLast) : images)));
+    const bool cl = low || channelsLast;
+    auto x = torch::relu(bn1(conv1(cl ? images.contiguous(at::MemoryFormat::ChannelsLast) : images)));
     x = F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1));
     std::vector<torch::Tensor> out;
     AutocastGuard autocast(x.device(), layersDtype);
@@ -650,7 +654,7 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
     for (const auto& g : groups) {
         std::vector<torch::Tensor> batch;
         for (size_t i : g.second) batch.push_back(images[i].to(dev, torch::kFloat));
-        auto feats = body_->forward(torch::stack(batch, 0), maxLevel, opts.backboneDtype);
+        auto feats = body_->forward(torch::stack(batch, 0), maxLevel, opts.backboneDtype, opts.backboneChannelsLast);
         for (size_t j = 0; j < g.second.size(); ++j)
             for (auto& f : feats) levels[g.second[j]].push_back(f[int64_t(j)]);
     }

@@ -83,9 +83,11 @@ public:
     // stride 32); entry i holds level i + 2. Levels above maxLevel are not computed.
     // `layersDtype` kBFloat16 runs layer1..4 under autocast in channels-last layout (conv1,
     // whose 3 input channels make oneDNN's bfloat16 weight gradient slower than float32's,
-    // stays float32); the maps come back as float32. kFloat: all float32.
+    // stays float32); the maps come back as float32. kFloat: all float32, in channels-last
+    // layout with frozen batch norms folded into the convolutions when `channelsLast` (the
+    // same map, rounded differently; oneDNN's float32 channels-last kernels are the fast ones).
     std::vector<torch::Tensor> forward(const torch::Tensor& images, int maxLevel = 5,
-                                       torch::ScalarType layersDtype = torch::kFloat);
+                                       torch::ScalarType layersDtype = torch::kFloat, bool channelsLast = false);
     const std::string& arch() const { return arch_; }
     int64_t channels(int level) const;
 
@@ -264,6 +266,10 @@ struct LetrForwardOptions {
     // kBFloat16: the backbone's layers run in bfloat16 (ResNetBodyImpl::forward; training on a
     // CPU with AMX / AVX512-BF16, LetrTrainConfig::bf16Backbone). The transformers and heads stay float32.
     torch::ScalarType backboneDtype = torch::kFloat;
+    // Float32 backbone in channels-last layout with frozen batch norms folded into the
+    // convolutions (training's fast path on a CPU without bfloat16 instructions); always so in
+    // bfloat16. Off: the layout and rounding of the reference implementations.
+    bool backboneChannelsLast = false;
     // Query groups (training; Group DETR): [G, N, d] positional queries of G extra groups of N
     // entities each, decoded beside the model's own N. Attention in the decoders' self-attention
     // stays within a group (the model's own entities see neither the groups nor the denoising

@@ -25,6 +25,7 @@
 #include "core/train/run.h"
 #include "core/train/state.h"
 #include "core/util/json_file.h"
+#include "core/util/threads.h"
 
 namespace glimpse::letr {
 
@@ -425,6 +426,7 @@ struct LetrRun {
     int64_t rowBegin() const { return cfg.batchSize / world * rank; }
     int64_t rowEnd() const { return cfg.batchSize / world * (rank + 1); }
     std::unique_ptr<train::WeightEma> ema;   // cfg.emaDecay > 0: the weight average ("ema.*" in checkpoint.h5)
+    BackboneMode backbone;   // the backbone's precision and layout in training steps
 };
 
 // The training-only modules of a run and their tensors' prefix in checkpoint.h5 ("aux.<prefix>...").
@@ -720,7 +722,7 @@ torch::Tensor addTrainingTerms(LetrRun& run, const Phase& ph, bool aux, const Le
         }
         const DenseLoss dl = denseBatchLoss(run.auxHead, cf, cc, out.inputSizes, targets, cfg.aux,
                                             {cfg.model.fineLevel, cfg.model.coarseLevel},
-                                            cfg.bf16Backbone ? torch::kBFloat16 : torch::kFloat);
+                                            run.backbone.dtype);
         objective = objective + cfg.aux.coef * dl.total;
         auxValues.insert({{"loss/aux", cfg.aux.coef * dl.total.item<double>()}, {"loss/aux_line", dl.line},
                           {"loss/aux_junction", dl.junction}, {"loss/aux_direction", dl.direction},
@@ -790,7 +792,8 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
         fo.coarseOnly = !ph.fineStage;
         fo.keepFeatures = aux;
         if (run.groups) fo.groupQueryEmbed = run.groups->weight;
-        if (cfg.bf16Backbone) fo.backboneDtype = torch::kBFloat16;
+        fo.backboneDtype = run.backbone.dtype;
+        fo.backboneChannelsLast = run.backbone.channelsLast;
         DenoiseBatch dnBatch;
         if (dn) {
             std::vector<std::mt19937_64> rngs;
@@ -838,6 +841,15 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
 
 } // namespace
 
+BackboneMode trainingBackboneMode(bool bf16Backbone, const torch::Device& device, bool cpuBf16) {
+    BackboneMode m;
+    if (!bf16Backbone) return m;
+    m.channelsLast = true;
+    if (!device.is_cpu() || cpuBf16) m.dtype = torch::kBFloat16;
+    else m.fellBack = true;
+    return m;
+}
+
 void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const std::string& outDir, bool resume,
                train::Control& control, const train::ProgressFn& progress, dist::Communicator* comm,
                const torch::Device& device) {
@@ -864,6 +876,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     if (cfg.memoryPositionCoef > 0) run.memPos = MemoryPositionHead(cfg.model.hiddenDim, cfg.seed);
     if (cfg.queryGroups > 0) run.groups = QueryGroups(cfg.queryGroups, cfg.model.numQueries, cfg.model.hiddenDim, cfg.seed);
     run.device = device;
+    run.backbone = trainingBackboneMode(cfg.bf16Backbone, device, device.is_cpu() && cpuHasBf16());
     run.model->to(device);   // loading below copies into these tensors, on their device
     for (auto& [prefix, module] : trainingOnlyModules(run)) module->to(device);
     if (cfg.emaDecay > 0) run.ema = std::make_unique<train::WeightEma>(cfg.emaDecay);

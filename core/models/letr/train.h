@@ -39,7 +39,8 @@
 //     "memory_position_coef": 0, // > 0: regress every encoder-memory cell's position from the
 //                                                 // memory (dense.h MemoryPositionHead), both phases
 //     "bf16_backbone": false,   // the backbone's layers in bfloat16 during training steps
-//                                                 // (LetrForwardOptions::backboneDtype; validation
+//                                                 // where the hardware has it, else float32
+//                                                 // channels-last (trainingBackboneMode; validation
 //                                                 // and model.h5 stay float32)
 //     "query_groups": 0         // extra groups of num_queries entities (Group DETR; training
 //                                                 // only, "groups.*" in checkpoint.h5), both phases
@@ -116,7 +117,8 @@ struct LetrTrainConfig {
     // "bf16_backbone" (absent from the JSON when false): each training step runs the backbone's
     // layers in bfloat16 (autocast, channels-last; conv1, the transformers, the heads, the loss,
     // the optimizer and the weights stay float32). On CPUs with AMX or AVX512-BF16 oneDNN makes
-    // the step about 1.5 times as fast (docs/decisions.md); elsewhere it may be slower.
+    // the step about 1.5 times as fast (docs/decisions.md); on a CPU without them the backbone
+    // trains in float32 channels-last instead (trainingBackboneMode).
     bool bf16Backbone = false;
     // "init": a LETR model (model.h5, a converted checkpoint) or a run's checkpoint.h5 whose
     // weights start this run instead of the seed's random ones (fine-tuning; a curriculum's
@@ -153,6 +155,19 @@ std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSi
 // The validation dataset spec of a run on `dataSpec` (cfg.valData when set; see above).
 // `dataDescription` is the opened dataset's describe() (canonical procedural spec).
 std::string letrValidationSpec(const LetrTrainConfig& cfg, const std::string& dataDescription);
+
+// How a training step runs the backbone. bf16_backbone asks for bfloat16, which it gets where
+// the hardware has it: a CUDA device, or a CPU for which `cpuBf16` (cpuHasBf16()) holds. On a
+// CPU without bfloat16 instructions oneDNN emulates them (a resnet10 step 3.4x slower than
+// float32 there), so the backbone trains in float32, channels-last with frozen batch norms
+// folded into the convolutions: the fast float32 path. Without bf16_backbone: float32 in the
+// default layout (the reference implementations' rounding).
+struct BackboneMode {
+    torch::ScalarType dtype = torch::kFloat;
+    bool channelsLast = false;
+    bool fellBack = false;   // bfloat16 was asked for and the CPU lacks it
+};
+BackboneMode trainingBackboneMode(bool bf16Backbone, const torch::Device& device, bool cpuBf16);
 
 // Trains on `dataSpec` (core/data/open.h) into `outDir` (created if needed). With `resume`,
 // continues from outDir/checkpoint.h5 and ends with the same weights as an uninterrupted run.
