@@ -38,6 +38,14 @@ using testing::errorOf;
 
 namespace {
 
+// Running statistics that make every frozen batch norm of the model a map other than the identity.
+void randomBatchNormStatistics(LetrModel& model) {
+    torch::NoGradGuard ng;
+    for (auto& p : model.named_buffers())
+        if (p.key().find("running_var") != std::string::npos) p.value().uniform_(0.5, 2.0);
+        else if (p.key().find("running_mean") != std::string::npos) p.value().normal_(0, 0.2);
+}
+
 LetrTrainConfig tinyConfig() {
     LetrTrainConfig c;
     c.model.backbone = "resnet10";
@@ -1097,12 +1105,7 @@ private Q_SLOTS:
         LetrConfig mc = tinyConfig().model;
         LetrModel model(mc, 3);
         torch::manual_seed(4);
-        {   // a batch norm that is not the identity, so that folding it matters
-            torch::NoGradGuard ng;
-            for (auto& p : model.named_buffers())
-                if (p.key().find("running_var") != std::string::npos) p.value().uniform_(0.5, 2.0);
-                else if (p.key().find("running_mean") != std::string::npos) p.value().normal_(0, 0.2);
-        }
+        randomBatchNormStatistics(model);   // not the identity, so that folding it matters
         auto body = model.body();
         auto x = torch::randn({2, 3, 64, 80});
         for (bool trainStats : {false, true}) {
@@ -1138,12 +1141,7 @@ private Q_SLOTS:
         LetrConfig mc = tinyConfig().model;
         LetrModel model(mc, 3);
         torch::manual_seed(5);
-        {
-            torch::NoGradGuard ng;
-            for (auto& p : model.named_buffers())
-                if (p.key().find("running_var") != std::string::npos) p.value().uniform_(0.5, 2.0);
-                else if (p.key().find("running_mean") != std::string::npos) p.value().normal_(0, 0.2);
-        }
+        randomBatchNormStatistics(model);
         auto body = model.body();
         auto x = torch::randn({2, 3, 64, 80});
         for (bool trainStats : {false, true}) {
