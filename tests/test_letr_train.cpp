@@ -264,6 +264,8 @@ private Q_SLOTS:
         const std::string data = "procedural:5:2:64x64";
         const std::string valSpec = "procedural:3:1002:64x64";   // held out: seed 2 + 1000
         QCOMPARE(letrValidationSpec(c, "procedural:5:2:64x64 (5 images)"), valSpec);
+        // Facade or mixed training scenes: the held-out images are still rooms (the evaluation set's kind).
+        QCOMPARE(letrValidationSpec(c, "procedural:5:2:64x64:mixed (5 images)"), valSpec);
         QCOMPARE(letrValidationSpec(c, "wireframe/train.json (20000 images)"), std::string("procedural:3:1000:256x256"));
         auto own = c;
         own.valData = "procedural:4:9";

@@ -5,6 +5,7 @@
 #include <QtTest>
 
 #include <fstream>
+#include <random>
 
 #include <opencv2/imgproc.hpp>
 #include <torch/torch.h>
@@ -44,6 +45,39 @@ LineSample markedSample(int w, int h) {
     return s;
 }
 
+// Mean gradient magnitude at points along the ground-truth segments (best within 1 px: anti-
+// aliasing and blur) and the images' mean median gradient: segments lie on intensity edges
+// when the first is well above the second.
+std::pair<double, double> gradientOnLinesAndMedian(const LineDataset& ds) {
+    double onLines = 0, count = 0, median = 0;
+    for (int64_t i = 0; i < ds.size(); ++i) {
+        auto s = ds.get(i);
+        cv::Mat g, gx, gy, mag;
+        cv::cvtColor(s.image, g, cv::COLOR_RGB2GRAY);
+        cv::GaussianBlur(g, g, cv::Size(3, 3), 0);
+        cv::Sobel(g, gx, CV_32F, 1, 0);
+        cv::Sobel(g, gy, CV_32F, 0, 1);
+        cv::magnitude(gx, gy, mag);
+        cv::Mat flat = mag.reshape(1, 1).clone();
+        cv::sort(flat, flat, cv::SORT_ASCENDING);
+        median += flat.at<float>(0, flat.cols / 2);
+        auto l = s.lines.accessor<float, 2>();
+        for (int64_t k = 0; k < s.lines.size(0); ++k)
+            for (double t = 0.2; t <= 0.8; t += 0.1) {
+                const double x = l[k][0] + t * (l[k][2] - l[k][0]), y = l[k][1] + t * (l[k][3] - l[k][1]);
+                float best = 0;
+                for (int dy = -1; dy <= 1; ++dy)
+                    for (int dx = -1; dx <= 1; ++dx) {
+                        const int xi = std::clamp(int(x) + dx, 0, mag.cols - 1), yi = std::clamp(int(y) + dy, 0, mag.rows - 1);
+                        best = std::max(best, mag.at<float>(yi, xi));
+                    }
+                onLines += best;
+                count += 1;
+            }
+    }
+    return {count > 0 ? onLines / count : 0.0, median / double(std::max<int64_t>(1, ds.size()))};
+}
+
 } // namespace
 
 class TestLineData : public QObject {
@@ -72,6 +106,19 @@ private Q_SLOTS:
         QVERIFY(clipSegment(ax, ay, bx, by, 0, 0, 10, 10));
         QCOMPARE(ax, 1.0);
         QCOMPARE(by, 4.0);
+        // Clipped endpoints are inside the box exactly, not a rounding error outside it, and
+        // stay on the segment's line (to rounding).
+        std::mt19937_64 rng(3);
+        std::uniform_real_distribution<double> u(-60.0, 250.0);
+        for (int i = 0; i < 20000; ++i) {
+            const double a0 = u(rng), a1 = u(rng), b0 = u(rng), b1 = u(rng);
+            ax = a0; ay = a1; bx = b0; by = b1;
+            if (!clipSegment(ax, ay, bx, by, 0, 0, 192, 144)) continue;
+            for (double x : {ax, bx}) QVERIFY2(x >= 0.0 && x <= 192.0, qPrintable(QString::number(x, 'g', 17)));
+            for (double y : {ay, by}) QVERIFY2(y >= 0.0 && y <= 144.0, qPrintable(QString::number(y, 'g', 17)));
+            const double cross = (b0 - a0) * (ay - a1) - (b1 - a1) * (ax - a0);
+            QVERIFY(std::abs(cross) <= 1e-9 * (std::hypot(b0 - a0, b1 - a1) * 300.0));
+        }
     }
 
     void clipLinesDropsShort() {
@@ -225,36 +272,70 @@ private Q_SLOTS:
         // Ground-truth segments lie on intensity edges: the gradient magnitude along them is
         // well above the image's median gradient.
         ProceduralLines ds({6, 11, 256, 256, 8.0});
-        double onLines = 0, count = 0, median = 0;
-        for (int64_t i = 0; i < ds.size(); ++i) {
-            auto s = ds.get(i);
-            cv::Mat g, gx, gy, mag;
-            cv::cvtColor(s.image, g, cv::COLOR_RGB2GRAY);
-            cv::GaussianBlur(g, g, cv::Size(3, 3), 0);
-            cv::Sobel(g, gx, CV_32F, 1, 0);
-            cv::Sobel(g, gy, CV_32F, 0, 1);
-            cv::magnitude(gx, gy, mag);
-            cv::Mat flat = mag.reshape(1, 1).clone();
-            cv::sort(flat, flat, cv::SORT_ASCENDING);
-            median += flat.at<float>(0, flat.cols / 2);
-            auto l = s.lines.accessor<float, 2>();
-            for (int64_t k = 0; k < s.lines.size(0); ++k)
-                for (double t = 0.2; t <= 0.8; t += 0.1) {
-                    const double x = l[k][0] + t * (l[k][2] - l[k][0]), y = l[k][1] + t * (l[k][3] - l[k][1]);
-                    // best response within 1 px (anti-aliasing and blur)
-                    float best = 0;
-                    for (int dy = -1; dy <= 1; ++dy)
-                        for (int dx = -1; dx <= 1; ++dx) {
-                            const int xi = std::clamp(int(x) + dx, 0, 255), yi = std::clamp(int(y) + dy, 0, 255);
-                            best = std::max(best, mag.at<float>(yi, xi));
-                        }
-                    onLines += best;
-                    count += 1;
-                }
-        }
-        QVERIFY(count > 0);
-        const double meanOn = onLines / count, med = median / ds.size();
+        const auto [meanOn, med] = gradientOnLinesAndMedian(ds);
         QVERIFY2(meanOn > 2.5 * med, qPrintable(QString("on lines %1, median %2").arg(meanOn).arg(med)));
+    }
+
+    void facadeScenes() {
+        ProceduralOptions o{12, 4, 192, 144, 8.0};
+        o.scenes = ProceduralScenes::Facades;
+        ProceduralLines a(o), b(o);
+        int64_t total = 0, withParallelGroup = 0;
+        for (int64_t i = 0; i < a.size(); ++i) {
+            auto x = a.get(i), y = b.get(i);
+            QCOMPARE(x.image.cols, 192);
+            QCOMPARE(x.image.rows, 144);
+            QCOMPARE(x.image.type(), CV_8UC3);
+            QCOMPARE(cv::norm(x.image, y.image, cv::NORM_INF), 0.0);   // deterministic
+            QVERIFY(torch::equal(x.lines, y.lines));
+            QVERIFY(contains(x.name, {"facades/4/"}));
+            // Not the room of the same seed and index: its own stream of draws.
+            QVERIFY(cv::norm(x.image, renderProceduralScene(4, i, 192, 144).image, cv::NORM_L1) > 0);
+            const int64_t n = x.lines.size(0);
+            total += n;
+            if (n == 0) continue;
+            auto len = (x.lines.narrow(1, 0, 2) - x.lines.narrow(1, 2, 2)).norm(2, 1);
+            QVERIFY(len.min().item<float>() >= 8.0f - 1e-3f);
+            QVERIFY(x.lines.min().item<float>() >= 0.f);
+            QVERIFY(x.lines.select(1, 0).max().item<float>() <= 192.f);
+            QVERIFY(x.lines.select(1, 2).max().item<float>() <= 192.f);
+            QVERIFY(x.lines.select(1, 1).max().item<float>() <= 144.f);
+            QVERIFY(x.lines.select(1, 3).max().item<float>() <= 144.f);
+            // Two-point perspective keeps a wall's vertical edges parallel in the image (the
+            // optional rotation turns them all alike): some direction, to 1 degree, is shared
+            // by at least 4 segments.
+            auto acc = x.lines.accessor<float, 2>();
+            std::vector<int> bins(180, 0);
+            for (int64_t k = 0; k < n; ++k) {
+                double deg = std::atan2(acc[k][3] - acc[k][1], acc[k][2] - acc[k][0]) * 180.0 / CV_PI;
+                deg = std::fmod(deg + 360.0, 180.0);
+                ++bins[int(std::lround(deg)) % 180];
+            }
+            int best = 0;
+            for (int d = 0; d < 180; ++d) best = std::max(best, bins[d] + bins[(d + 1) % 180]);
+            if (best >= 4) ++withParallelGroup;
+        }
+        // Dense structure: more segments per image than the rooms of the same size and seed.
+        int64_t rooms = 0;
+        for (int64_t i = 0; i < a.size(); ++i) rooms += renderProceduralScene(4, i, 192, 144).lines.size(0);
+        QVERIFY2(total > rooms, qPrintable(QString("facades %1 segments, rooms %2").arg(total).arg(rooms)));
+        QVERIFY2(withParallelGroup >= 10, qPrintable(QString("%1 of 12 scenes").arg(withParallelGroup)));
+        // Their segments lie on image edges, as the rooms' do.
+        const auto [meanOn, med] = gradientOnLinesAndMedian(a);
+        QVERIFY2(meanOn > 2.5 * med, qPrintable(QString("on lines %1, median %2").arg(meanOn).arg(med)));
+    }
+
+    void mixedScenesAlternate() {
+        ProceduralOptions o{6, 9, 128, 96, 8.0};
+        o.scenes = ProceduralScenes::Mixed;
+        ProceduralLines mixed(o);
+        for (int64_t i = 0; i < mixed.size(); ++i) {
+            const auto m = mixed.get(i);
+            const auto ref = i % 2 == 0 ? renderProceduralScene(9, i, 128, 96) : renderFacadeScene(9, i, 128, 96);
+            QCOMPARE(m.name, ref.name);
+            QCOMPARE(cv::norm(m.image, ref.image, cv::NORM_INF), 0.0);
+            QVERIFY(torch::equal(m.lines, ref.lines));
+        }
     }
 
     void wireframeValidation() {
@@ -311,8 +392,19 @@ private Q_SLOTS:
         QCOMPARE(q->get(0).image.cols, 64);
         QCOMPARE(q->get(0).image.rows, 48);
         QVERIFY(contains(q->describe(), {"procedural", "64x48"}));
+        QVERIFY(contains(q->describe(), {"procedural:5:3:64x48 ("}));   // rooms: no scenes suffix
+        auto f = openLineDataset("procedural:5:3:64x48:facades");
+        QVERIFY(contains(f->describe(), {"procedural:5:3:64x48:facades ("}));
+        QCOMPARE(f->get(1).name, std::string("facades/3/1"));
+        auto m = openLineDataset("procedural:5:3:64x48:mixed");
+        QVERIFY(contains(m->describe(), {"procedural:5:3:64x48:mixed ("}));
+        QCOMPARE(m->get(0).name, std::string("procedural/3/0"));
+        QCOMPARE(m->get(1).name, std::string("facades/3/1"));
+        auto r = openLineDataset("procedural:5:3:64x48:rooms");
+        QCOMPARE(cv::norm(r->get(2).image, q->get(2).image, cv::NORM_INF), 0.0);
+        QVERIFY(contains(errorOf([] { openLineDataset("procedural:5:1:64x48:towers"); }), {"towers", "bad scenes"}));
         for (const char* bad : {"procedural:", "procedural:x", "procedural:0", "procedural:5:-1", "procedural:5:1:64",
-                                "procedural:5:1:10x10", "procedural:5:1:64x48:9"})
+                                "procedural:5:1:10x10", "procedural:5:1:64x48:9", "procedural:5:1:64x48:mixed:2"})
             QVERIFY2(contains(errorOf([&] { openLineDataset(bad); }), {bad}), bad);
         QVERIFY(contains(errorOf([] { openLineDataset("/no/such/file.json"); }), {"/no/such/file.json", "no such"}));
     }

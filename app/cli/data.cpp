@@ -14,7 +14,7 @@ namespace {
 const char* kDataUsage =
     "usage: glimpse data export --data SPEC --out DIR [--name NAME] [--overlays]\n"
     "Writes the dataset SPEC (a Wireframe JSON file, a folder with train.json, or\n"
-    "procedural:COUNT[:SEED[:WxH]]) to DIR/NAME.json (default NAME: dataset) and\n"
+    "procedural:COUNT[:SEED[:WxH[:SCENES]]]) to DIR/NAME.json (default NAME: dataset) and\n"
     "DIR/images/NNNNNN.png, in the Wireframe form that --data PATH.json reads back.\n"
     "--overlays also writes DIR/overlays/NNNNNN.png with the ground-truth segments in red.\n";
 }

@@ -30,7 +30,7 @@ const char* kEvalUsage =
     "                         [--max-images N] [--no-lsd] [--short-side S] [--max-long-side M]\n"
     "                         [--flips 1|2|4] [--threads T] [--device cpu|cuda[:N]]\n"
     "Evaluates a LETR checkpoint on a line dataset (D: data.json, a dataset folder or\n"
-    "procedural:COUNT[:SEED[:WxH]]) and prints sAP5/10/15, sF10/15, APH and FH (percent) for\n"
+    "procedural:COUNT[:SEED[:WxH[:SCENES]]]) and prints sAP5/10/15, sF10/15, APH and FH (percent) for\n"
     "every decoder layer of both stages (--layers last: the last layer of each) and for the LSD\n"
     "baseline on the same images. --short-side and --max-long-side override the checkpoint's input\n"
     "size (a larger long-side cap is needed to enlarge a small image). --out writes the numbers and PR curves as an eval file (a\n"

@@ -20,7 +20,7 @@ const char* kTrainUsage =
     "                          [--threads T] [--init MODEL.h5] [--device cpu|cuda[:N]]\n"
     "Trains LETR (coarse stage, then fine stage initialized from it, then optional focal\n"
     "fine-tuning) on D: a Wireframe JSON file, a folder with train.json, or\n"
-    "procedural:COUNT[:SEED[:WxH]]. Without --config the small CPU model and schedule are used.\n"
+    "procedural:COUNT[:SEED[:WxH[:SCENES]]]. Without --config the small CPU model and schedule are used.\n"
     "--steps N stops after N optimizer steps in total (a checkpoint is written; run again\n"
     "with --resume to continue). Ctrl-C also stops at the next step with a checkpoint.\n"
     "Writes RUN_DIR/run.h5 (live run log), RUN_DIR/checkpoint.h5 (resumable state) and, at the\n"

@@ -31,8 +31,10 @@ bool clipSegment(double& ax, double& ay, double& bx, double& by, double x0, doub
         }
     }
     if (t1 <= t0) return false;
-    const double nax = ax + t0 * dx, nay = ay + t0 * dy;
-    const double nbx = ax + t1 * dx, nby = ay + t1 * dy;
+    // Rounding in a + t d can land an endpoint a few ulps outside the box (-7e-15 for 0):
+    // the clipped segment is inside by definition, so clamp.
+    const double nax = std::clamp(ax + t0 * dx, x0, x1), nay = std::clamp(ay + t0 * dy, y0, y1);
+    const double nbx = std::clamp(ax + t1 * dx, x0, x1), nby = std::clamp(ay + t1 * dy, y0, y1);
     ax = nax; ay = nay; bx = nbx; by = nby;
     return true;
 }

@@ -24,7 +24,7 @@ bool parseInt(const std::string& s, long long& out) {
 std::unique_ptr<LineDataset> openLineDataset(const std::string& spec) {
     const std::string prefix = "procedural:";
     if (spec.rfind(prefix, 0) == 0) {
-        const std::string bad = "dataset '" + spec + "': expected procedural:COUNT[:SEED[:WxH]]";
+        const std::string bad = "dataset '" + spec + "': expected procedural:COUNT[:SEED[:WxH[:rooms|facades|mixed]]]";
         std::vector<std::string> parts;
         size_t start = prefix.size();
         while (true) {
@@ -33,7 +33,7 @@ std::unique_ptr<LineDataset> openLineDataset(const std::string& spec) {
             if (c == std::string::npos) break;
             start = c + 1;
         }
-        if (parts.empty() || parts.size() > 3) throw Error(bad);
+        if (parts.empty() || parts.size() > 4) throw Error(bad);
         ProceduralOptions o;
         long long v = 0;
         if (!parseInt(parts[0], v) || v < 1 || v > (1LL << 40)) throw Error(bad + " (bad COUNT)");
@@ -51,6 +51,8 @@ std::unique_ptr<LineDataset> openLineDataset(const std::string& spec) {
             o.width = int(w);
             o.height = int(h);
         }
+        if (parts.size() > 3 && !parseProceduralScenes(parts[3], o.scenes))
+            throw Error(bad + " (bad scenes '" + parts[3] + "')");
         return std::make_unique<ProceduralLines>(o);
     }
     std::error_code ec;
@@ -62,7 +64,7 @@ std::unique_ptr<LineDataset> openLineDataset(const std::string& spec) {
     }
     if (!std::filesystem::exists(spec, ec))
         throw Error("dataset '" + spec + "': no such file (expected a .json file, a directory with train.json, "
-                    "or procedural:COUNT[:SEED[:WxH]])");
+                    "or procedural:COUNT[:SEED[:WxH[:SCENES]]])");
     return std::make_unique<WireframeLines>(spec);
 }
 

@@ -2,7 +2,9 @@
 // Opens a line dataset from a spec string (CLI --data, training configs, the GUI):
 //   PATH.json                        a Wireframe/YorkUrban JSON file (core/data/wireframe.h)
 //   DIR                              DIR/train.json (the training split of a dataset folder)
-//   procedural:COUNT[:SEED[:WxH]]    the built-in generator (defaults: seed 0, 256x256)
+//   procedural:COUNT[:SEED[:WxH[:SCENES]]]
+//                                    the built-in generator (defaults: seed 0, 256x256, rooms;
+//                                    SCENES: rooms, facades or mixed, core/data/procedural.h)
 // Throws glimpse::Error naming the spec on anything else.
 #include <memory>
 #include <string>

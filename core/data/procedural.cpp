@@ -523,6 +523,183 @@ torch::Tensor uniqueLines(const torch::Tensor& lines) {
     return out;
 }
 
+// ---- facades: buildings seen from the street -------------------------------------------------
+//
+// One or two walls of a building in two-point perspective (vertical edges stay vertical, the
+// horizontal ones converge to vanishing points on an eye-level horizon), covered with a grid of
+// windows, ribbon windows between floor slabs, or pilasters and ledges; sky above, ground
+// below, trees and the rooms' clutter in front. Dense, repeated, parallel structure, as in
+// photographs of buildings, which the rooms lack. Every straight edge drawn is ground truth
+// except the distractors (trees, curves, text).
+
+// A building material's colour: a grey of the given range with a slight tint (concrete,
+// stone, plaster and brick are far less saturated than the rooms' paint).
+cv::Vec3f muted(Renderer& r, double lo, double hi, double tint) {
+    const float g = float(r.uni(lo, hi));
+    const float tr = float(r.uni(-tint, tint)), tg = float(r.uni(-tint, tint)), tb = float(r.uni(-tint, tint));
+    return cv::Vec3f(g + tr, g + tg, g + tb);
+}
+
+// A wall: the unit square (u right, v down) mapped onto the image by a homography.
+struct Wall {
+    cv::Matx33d h;
+    P map(double u, double v) const {
+        const cv::Vec3d q = h * cv::Vec3d(u, v, 1.0);
+        return P(q[0] / q[2], q[1] / q[2]);
+    }
+    std::vector<P> quad(double u0, double v0, double u1, double v1) const {
+        return {map(u0, v0), map(u1, v0), map(u1, v1), map(u0, v1)};
+    }
+};
+
+Wall wallBetween(P topLeft, P topRight, P bottomRight, P bottomLeft) {
+    const std::vector<cv::Point2f> src{{0, 0}, {1, 0}, {1, 1}, {0, 1}};
+    const std::vector<cv::Point2f> dst{cv::Point2f(float(topLeft.x), float(topLeft.y)),
+                                       cv::Point2f(float(topRight.x), float(topRight.y)),
+                                       cv::Point2f(float(bottomRight.x), float(bottomRight.y)),
+                                       cv::Point2f(float(bottomLeft.x), float(bottomLeft.y))};
+    const cv::Mat m = cv::getPerspectiveTransform(src, dst);
+    Wall w;
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) w.h(i, j) = m.at<double>(i, j);
+    return w;
+}
+
+// Adds the quad's four edges as ground truth.
+void addQuad(Scene& scene, const std::vector<P>& q) { scene.addPolygon(q); }
+
+// The wall's surface: texture, then its pattern (windows, ribbons or pilasters), each edge
+// ground truth. `budget` caps the number of windows.
+void drawWallPattern(Renderer& r, Scene& scene, const Wall& wall, cv::Vec3f base, double shadeF, int budget) {
+    const cv::Vec3f face = r.shade(base, shadeF);
+    r.fill(wall.quad(0, 0, 1, 1), face);
+    const int style = r.uniInt(0, 2);   // 0 window grid, 1 ribbon windows, 2 pilasters and ledges
+    const cv::Vec3f glass = r.chance(0.7) ? muted(r, 20, 90, 15) : muted(r, 120, 210, 25);
+    const cv::Vec3f accent = r.chance(0.5) ? r.shade(face, r.uni(0.5, 0.8)) : r.shade(face, r.uni(1.15, 1.4));
+    if (style == 0) {
+        int floors = r.uniInt(2, 6), cols = r.uniInt(2, 6);
+        while (floors * cols > budget && (floors > 1 || cols > 1)) {
+            if (cols >= floors) --cols;
+            else --floors;
+        }
+        const double mx = r.uni(0.15, 0.35), my = r.uni(0.2, 0.4);
+        const cv::Mat glassTex = r.texture(glass);
+        const bool framed = r.chance(0.5);
+        for (int f = 0; f < floors; ++f)
+            for (int c = 0; c < cols; ++c) {
+                const double u0 = (c + mx / 2) / cols, u1 = (c + 1 - mx / 2) / cols;
+                const double v0 = (f + my / 2) / floors, v1 = (f + 1 - my / 2) / floors;
+                const auto q = wall.quad(u0, v0, u1, v1);
+                r.fill(q, glassTex);
+                if (framed) {
+                    r.line(q[0], q[1], accent, 1);
+                    r.line(q[1], q[2], accent, 1);
+                    r.line(q[2], q[3], accent, 1);
+                    r.line(q[3], q[0], accent, 1);
+                }
+                addQuad(scene, q);
+            }
+    } else if (style == 1) {
+        const int floors = r.uniInt(2, 7);
+        const double band = r.uni(0.3, 0.6), margin = r.chance(0.5) ? 0.0 : r.uni(0.03, 0.1);
+        const int mullions = r.chance(0.5) ? 0 : r.uniInt(2, 6);
+        const cv::Mat glassTex = r.texture(glass);
+        for (int f = 0; f < floors; ++f) {
+            const double v0 = (f + (1 - band) / 2) / floors, v1 = (f + (1 + band) / 2) / floors;
+            const auto q = wall.quad(margin, v0, 1 - margin, v1);
+            r.fill(q, glassTex);
+            if (margin > 0) addQuad(scene, q);
+            else {
+                scene.addSegment(q[0], q[1]);
+                scene.addSegment(q[3], q[2]);
+            }
+            for (int k = 1; k < mullions; ++k) {
+                const double u = margin + (1 - 2 * margin) * k / mullions;
+                const P a = wall.map(u, v0), b = wall.map(u, v1);
+                r.line(a, b, accent, 1);
+                scene.addSegment(a, b);
+            }
+        }
+    } else {
+        const int pilasters = r.uniInt(2, 6), ledges = r.uniInt(1, 6);
+        const double width = r.uni(0.08, 0.25) / pilasters;
+        for (int k = 0; k < pilasters; ++k) {
+            const double uc = (k + 0.5) / pilasters;
+            const auto q = wall.quad(uc - width / 2, 0, uc + width / 2, 1);
+            r.fill(q, accent);
+            scene.addSegment(q[0], q[3]);
+            scene.addSegment(q[1], q[2]);
+        }
+        for (int k = 1; k <= ledges; ++k) {
+            const double v = double(k) / (ledges + 1);
+            const P a = wall.map(0, v), b = wall.map(1, v);
+            r.line(a, b, accent, 2);
+            scene.addSegment(a, b);
+        }
+    }
+}
+
+// Trees: clusters of dark green blobs that hide what is behind them (no ground truth).
+void drawTrees(Renderer& r, Scene& scene, double W, double H) {
+    const int trees = r.uniInt(0, 3);
+    for (int t = 0; t < trees; ++t) {
+        const P root(r.uni(-0.1 * W, 1.1 * W), r.uni(0.75 * H, 1.1 * H));
+        const double size = r.uni(0.08, 0.3) * H;
+        const int blobs = r.uniInt(3, 8);
+        for (int b = 0; b < blobs; ++b) {
+            const double cy = root.y - r.uni(0.3, 1.6) * size;
+            const cv::Point2d c(root.x + r.uni(-0.8, 0.8) * size, cy);
+            const double ay = r.uni(0.3, 0.7) * size;
+            const cv::Size2d ax(r.uni(0.3, 0.7) * size, ay);
+            std::vector<cv::Point2d> pts;
+            cv::ellipse2Poly(c, ax, int(r.uni(0, 180)), 0, 360, 10, pts);
+            scene.occlude(pts, 1.5);
+            const float red = float(r.uni(20, 90)), g = float(r.uni(50, 140)), blue = float(r.uni(15, 70));
+            r.fill(std::vector<P>(pts.begin(), pts.end()), cv::Vec3f(red, g, blue));
+        }
+    }
+}
+
+void drawFacade(Renderer& r, Scene& scene, int width, int height) {
+    const double W = width, H = height;
+    // Sky, ground and the line between them.
+    const float skyR = float(r.uni(120, 215)), skyG = float(r.uni(150, 230)), skyB = float(r.uni(180, 255));
+    r.fill({P(0, 0), P(W, 0), P(W, H), P(0, H)}, cv::Vec3f(skyR, skyG, skyB));
+    const double horizon = r.uni(0.35, 0.8) * H;   // eye level: the vanishing points' height
+    const double groundY = horizon + r.uni(0.05, 0.4) * H;
+    if (groundY < H - 2) {
+        r.fill({P(-1, groundY), P(W + 1, groundY), P(W + 1, H + 1), P(-1, H + 1)}, muted(r, 50, 150, 25));
+        scene.addSegment(P(0, groundY), P(W, groundY));
+    }
+    // The building: a vertical corner edge at xc, walls to its left and right (or one frontal).
+    const bool twoWalls = r.chance(0.65);
+    const double xc = twoWalls ? r.uni(0.2, 0.8) * W : r.uni(-0.1, 0.3) * W;
+    const double top = r.uni(-0.3, 0.35) * H, bottom = std::max(groundY, horizon + 4) + r.uni(-0.02, 0.03) * H;
+    const cv::Vec3f base = r.chance(0.8) ? muted(r, 90, 235, 18) : r.randomColor(70, 235);
+    const double lightLeft = r.uni(0.55, 1.0), lightRight = r.uni(0.7, 1.15);
+    auto yOn = [&](double y0, double x, double vpx) { return y0 + (x - xc) * (horizon - y0) / (vpx - xc); };
+    std::vector<Wall> walls;
+    if (twoWalls) {
+        const double vpl = xc - r.uni(1.2, 4.0) * W, xa = xc - r.uni(0.5, 1.2) * (xc + 0.1 * W);
+        walls.push_back(wallBetween(P(xa, yOn(top, xa, vpl)), P(xc, top), P(xc, bottom), P(xa, yOn(bottom, xa, vpl))));
+    }
+    {
+        const double vpr = xc + r.uni(twoWalls ? 1.2 : 4.0, twoWalls ? 4.0 : 30.0) * W;
+        const double xb = xc + r.uni(0.5, 1.2) * (W - xc + 0.1 * W);
+        walls.push_back(wallBetween(P(xc, top), P(xb, yOn(top, xb, vpr)), P(xb, yOn(bottom, xb, vpr)), P(xc, bottom)));
+    }
+    const int budget = twoWalls ? 8 : 14;
+    for (size_t i = 0; i < walls.size(); ++i) {
+        const auto q = walls[i].quad(0, 0, 1, 1);
+        scene.occlude(q);
+        addQuad(scene, q);
+        const double light = (twoWalls && i == 0) ? lightLeft : lightRight;
+        drawWallPattern(r, scene, walls[i], base, light, budget);
+    }
+    drawTrees(r, scene, W, H);
+    drawClutter(r, scene, W, H);
+}
+
 } // namespace
 
 LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int height, double minLength) {
@@ -542,6 +719,37 @@ LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int he
     return s;
 }
 
+LineSample renderFacadeScene(uint64_t seed, int64_t index, int width, int height, double minLength) {
+    // Its own stream of draws: facade i of seed s is not room i of seed s restyled.
+    Renderer r(width, height, splitmix(splitmix(seed ^ 0xfacade5eedULL) ^ uint64_t(index)));
+    Scene scene;
+    drawFacade(r, scene, width, height);
+    const cv::Matx23d m = lightAndRotate(r, width, height);
+    LineSample s;
+    s.name = "facades/" + std::to_string(seed) + "/" + std::to_string(index);
+    s.image = finishImage(r, width, height);
+    s.lines = uniqueLines(scene.lines(m, width, height, minLength));
+    return s;
+}
+
+const char* proceduralScenesName(ProceduralScenes scenes) {
+    switch (scenes) {
+    case ProceduralScenes::Rooms: return "rooms";
+    case ProceduralScenes::Facades: return "facades";
+    case ProceduralScenes::Mixed: return "mixed";
+    }
+    return "rooms";
+}
+
+bool parseProceduralScenes(const std::string& name, ProceduralScenes& out) {
+    for (auto k : {ProceduralScenes::Rooms, ProceduralScenes::Facades, ProceduralScenes::Mixed})
+        if (name == proceduralScenesName(k)) {
+            out = k;
+            return true;
+        }
+    return false;
+}
+
 ProceduralLines::ProceduralLines(const ProceduralOptions& opts) : opts_(opts) {
     if (opts.count < 0 || opts.count > (int64_t(1) << 40))
         throw Error("procedural dataset: bad image count " + std::to_string(opts.count));
@@ -554,13 +762,17 @@ LineSample ProceduralLines::get(int64_t index) const {
     if (index < 0 || index >= opts_.count)
         throw Error("procedural dataset: index " + std::to_string(index) + " out of range (" +
                     std::to_string(opts_.count) + " images)");
-    return renderProceduralScene(opts_.seed, index, opts_.width, opts_.height, opts_.minLength);
+    const bool facade = opts_.scenes == ProceduralScenes::Facades ||
+                        (opts_.scenes == ProceduralScenes::Mixed && index % 2 == 1);
+    return facade ? renderFacadeScene(opts_.seed, index, opts_.width, opts_.height, opts_.minLength)
+                  : renderProceduralScene(opts_.seed, index, opts_.width, opts_.height, opts_.minLength);
 }
 
 std::string ProceduralLines::describe() const {
     std::ostringstream s;
-    s << "procedural:" << opts_.count << ":" << opts_.seed << ":" << opts_.width << "x" << opts_.height
-      << " (" << opts_.count << " images)";
+    s << "procedural:" << opts_.count << ":" << opts_.seed << ":" << opts_.width << "x" << opts_.height;
+    if (opts_.scenes != ProceduralScenes::Rooms) s << ":" << proceduralScenesName(opts_.scenes);
+    s << " (" << opts_.count << " images)";
     return s.str();
 }
 

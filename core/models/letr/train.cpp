@@ -254,7 +254,8 @@ std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSi
 
 std::string letrValidationSpec(const LetrTrainConfig& cfg, const std::string& dataDescription) {
     if (!cfg.valData.empty()) return cfg.valData;
-    // describe() of procedural data: "procedural:COUNT:SEED:WxH (N images)".
+    // describe() of procedural data: "procedural:COUNT:SEED:WxH[:SCENES] (N images)". The
+    // held-out images are rooms whatever the training scenes: the evaluation set's kind.
     uint64_t seed = 0;
     std::string size = "256x256";
     const std::string prefix = "procedural:";
@@ -263,7 +264,7 @@ std::string letrValidationSpec(const LetrTrainConfig& cfg, const std::string& da
         const std::string spec = dataDescription.substr(0, dataDescription.find(' '));
         std::stringstream in(spec.substr(prefix.size()));
         for (std::string p; std::getline(in, p, ':');) parts.push_back(p);
-        if (parts.size() == 3) {
+        if (parts.size() == 3 || parts.size() == 4) {
             try {
                 seed = std::stoull(parts[1]);
                 size = parts[2];
