@@ -197,6 +197,11 @@ private Q_SLOTS:
         letr::LetrModel model(tinyConfig(), 6);
         model.eval();
         torch::NoGradGuard noGrad;
+        // A fixed image: the merge is greedy (score order, nearest line, match radius), so an
+        // input with a near-tie somewhere would let the batched pass's last-bit differences
+        // from the one-by-one passes pick another partner, and an unseeded image made that a
+        // rare failure. This one has no such tie (checked over repeated runs at 1 and 2 threads).
+        torch::manual_seed(19);
         const auto image = torch::randn({3, 64, 96}, torch::TensorOptions().dtype(torch::kFloat));
         const auto plain = model.forward({image});
         const auto one = letr::forwardFlipEnsemble(model, image, 1);
