@@ -1341,6 +1341,48 @@ private Q_SLOTS:
         QVERIFY(testing::maxDiff(start.at("letr.class_embed.weight"), end.at("letr.class_embed.weight")) > 0);
     }
 
+    // backbone_train_from "layer3": the stem, layer1 and layer2 keep their weights, layer3 and
+    // layer4 train; the stage index of a name; the key round-trips and is absent by default;
+    // an unknown stage is refused by name.
+    void backboneTrainFromFreezesEarlierStages() {
+        QCOMPARE(backboneParamStage("backbone.0.body.conv1.weight"), 0);
+        QCOMPARE(backboneParamStage("backbone.0.body.bn1.bias"), 0);
+        QCOMPARE(backboneParamStage("backbone.0.body.layer2.1.conv2.weight"), 2);
+        QCOMPARE(backboneParamStage("backbone.0.body.layer4.0.downsample.0.weight"), 4);
+        QCOMPARE(backboneStageIndex("conv1"), 0);
+        QCOMPARE(backboneStageIndex("layer3"), 3);
+        QCOMPARE(backboneStageIndex("layer5"), -1);
+        QVERIFY(!tinyConfig().toJson().contains("backbone_train_from"));
+        QTemporaryDir dir;
+        auto c = tinyConfig();
+        c.coarseSteps = 2;
+        c.fineSteps = 0;
+        c.trainBackboneBn = false;
+        c.backboneTrainFrom = "layer3";
+        QCOMPARE(LetrTrainConfig::fromJson(c.toJson()).backboneTrainFrom, std::string("layer3"));
+        train::Control control;
+        trainLetr(c, "procedural:4:3:64x64", dir.path().toStdString() + "/f", false, control, {});
+        LetrModel init(c.model, c.seed);
+        const auto start = train::moduleTensors(init);
+        const auto end = modelTensors(dir.path().toStdString() + "/f/model.h5");
+        int frozen = 0, moved = 0;
+        for (const auto& [k, v] : start) {
+            if (k.rfind("backbone.", 0) != 0 || v.dim() != 4) continue;   // conv weights
+            const double d = testing::maxDiff(v, end.at(k));
+            if (backboneParamStage(k) < 3) {
+                QVERIFY2(d == 0.0, k.c_str());
+                ++frozen;
+            } else {
+                QVERIFY2(d > 0.0, k.c_str());
+                ++moved;
+            }
+        }
+        QVERIFY(frozen >= 5 && moved >= 4);
+        auto j = c.toJson();
+        j["backbone_train_from"] = "layer9";
+        QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson(j).validate(); }), {"backbone_train_from", "layer9"}));
+    }
+
     // The demo recipe (tools/train_letr_demo.sh): every stage config it names parses, the stages
     // share one architecture (only the input size grows), and the checkpoint in the tree starts
     // stage 2 with its weights and training-only modules.

@@ -54,6 +54,21 @@ int64_t LetrTrainConfig::totalSteps() const {
     return coarseSteps + (model.fineStage ? fineSteps + focalSteps : 0);
 }
 
+int backboneStageIndex(const std::string& stage) {
+    if (stage == "conv1") return 0;
+    for (int k = 1; k <= 4; ++k)
+        if (stage == "layer" + std::to_string(k)) return k;
+    return -1;
+}
+
+int backboneParamStage(const std::string& name) {
+    // "backbone.0.body.layer3.1.conv2.weight" -> 3; the stem (conv1, bn1) -> 0.
+    const auto at = name.find(".body.layer");
+    if (at == std::string::npos || at + 11 >= name.size()) return 0;
+    const char d = name[at + 11];
+    return d >= '1' && d <= '4' ? d - '0' : 0;
+}
+
 void LetrTrainConfig::validate() const {
     model.validate();
     auto bad = [](const std::string& what) { throw Error("LETR training config: " + what); };
@@ -68,6 +83,8 @@ void LetrTrainConfig::validate() const {
     if (lrCosine && (lrDropCoarse > 0 || lrDropFine > 0)) bad("lr_schedule \"cosine\" takes no lr_drop_coarse / lr_drop_fine");
     if (!(lrFinal >= 0 && lrFinal <= 1)) bad("lr_final must be in [0, 1]");
     if (!(clipMaxNorm >= 0)) bad("clip_max_norm must be >= 0");
+    if (backboneStageIndex(backboneTrainFrom) < 0)
+        bad("backbone_train_from must be conv1, layer1, layer2, layer3 or layer4, not \"" + backboneTrainFrom + "\"");
     if (!(emaDecay == 0 || (emaDecay > 0 && emaDecay < 1))) bad("ema_decay must be 0 (off) or in (0, 1)");
     if (!(memoryPositionCoef >= 0 && memoryPositionCoef <= 1000)) bad("memory_position_coef must be in [0, 1000]");
     if (queryGroups < 0 || queryGroups > 64) bad("query_groups must be in 0..64");
@@ -137,6 +154,7 @@ nlohmann::json LetrTrainConfig::toJson() const {
     if (memoryPositionCoef > 0) j["memory_position_coef"] = memoryPositionCoef;
     if (queryGroups > 0) j["query_groups"] = queryGroups;
     if (bf16Backbone) j["bf16_backbone"] = true;
+    if (backboneTrainFrom != "conv1") j["backbone_train_from"] = backboneTrainFrom;
     if (!init.empty()) j["init"] = init;
     return j;
 }
@@ -147,7 +165,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     checkKeys(j, {"model", "seed", "batch_size", "coarse_steps", "fine_steps", "focal_steps", "lr", "lr_backbone",
                   "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "lr_schedule", "lr_final", "clip_max_norm", "ema_decay", "checkpoint_every",
                   "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment", "aux", "denoise",
-                  "memory_position_coef", "query_groups", "bf16_backbone", "init"},
+                  "memory_position_coef", "query_groups", "bf16_backbone", "backbone_train_from", "init"},
               source);
     LetrTrainConfig c;
     if (j.contains("model")) {
@@ -186,6 +204,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     readKey(j, "memory_position_coef", c.memoryPositionCoef, source);
     readKey(j, "query_groups", c.queryGroups, source);
     readKey(j, "bf16_backbone", c.bf16Backbone, source);
+    readKey(j, "backbone_train_from", c.backboneTrainFrom, source);
     if (j.contains("loss")) {
         const auto& l = j["loss"];
         const std::string w = source + " (loss)";
@@ -310,14 +329,16 @@ void initFineFromCoarse(LetrModel& model) {
 }
 
 std::vector<train::AdamW::Param> trainable(LetrModel& model, bool fineStage, double lrScaleBackbone,
-                                           bool trainBackboneBn) {
+                                           bool trainBackboneBn, int backboneTrainFrom) {
     std::vector<train::AdamW::Param> out;
     for (auto& p : model.named_parameters()) {
         const std::string& n = p.key();
         const bool isBackbone = n.rfind("backbone.", 0) == 0, isCoarse = n.rfind("letr.", 0) == 0;
         const bool isBn = isBackbone && p.value().dim() == 1;   // batch-norm weight / bias
-        // lr_backbone 0 freezes the backbone in the coarse phase too: no gradient is computed for it.
-        const bool backboneTrains = isBackbone && lrScaleBackbone > 0 && (trainBackboneBn || !isBn);
+        // lr_backbone 0 freezes the backbone in the coarse phase too: no gradient is computed for
+        // it; backbone_train_from freezes the stages before the one it names.
+        const bool backboneTrains = isBackbone && lrScaleBackbone > 0 && (trainBackboneBn || !isBn) &&
+                                    backboneParamStage(n) >= backboneTrainFrom;
         const bool train = fineStage ? !(isBackbone || isCoarse) : isCoarse || backboneTrains;
         p.value().set_requires_grad(train);
         if (train) out.push_back({n, p.value(), isBackbone ? lrScaleBackbone : 1.0});
@@ -678,7 +699,8 @@ void saveCheckpoint(LetrRun& run, const Phase& ph, size_t pi, const train::AdamW
 // and, in the coarse phase, the training-only modules'.
 std::vector<train::AdamW::Param> phaseParams(LetrRun& run, const Phase& ph) {
     const LetrTrainConfig& cfg = run.cfg;
-    auto params = trainable(*run.model, ph.fineStage, cfg.lrBackbone / cfg.lr, cfg.trainBackboneBn);
+    auto params = trainable(*run.model, ph.fineStage, cfg.lrBackbone / cfg.lr, cfg.trainBackboneBn,
+                            backboneStageIndex(cfg.backboneTrainFrom));
     for (auto& [prefix, module] : trainingOnlyModules(run))
         for (auto& p : module->named_parameters()) {
             // The dense head and the denoising encoder train with the coarse stage; the memory

@@ -120,6 +120,14 @@ struct LetrTrainConfig {
     // the step about 1.5 times as fast (docs/decisions.md); on a CPU without them the backbone
     // trains in float32 channels-last instead (trainingBackboneMode).
     bool bf16Backbone = false;
+    // "backbone_train_from" (absent from the JSON when "conv1"): the first backbone stage that
+    // trains in the coarse phase: "conv1" (all of it), "layer1" .. "layer4". The stages before
+    // it (conv1 and bn1 count as one) keep their weights, get no gradient and cost no backward
+    // pass: most of the backbone's backward time is at strides 2-8 (conv1 .. layer2), so
+    // "layer3" makes a step much cheaper while C4 and C5, the levels the stages read, still adapt.
+    // (With train_backbone_bn on, the frozen stages' batch-norm running statistics still follow
+    // the data; their weights do not move.)
+    std::string backboneTrainFrom = "conv1";
     // "init": a LETR model (model.h5, a converted checkpoint) or a run's checkpoint.h5 whose
     // weights start this run instead of the seed's random ones (fine-tuning; a curriculum's
     // next stage). Every tensor present in the file must match this model's shape; a
@@ -151,6 +159,11 @@ struct LetrTrainConfig {
 // (the weighted denoising loss), loss/dn_cls, loss/dn_l1 (its last decoder layer); a
 // distributed run of W ranks adds dist/world_size and dist/throughput_rank0 .. <W-1>.
 std::vector<std::string> letrSeriesNames(const LetrTrainConfig& cfg, int worldSize = 1);
+
+// backbone_train_from: "conv1" -> 0, "layerK" -> K, anything else -> -1; and the stage of a
+// backbone parameter's name (the stem, conv1 and bn1, is 0; "...body.layerK..." is K).
+int backboneStageIndex(const std::string& stage);
+int backboneParamStage(const std::string& name);
 
 // The validation dataset spec of a run on `dataSpec` (cfg.valData when set; see above).
 // `dataDescription` is the opened dataset's describe() (canonical procedural spec).
