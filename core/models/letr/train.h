@@ -42,6 +42,8 @@
 //                                                 // where the hardware has it, else float32
 //                                                 // channels-last (trainingBackboneMode; validation
 //                                                 // and model.h5 stay float32)
+//     "backbone_train_from": "conv1", // the first backbone stage that trains (conv1, layer1..
+//                                                 // layer4); earlier ones stay frozen, coarse phase
 //     "query_groups": 0         // extra groups of num_queries entities (Group DETR; training
 //                                                 // only, "groups.*" in checkpoint.h5), both phases
 //   }
