@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <mutex>
 
 #include "imgui.h"
 #include "imgui_impl_vulkan.h"
@@ -9,15 +10,29 @@
 namespace glimpse::render {
 namespace {
 
-// Makes `ctx` the current ImGui context for a scope and restores the previous one.
+// Dear ImGui's current context is one process-wide pointer, and overlays are rendered on more
+// than one thread (the viewport on the GUI thread, a view export or an offscreen render on a
+// worker). Unguarded, one thread's scope switched the other's context in the middle of its
+// frame (ImGui::NewFrame then asserted "Font Atlas not built" on the other overlay's context).
+// Every use of ImGui here holds this lock; recursive, as scopes nest in the constructor.
+std::recursive_mutex& imguiMutex() {
+    static std::recursive_mutex m;
+    return m;
+}
+
+// Makes `ctx` the current ImGui context for a scope (holding imguiMutex) and restores the
+// previous one.
 class ContextScope {
 public:
-    explicit ContextScope(ImGuiContext* ctx) : previous_(ImGui::GetCurrentContext()) { ImGui::SetCurrentContext(ctx); }
+    explicit ContextScope(ImGuiContext* ctx) : lock_(imguiMutex()), previous_(ImGui::GetCurrentContext()) {
+        ImGui::SetCurrentContext(ctx);
+    }
     ~ContextScope() { ImGui::SetCurrentContext(previous_); }
     ContextScope(const ContextScope&) = delete;
     ContextScope& operator=(const ContextScope&) = delete;
 
 private:
+    std::unique_lock<std::recursive_mutex> lock_;   // declared first: held while previous_ is read and restored
     ImGuiContext* previous_;
 };
 
@@ -40,6 +55,7 @@ OverlayLayer::OverlayLayer(const DeviceContext& ctx, const vk::Gpu& gpu, VkRende
                            VkSampleCountFlagBits samples, uint32_t framesInFlight)
     : gpu_(gpu) {
     overlay_.visible = false;
+    std::lock_guard<std::recursive_mutex> lock(imguiMutex());   // CreateContext switches the current context too
     context_ = ImGui::CreateContext();
     ContextScope scope(context_);
     try {
@@ -80,6 +96,7 @@ OverlayLayer::OverlayLayer(const DeviceContext& ctx, const vk::Gpu& gpu, VkRende
 }
 
 OverlayLayer::~OverlayLayer() {
+    std::lock_guard<std::recursive_mutex> lock(imguiMutex());   // DestroyContext may reset the current one
     {
         ContextScope scope(context_);
         if (backendReady_)

@@ -1,6 +1,8 @@
 // Renderer tests: draw offscreen (Mesa's lavapipe where there is no GPU) and check pixels.
 #include <QtTest>
 
+#include <thread>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -334,6 +336,28 @@ private Q_SLOTS:
         const RectF ra = r().overlayRect(), rb = other.renderer().overlayRect();
         QVERIFY(ra.w > rb.w);   // each context laid out its own window
         QVERIFY(rb.h > ra.h);
+        QCOMPARE(other.validationErrors(), 0);
+    }
+
+    // Overlays are rendered on more than one thread (the viewport on the GUI thread, a view
+    // export on a worker) while Dear ImGui keeps one process-wide current context: two
+    // targets rendered at the same time from two threads give the frames each gives alone.
+    void overlaysRenderFromTwoThreads() {
+        OffscreenTarget other(160, 120);
+        target_->resize(160, 120);
+        r().setOverlay(Overlay{true, "first viewport", {{"a", "1"}}});
+        other.renderer().setBackground(kBgR, kBgG, kBgB);
+        other.renderer().setOverlay(Overlay{true, "second", {{"k", "v"}, {"x", "y"}}});
+        const auto a = render();
+        const auto b = other.render();
+        int sameA = 0, sameB = 0;
+        std::thread worker([&] {
+            for (int i = 0; i < 60; ++i) sameB += other.render() == b ? 1 : 0;
+        });
+        for (int i = 0; i < 60; ++i) sameA += render() == a ? 1 : 0;
+        worker.join();
+        QCOMPARE(sameA, 60);
+        QCOMPARE(sameB, 60);
         QCOMPARE(other.validationErrors(), 0);
     }
 
