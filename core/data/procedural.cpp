@@ -700,6 +700,17 @@ void drawFacade(Renderer& r, Scene& scene, int width, int height) {
     drawClutter(r, scene, W, H);
 }
 
+// What every scene ends with: lighting and rotation, blur, noise and JPEG, and the visible
+// ground truth mapped into the image.
+LineSample finishScene(Renderer& r, const Scene& scene, std::string name, int width, int height, double minLength) {
+    const cv::Matx23d m = lightAndRotate(r, width, height);
+    LineSample s;
+    s.name = std::move(name);
+    s.image = finishImage(r, width, height);
+    s.lines = uniqueLines(scene.lines(m, width, height, minLength));
+    return s;
+}
+
 } // namespace
 
 LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int height, double minLength) {
@@ -711,12 +722,8 @@ LineSample renderProceduralScene(uint64_t seed, int64_t index, int width, int he
     drawSideWallItems(r, scene, room);
     drawBoxes(r, scene, room);
     drawClutter(r, scene, room.W, room.H);
-    const cv::Matx23d m = lightAndRotate(r, width, height);
-    LineSample s;
-    s.name = "procedural/" + std::to_string(seed) + "/" + std::to_string(index);
-    s.image = finishImage(r, width, height);
-    s.lines = uniqueLines(scene.lines(m, width, height, minLength));
-    return s;
+    return finishScene(r, scene, "procedural/" + std::to_string(seed) + "/" + std::to_string(index), width, height,
+                       minLength);
 }
 
 LineSample renderFacadeScene(uint64_t seed, int64_t index, int width, int height, double minLength) {
@@ -724,12 +731,8 @@ LineSample renderFacadeScene(uint64_t seed, int64_t index, int width, int height
     Renderer r(width, height, splitmix(splitmix(seed ^ 0xfacade5eedULL) ^ uint64_t(index)));
     Scene scene;
     drawFacade(r, scene, width, height);
-    const cv::Matx23d m = lightAndRotate(r, width, height);
-    LineSample s;
-    s.name = "facades/" + std::to_string(seed) + "/" + std::to_string(index);
-    s.image = finishImage(r, width, height);
-    s.lines = uniqueLines(scene.lines(m, width, height, minLength));
-    return s;
+    return finishScene(r, scene, "facades/" + std::to_string(seed) + "/" + std::to_string(index), width, height,
+                       minLength);
 }
 
 const char* proceduralScenesName(ProceduralScenes scenes) {
