@@ -109,6 +109,61 @@ private Q_SLOTS:
         QVERIFY2(e.contains("/nonexistent/letr.json"), qPrintable(e));
     }
 
+    // "position_in_values": the named stages' encoder input is input_proj(C) + pos instead of
+    // input_proj(C), so the memory (the cross-attention's values) carries the sine encoding.
+    // Checked against the encoder layers run by hand; no new parameters; other stages unchanged.
+    void positionInValuesFeedsTheEncoder() {
+        torch::NoGradGuard ng;
+        LetrConfig c = smallConfig();
+        QVERIFY(!c.toJson().contains("position_in_values"));   // off: the published layout
+        for (const char* v : {"coarse", "fine", "coarse+fine"}) {
+            LetrConfig r = LetrConfig::fromJson(nlohmann::json{{"position_in_values", v}});
+            QCOMPARE(r.posInValuesCoarse, std::string(v) != "fine");
+            QCOMPARE(r.posInValuesFine, std::string(v) != "coarse");
+            QCOMPARE(r.toJson()["position_in_values"].get<std::string>(), std::string(v));
+        }
+        QVERIFY(!LetrConfig::fromJson(nlohmann::json{{"position_in_values", "none"}}).toJson().contains(
+            "position_in_values"));
+        QString e = errorOf([] { LetrConfig::fromJsonString(R"({"position_in_values": "both"})", "p.json"); });
+        QVERIFY2(e.contains("p.json") && e.contains("position_in_values") && e.contains("both"), qPrintable(e));
+        e = errorOf([] { LetrConfig::fromJsonString(R"({"position_in_values": true})", "p.json"); });
+        QVERIFY2(e.contains("position_in_values"), qPrintable(e));
+
+        LetrModel off(c, 3);
+        off.eval();
+        LetrImage in = off.preprocess(randomImage(64, 96, 5));
+        LetrForwardOptions fo;
+        fo.keepFeatures = true;
+        auto outOff = off.forward({in.tensor}, fo);
+        auto po = off.named_parameters(true);
+        for (int which = 0; which < 3; ++which) {   // coarse, fine, coarse+fine
+            LetrConfig cp = c;
+            cp.posInValuesCoarse = which != 1;
+            cp.posInValuesFine = which != 0;
+            LetrModel on(cp, 3);
+            on.eval();
+            auto pn = on.named_parameters(true);
+            QCOMPARE(po.size(), pn.size());
+            for (const auto& p : po) QVERIFY(maxDiff(p.value(), pn[p.key()]) == 0.0);
+            auto outOn = on.forward({in.tensor}, fo);
+            for (int s = 0; s < 2; ++s) {
+                const bool added = s == 0 ? cp.posInValuesCoarse : cp.posInValuesFine;
+                const Stage st = s == 0 ? Stage::Coarse : Stage::Fine;
+                const std::string proj = s == 0 ? "letr.input_proj." : "input_proj.";
+                const auto& so = outOn.stages[size_t(s)];
+                auto feat = outOn.features[0][size_t(so.level - 2)].unsqueeze(0);
+                auto src = torch::conv2d(feat, pn[proj + "weight"], pn[proj + "bias"]).flatten(2).transpose(1, 2);
+                auto x = added ? src + so.pos : src;
+                x = on.encoderLayer(st, 0)->forward(x, so.pos, so.mask.flatten(1));
+                QVERIFY(maxDiff(so.memory, x) < 1e-5);
+                const double vsOff = maxDiff(so.memory, outOff.stages[size_t(s)].memory);
+                // The fine stage's queries come from the coarse stage, its memory does not.
+                QVERIFY2(added ? vsOff > 1e-2 : vsOff == 0.0, qPrintable(QString::number(vsOff)));
+            }
+            QVERIFY(maxDiff(outOn.last().lines, outOff.last().lines) > 1e-4);
+        }
+    }
+
     void resizeRule() {
         LetrConfig c;   // short 512, long cap 1333
         auto s = c.resizedSize(480, 640);

@@ -113,6 +113,8 @@ nlohmann::json LetrConfig::toJson() const {
         {"std", std},
     };
     if (scoreThreshold > 0) j["score_threshold"] = scoreThreshold;   // absent when not set: older files stay equal
+    if (posInValuesCoarse || posInValuesFine)                          // absent when off: official layout
+        j["position_in_values"] = posInValuesCoarse ? (posInValuesFine ? "coarse+fine" : "coarse") : "fine";
     return j;
 }
 
@@ -122,7 +124,7 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
         "backbone", "hidden_dim", "nheads", "dim_feedforward", "coarse_enc_layers",
         "coarse_dec_layers", "fine_enc_layers", "fine_dec_layers", "num_queries", "num_classes",
         "dropout", "stages", "coarse_level", "fine_level", "short_side", "max_long_side",
-        "max_input_pixels", "mean", "std", "score_threshold"};
+        "max_input_pixels", "mean", "std", "score_threshold", "position_in_values"};
     for (auto it = j.begin(); it != j.end(); ++it)
         if (!known.count(it.key()))
             throw Error(source + ": unknown LETR config key '" + it.key() + "'");
@@ -150,6 +152,12 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
     c.mean = takeTriple(j, "mean", c.mean, source);
     c.std = takeTriple(j, "std", c.std, source);
     c.scoreThreshold = take<double>(j, "score_threshold", c.scoreThreshold, source);
+    const std::string piv = take<std::string>(j, "position_in_values", "none", source);
+    if (piv == "coarse+fine" || piv == "coarse") c.posInValuesCoarse = true;
+    if (piv == "coarse+fine" || piv == "fine") c.posInValuesFine = true;
+    if (piv != "none" && !c.posInValuesCoarse && !c.posInValuesFine)
+        throw Error(source + ": LETR config 'position_in_values' must be \"none\", \"coarse\", \"fine\" or "
+                             "\"coarse+fine\", got \"" + piv + "\"");
     try {
         c.validate();
     } catch (const Error& e) {

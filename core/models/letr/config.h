@@ -24,6 +24,13 @@
 //                                      // (0: not set, the app's own default; absent from the
 //                                      // JSON then). Training sets it from validation
 //                                      // (core/models/letr/train.h).
+//     "position_in_values": "none"     // "coarse", "fine" or "coarse+fine": those stages add their
+//                                      // sine position encoding to the projected features before
+//                                      // the encoder, so the encoder memory (the cross-attention's
+//                                      // values) carries position (DETR's "positional encoding at
+//                                      // the input" variant, kept in the attention too). No
+//                                      // parameters; absent from the JSON when "none" (published
+//                                      // checkpoints).
 //   }
 // Unknown keys are an error (they are usually typos).
 #include <array>
@@ -55,6 +62,8 @@ struct LetrConfig {
     std::array<double, 3> mean{0.538, 0.494, 0.453};
     std::array<double, 3> std{0.257, 0.263, 0.273};
     double scoreThreshold = 0;        // "score_threshold"; 0: not set
+    bool posInValuesCoarse = false;   // "position_in_values" names "coarse"
+    bool posInValuesFine = false;     // "position_in_values" names "fine"
 
     // Throws glimpse::Error with a message naming the field and the problem.
     void validate() const;

@@ -579,6 +579,8 @@ void LetrModel::runStage(StageModules& s, const std::vector<torch::Tensor>& feat
     auto src = s.inputProj(padded).flatten(2).transpose(1, 2);                         // [B, S, d]
     out.pos = sinePositionEncoding(mask, d / 2).flatten(2).transpose(1, 2).contiguous();   // [B, S, d]
     auto keyMask = mask.flatten(1);
+    if (&s == &coarse_ ? config_.posInValuesCoarse : config_.posInValuesFine)
+        src = src + out.pos.to(src.scalar_type());
     out.memory = s.transformer->encoder(src, out.pos, keyMask);
     out.queryPos = queryPos;
     // Extra entities (training) after the N learned ones; the learned ones may not see them.
