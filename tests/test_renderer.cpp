@@ -1,14 +1,13 @@
 // Renderer tests: draw offscreen (Mesa's lavapipe where there is no GPU) and check pixels.
 #include <QtTest>
 
-#include <thread>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "renderer/colormap.h"

@@ -153,9 +153,10 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
     c.std = takeTriple(j, "std", c.std, source);
     c.scoreThreshold = take<double>(j, "score_threshold", c.scoreThreshold, source);
     const std::string piv = take<std::string>(j, "position_in_values", "none", source);
-    if (piv == "coarse+fine" || piv == "coarse") c.posInValuesCoarse = true;
-    if (piv == "coarse+fine" || piv == "fine") c.posInValuesFine = true;
-    if (piv != "none" && !c.posInValuesCoarse && !c.posInValuesFine)
+    if (piv == "coarse+fine") c.posInValuesCoarse = c.posInValuesFine = true;
+    else if (piv == "coarse") c.posInValuesCoarse = true;
+    else if (piv == "fine") c.posInValuesFine = true;
+    else if (piv != "none")
         throw Error(source + ": LETR config 'position_in_values' must be \"none\", \"coarse\", \"fine\" or "
                              "\"coarse+fine\", got \"" + piv + "\"");
     try {
