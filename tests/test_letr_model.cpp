@@ -164,6 +164,54 @@ private Q_SLOTS:
         }
     }
 
+    // "fine_lines": "refine": every fine decoder layer's line is sigmoid(logit(coarse last-layer
+    // line) + lines_embed(hs)), checked against the same model without it (equal parameters,
+    // equal hs, so its lines are sigmoid(lines_embed(hs))); with the head's last layer at zero
+    // the fine stage returns the coarse lines; no gradient reaches the coarse head through them.
+    void fineLinesRefineTheCoarseLines() {
+        LetrConfig c = smallConfig();
+        QVERIFY(!c.toJson().contains("fine_lines"));   // off: the published layout
+        LetrConfig r = LetrConfig::fromJson(nlohmann::json{{"fine_lines", "refine"}});
+        QVERIFY(r.fineRefinesCoarse);
+        QCOMPARE(r.toJson()["fine_lines"].get<std::string>(), std::string("refine"));
+        QVERIFY(!LetrConfig::fromJson(nlohmann::json{{"fine_lines", "absolute"}}).fineRefinesCoarse);
+        QString e = errorOf([] { LetrConfig::fromJsonString(R"({"fine_lines": "relative"})", "f.json"); });
+        QVERIFY2(e.contains("f.json") && e.contains("fine_lines") && e.contains("relative"), qPrintable(e));
+
+        LetrConfig cr = c;
+        cr.fineRefinesCoarse = true;
+        LetrModel off(c, 4), on(cr, 4);
+        off.eval();
+        on.eval();
+        auto po = off.named_parameters(true), pn = on.named_parameters(true);
+        QCOMPARE(po.size(), pn.size());
+        for (const auto& p : po) QVERIFY(maxDiff(p.value(), pn[p.key()]) == 0.0);
+        LetrImage in = off.preprocess(randomImage(64, 96, 6));
+        {
+            torch::NoGradGuard ng;
+            auto a = off.forward({in.tensor}), b = on.forward({in.tensor});
+            QVERIFY(maxDiff(a.stages[0].lines, b.stages[0].lines) == 0.0);   // the coarse stage is unchanged
+            QVERIFY(maxDiff(a.stages[1].hs, b.stages[1].hs) == 0.0);
+            QVERIFY(maxDiff(a.stages[1].logits, b.stages[1].logits) == 0.0);
+            auto logit = [](const torch::Tensor& x) { return (x / (1 - x)).log(); };
+            auto ref = b.stages[0].lines[b.stages[0].lines.size(0) - 1];
+            auto want = (logit(a.stages[1].lines) + logit(ref).unsqueeze(0)).sigmoid();
+            QVERIFY2(maxDiff(b.stages[1].lines, want) < 1e-5, qPrintable(QString::number(maxDiff(b.stages[1].lines, want))));
+            QVERIFY(maxDiff(a.stages[1].lines, b.stages[1].lines) > 1e-3);
+            for (auto& p : on.named_parameters(true))
+                if (p.key().rfind("lines_embed.layers.2.", 0) == 0) p.value().zero_();
+            auto z = on.forward({in.tensor});
+            for (int64_t l = 0; l < z.stages[1].lines.size(0); ++l)
+                QVERIFY(maxDiff(z.stages[1].lines[l], z.stages[0].lines[z.stages[0].lines.size(0) - 1]) < 1e-5);
+        }
+        on.train();
+        auto t = on.forward({in.tensor});
+        t.stages[1].lines.sum().backward();
+        auto pt = on.named_parameters(true);
+        const auto& g = pt["letr.lines_embed.layers.2.weight"].grad();
+        QVERIFY(!g.defined() || g.abs().max().item<double>() == 0.0);
+    }
+
     void resizeRule() {
         LetrConfig c;   // short 512, long cap 1333
         auto s = c.resizedSize(480, 640);

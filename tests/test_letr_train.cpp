@@ -1022,6 +1022,30 @@ private Q_SLOTS:
         QVERIFY2(contains(err2, {"missing.h5"}), err2.c_str());
     }
 
+    // fine_lines "refine": the fine phase copies the coarse stage and zeroes the line head's last
+    // layer, so the fine stage starts from the coarse stage's lines (lr ~0: nothing moves after).
+    void fineRefineStartsAtTheCoarseLines() {
+        QTemporaryDir dir;
+        auto c = tinyConfig();
+        c.model.fineRefinesCoarse = true;
+        c.coarseSteps = 1;
+        c.fineSteps = 1;
+        c.lr = c.lrBackbone = 1e-12;
+        train::Control control;
+        trainLetr(c, "procedural:3:4:64x64", dir.path().toStdString() + "/r", false, control, {});
+        auto m = loadLetr(dir.path().toStdString() + "/r/model.h5");
+        QVERIFY(m->config().fineRefinesCoarse);
+        const auto t = train::moduleTensors(*m);
+        QVERIFY(t.at("lines_embed.layers.2.weight").abs().max().item<double>() < 1e-9);
+        QVERIFY(testing::maxDiff(t.at("lines_embed.layers.0.weight"), t.at("letr.lines_embed.layers.0.weight")) < 1e-9);
+        QVERIFY(t.at("letr.lines_embed.layers.2.weight").abs().max().item<double>() > 1e-3);
+        m->eval();
+        torch::NoGradGuard ng;
+        auto out = m->forward({m->preprocess(testing::randomImage(64, 80, 3)).tensor});
+        const auto& co = out.stages[0].lines;
+        QVERIFY(testing::maxDiff(out.stages[1].lines[1], co[co.size(0) - 1]) < 1e-5);
+    }
+
     // The memory position term against a loop over the cells: each un-padded cell's linear map
     // against its centre ((j + 0.5) * stride / W, (i + 0.5) * stride / H), padded cells ignored.
     void memoryPositionLossMatchesLoop() {

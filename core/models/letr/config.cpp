@@ -115,6 +115,7 @@ nlohmann::json LetrConfig::toJson() const {
     if (scoreThreshold > 0) j["score_threshold"] = scoreThreshold;   // absent when not set: older files stay equal
     if (posInValuesCoarse || posInValuesFine)                          // absent when off: official layout
         j["position_in_values"] = posInValuesCoarse ? (posInValuesFine ? "coarse+fine" : "coarse") : "fine";
+    if (fineRefinesCoarse) j["fine_lines"] = "refine";                  // absent when off: official layout
     return j;
 }
 
@@ -124,7 +125,8 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
         "backbone", "hidden_dim", "nheads", "dim_feedforward", "coarse_enc_layers",
         "coarse_dec_layers", "fine_enc_layers", "fine_dec_layers", "num_queries", "num_classes",
         "dropout", "stages", "coarse_level", "fine_level", "short_side", "max_long_side",
-        "max_input_pixels", "mean", "std", "score_threshold", "position_in_values"};
+        "max_input_pixels", "mean", "std", "score_threshold", "position_in_values",
+        "fine_lines"};
     for (auto it = j.begin(); it != j.end(); ++it)
         if (!known.count(it.key()))
             throw Error(source + ": unknown LETR config key '" + it.key() + "'");
@@ -159,6 +161,10 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
     else if (piv != "none")
         throw Error(source + ": LETR config 'position_in_values' must be \"none\", \"coarse\", \"fine\" or "
                              "\"coarse+fine\", got \"" + piv + "\"");
+    const std::string fl = take<std::string>(j, "fine_lines", "absolute", source);
+    if (fl == "refine") c.fineRefinesCoarse = true;
+    else if (fl != "absolute")
+        throw Error(source + ": LETR config 'fine_lines' must be \"absolute\" or \"refine\", got \"" + fl + "\"");
     try {
         c.validate();
     } catch (const Error& e) {

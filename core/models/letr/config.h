@@ -31,6 +31,13 @@
 //                                      // the input" variant, kept in the attention too). No
 //                                      // parameters; absent from the JSON when "none" (published
 //                                      // checkpoints).
+//     "fine_lines": "absolute"         // "refine": the fine stage's lines are corrections of the
+//                                      // coarse stage's last-layer lines, sigmoid(logit(coarse) +
+//                                      // lines_embed(hs)), for every fine decoder layer (the
+//                                      // coarse line is a constant there: no gradient into the
+//                                      // coarse stage). No parameters; absent from the JSON when
+//                                      // "absolute" (LETR's own head, published checkpoints).
+//                                      // Without a fine stage it has nothing to act on.
 //   }
 // Unknown keys are an error (they are usually typos).
 #include <array>
@@ -64,6 +71,7 @@ struct LetrConfig {
     double scoreThreshold = 0;        // "score_threshold"; 0: not set
     bool posInValuesCoarse = false;   // "position_in_values" names "coarse"
     bool posInValuesFine = false;     // "position_in_values" names "fine"
+    bool fineRefinesCoarse = false;   // "fine_lines": "refine"
 
     // Throws glimpse::Error with a message naming the field and the problem.
     void validate() const;

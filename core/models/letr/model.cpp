@@ -616,16 +616,27 @@ void LetrModel::runStage(StageModules& s, const std::vector<torch::Tensor>& feat
     if (Q) out.dnHs = all.narrow(2, N + G, Q);
 }
 
-void LetrModel::runHeads(StageModules& s, LetrStageOutput& out) {
+namespace {
+// Lines from the head's output [L, B, N, 4]: sigmoid of it, or of it plus the logit of a
+// reference line [B, N, 4] shared by every layer (clamped so that a saturated reference stays finite).
+torch::Tensor headLines(const torch::Tensor& raw, const torch::Tensor& reference) {
+    if (!reference.defined()) return raw.sigmoid();
+    const torch::Tensor r = reference.detach().to(raw.scalar_type()).clamp(1e-5, 1.0 - 1e-5);
+    return (raw + (r.log() - (1.0 - r).log()).unsqueeze(0)).sigmoid();
+}
+} // namespace
+
+void LetrModel::runHeads(StageModules& s, LetrStageOutput& out, const torch::Tensor& reference,
+                         const torch::Tensor& groupReference) {
     out.logits = s.classEmbed(out.hs);
-    out.lines = s.linesEmbed(out.hs).sigmoid();
+    out.lines = headLines(s.linesEmbed(out.hs), reference);
     if (out.dnHs.defined()) {
         out.dnLogits = s.classEmbed(out.dnHs);
         out.dnLines = s.linesEmbed(out.dnHs).sigmoid();
     }
     if (out.groupHs.defined()) {
         out.groupLogits = s.classEmbed(out.groupHs);
-        out.groupLines = s.linesEmbed(out.groupHs).sigmoid();
+        out.groupLines = headLines(s.linesEmbed(out.groupHs), groupReference);
     }
 }
 
@@ -689,7 +700,11 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
         runStage(fine_, levelFeats(fine_.level), qp, opts.record, out.stages[1], {},
                  c.groupHs.defined() ? c.groupHs[c.groupHs.size(0) - 1] : torch::Tensor());
         out.timings.fine = timer.lap();
-        runHeads(fine_, out.stages[1]);
+        // fine_lines "refine": every fine layer corrects the coarse stage's last-layer line of
+        // its entity (the entity whose decoder output is its positional query).
+        const bool refine = config_.fineRefinesCoarse;
+        runHeads(fine_, out.stages[1], refine ? c.lines[c.lines.size(0) - 1] : torch::Tensor(),
+                 refine && c.groupLines.defined() ? c.groupLines[c.groupLines.size(0) - 1] : torch::Tensor());
         out.timings.heads += timer.lap();
     }
     return out;

@@ -331,7 +331,10 @@ private:
     void runStage(StageModules& s, const std::vector<torch::Tensor>& feats,
                   const torch::Tensor& queryPos, bool record, LetrStageOutput& out,
                   const torch::Tensor& extraQueryPos = {}, const torch::Tensor& groupQueryPos = {});
-    void runHeads(StageModules& s, LetrStageOutput& out);
+    // `reference` ([B, N, 4] lines, or undefined): with it the lines are corrections of it in
+    // logit space (fine_lines "refine"); `groupReference` likewise for the query groups.
+    void runHeads(StageModules& s, LetrStageOutput& out, const torch::Tensor& reference = {},
+                  const torch::Tensor& groupReference = {});
     const StageModules& stageModules(Stage s) const;
 
     LetrConfig config_;

@@ -326,6 +326,11 @@ void initFineFromCoarse(LetrModel& model) {
         if (const auto* src = params.find("letr." + n))
             if (src->sizes() == p.value().sizes()) p.value().copy_(*src);
     }
+    // fine_lines "refine": the head's output is a correction of the coarse line, so its last layer
+    // starts at zero and the fine stage starts from the coarse stage's lines.
+    if (model.config().fineRefinesCoarse)
+        for (auto& p : params)
+            if (p.key().rfind("lines_embed.layers.2.", 0) == 0) p.value().zero_();   // MLP of 3 layers
 }
 
 std::vector<train::AdamW::Param> trainable(LetrModel& model, bool fineStage, double lrScaleBackbone,
