@@ -1430,6 +1430,11 @@ private Q_SLOTS:
             QVERIFY(b.shortSide > a.shortSide);   // each stage trains at a larger input
             a.shortSide = b.shortSide;
             a.maxLongSide = b.maxLongSide;
+            // Options without parameters may start at a later stage (the stage-1 checkpoint in
+            // the tree was trained without them).
+            a.posInValuesCoarse = b.posInValuesCoarse;
+            a.posInValuesFine = b.posInValuesFine;
+            a.fineRefinesCoarse = b.fineRefinesCoarse;
             QCOMPARE(a.toJson().dump(), b.toJson().dump());
             QVERIFY(stages[i].emaDecay > 0 && !stages[i].trainBackboneBn && stages[i].loss.qualityTau > 0);
             QVERIFY(stages[i].aux.enabled && stages[i].denoise.enabled);

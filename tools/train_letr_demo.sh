@@ -4,8 +4,11 @@
 #   1. resources/letr_demo_train.json: short side 192, 16000 coarse + 6000 fine steps, with
 #      the dense auxiliary maps and query denoising (the backbone learns from scratch);
 #   2. resources/letr_demo_hires.json: short side 320, started from stage 1's checkpoint
-#      (--init), 8000 coarse + 5000 fine steps, backbone batch norm frozen, quality-aware class
-#      target, weight averaging (ema_decay), the backbone's layers in bfloat16 (bf16_backbone).
+#      (--init), 10400 coarse + 5000 fine steps, backbone batch norm frozen, only layer3 and
+#      layer4 trained (backbone_train_from), quality-aware class target, weight averaging
+#      (ema_decay), the backbone's layers in bfloat16 where the processor has it (bf16_backbone),
+#      position in the encoder's values (position_in_values), and fine lines that correct the
+#      coarse ones (fine_lines "refine").
 #      (A third stage at 448 did worse than these longer phases at 320 in as much time.)
 # Each stage runs RANKS processes of one thread (data-parallel, docs/distributed.md). A stage
 # that was interrupted resumes; a finished one is skipped. At the end OUT/model.h5 is the model.
