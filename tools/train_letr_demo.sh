@@ -4,7 +4,7 @@
 #   1. resources/letr_demo_train.json: short side 192, 16000 coarse + 6000 fine steps, with
 #      the dense auxiliary maps and query denoising (the backbone learns from scratch);
 #   2. resources/letr_demo_hires.json: short side 320, started from stage 1's checkpoint
-#      (--init), 14400 coarse steps (lr 1e-4, 1e-5 from step 13200) + 4000 fine steps,
+#      (--init), 16400 coarse steps (lr 1e-4, 1e-5 from step 13200) + 4000 fine steps,
 #      backbone batch norm frozen, only layer3 and
 #      layer4 trained (backbone_train_from), quality-aware class target, weight averaging
 #      (ema_decay), the backbone's layers in bfloat16 where the processor has it (bf16_backbone),
