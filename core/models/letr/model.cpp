@@ -618,11 +618,11 @@ void LetrModel::runStage(StageModules& s, const std::vector<torch::Tensor>& feat
 
 namespace {
 // Lines from the head's output [L, B, N, 4]: sigmoid of it, or of it plus the logit of a
-// reference line [B, N, 4] shared by every layer (clamped so that a saturated reference stays finite).
+// reference line [B, N, 4] shared by every layer (LibTorch's logit, clamped to [1e-5, 1 - 1e-5] so that
+// a saturated reference stays finite).
 torch::Tensor headLines(const torch::Tensor& raw, const torch::Tensor& reference) {
     if (!reference.defined()) return raw.sigmoid();
-    const torch::Tensor r = reference.detach().to(raw.scalar_type()).clamp(1e-5, 1.0 - 1e-5);
-    return (raw + (r.log() - (1.0 - r).log()).unsqueeze(0)).sigmoid();
+    return (raw + reference.detach().to(raw.scalar_type()).logit(1e-5).unsqueeze(0)).sigmoid();
 }
 } // namespace
 
