@@ -266,6 +266,9 @@ private Q_SLOTS:
         QCOMPARE(letrValidationSpec(c, "procedural:5:2:64x64 (5 images)"), valSpec);
         // Facade or mixed training scenes: the held-out images are still rooms (the evaluation set's kind).
         QCOMPARE(letrValidationSpec(c, "procedural:5:2:64x64:mixed (5 images)"), valSpec);
+        // Procedural rooms mixed with LSD-labelled photos: held out from the procedural part.
+        QCOMPARE(letrValidationSpec(c, data::openLineDataset("mix:procedural:5:2:64x64+procedural:4:7:64x48")->describe()),
+                 valSpec);
         QCOMPARE(letrValidationSpec(c, "wireframe/train.json (20000 images)"), std::string("procedural:3:1000:256x256"));
         auto own = c;
         own.valData = "procedural:4:9";

@@ -12,6 +12,7 @@
 
 #include "core/data/augment.h"
 #include "core/data/open.h"
+#include "core/data/photo_lines.h"
 #include "core/data/procedural.h"
 #include "core/data/wireframe.h"
 #include "core/error.h"
@@ -76,6 +77,37 @@ std::pair<double, double> gradientOnLinesAndMedian(const LineDataset& ds) {
             }
     }
     return {count > 0 ? onLines / count : 0.0, median / double(std::max<int64_t>(1, ds.size()))};
+}
+
+// A light image with a dark, slightly rotated quadrilateral (anti-aliased; LSD's advanced
+// refinement drops exactly axis-aligned synthetic edges). Its corners in our coordinates
+// (OpenCV's + 0.5): the edges are about 80 px (top, bottom) and 60 px (left, right) long.
+const double kQuad[4][2] = {{40.5, 30.5}, {120.5, 34.5}, {116.5, 94.5}, {36.5, 90.5}};
+
+cv::Mat rectanglePhoto() {
+    cv::Mat m(120, 160, CV_8UC3, cv::Scalar::all(210));
+    std::vector<cv::Point> pts;
+    for (const auto& c : kQuad) pts.emplace_back(int((c[0] - 0.5) * 16), int((c[1] - 0.5) * 16));
+    cv::fillConvexPoly(m, pts, cv::Scalar(40, 50, 60), cv::LINE_AA, 4);
+    return m;
+}
+
+// Whether both endpoints of the segment lie within `tol` px of one edge of the quadrilateral
+// (of its line, and within its extent).
+bool onRectangleEdge(const float* l, double tol) {
+    for (int e = 0; e < 4; ++e) {
+        const double* p = kQuad[e];
+        const double* q = kQuad[(e + 1) % 4];
+        const double dx = q[0] - p[0], dy = q[1] - p[1], len = std::hypot(dx, dy);
+        bool ok = true;
+        for (int k = 0; k < 2; ++k) {
+            const double x = l[2 * k] - p[0], y = l[2 * k + 1] - p[1];
+            const double along = (x * dx + y * dy) / len, across = std::abs(x * dy - y * dx) / len;
+            ok = ok && across <= tol && along >= -tol && along <= len + tol;
+        }
+        if (ok) return true;
+    }
+    return false;
 }
 
 } // namespace
@@ -383,6 +415,112 @@ private Q_SLOTS:
             QCOMPARE(cv::norm(a.image, b.image, cv::NORM_INF), 0.0);   // PNG is lossless
             QVERIFY(maxDiff(a.lines, b.lines) < 1e-4);
         }
+    }
+
+    void lsdPseudoLinesFollowTheRectangle() {
+        const cv::Mat img = rectanglePhoto();
+        auto all = lsdPseudoLines(img);
+        QVERIFY(all.size(0) >= 4);
+        QVERIFY(all.size(0) <= 40);
+        double prev = 1e9, horizontal = 0, vertical = 0;
+        for (int64_t i = 0; i < all.size(0); ++i) {
+            auto l = all[i].contiguous();
+            const float* v = l.data_ptr<float>();
+            QVERIFY2(onRectangleEdge(v, 1.5), qPrintable(QString("line %1 off the rectangle").arg(i)));
+            const double len = std::hypot(v[2] - v[0], v[3] - v[1]);
+            QVERIFY(len <= prev + 1e-4);   // longest first
+            QVERIFY(len >= 0.04 * 160);
+            prev = len;
+            (std::abs(v[1] - v[3]) < std::abs(v[0] - v[2]) ? horizontal : vertical) += len;
+        }
+        // LSD covers the edges: about 2 x 80 px horizontal, 2 x 60 px vertical.
+        QVERIFY2(horizontal > 140 && horizontal < 170, qPrintable(QString::number(horizontal)));
+        QVERIFY2(vertical > 100 && vertical < 130, qPrintable(QString::number(vertical)));
+        // maxLines keeps the longest: the two 80-px edges (nearly horizontal).
+        auto two = lsdPseudoLines(img, {0.04, 2});
+        QCOMPARE(two.size(0), int64_t(2));
+        QVERIFY(maxDiff(two, all.slice(0, 0, 2)) == 0.0);
+        for (int i = 0; i < 2; ++i) QVERIFY(std::abs(two[i][1].item<float>() - two[i][3].item<float>()) < 6);
+        // minLengthFraction 0.45 (72 px of the 160-px long side): the 60-px edges drop out.
+        auto longOnes = lsdPseudoLines(img, {0.45, 40});
+        QVERIFY(longOnes.size(0) >= 1 && longOnes.size(0) <= 2);
+        for (int64_t i = 0; i < longOnes.size(0); ++i)
+            QVERIFY(std::abs(longOnes[i][1].item<float>() - longOnes[i][3].item<float>()) < 6);
+        // A flat image has no lines; a gray one is refused with a message.
+        QCOMPARE(lsdPseudoLines(cv::Mat(50, 60, CV_8UC3, cv::Scalar::all(128))).size(0), int64_t(0));
+        QVERIFY(contains(errorOf([] { lsdPseudoLines(cv::Mat(50, 60, CV_8UC1, cv::Scalar(0))); }), {"RGB"}));
+    }
+
+    void lsdPhotoDatasets() {
+        QTemporaryDir dir;
+        const std::string d = dir.path().toStdString();
+        cv::Mat a = rectanglePhoto(), b;
+        cv::flip(a, b, 1);
+        saveImagePNG(d + "/b.png", b);
+        saveImagePNG(d + "/a.png", a);
+        writeText(d + "/notes.txt", "not an image\n");
+        auto ds = openLineDataset("lsd:" + d);
+        QCOMPARE(ds->size(), int64_t(2));
+        QVERIFY(contains(ds->describe(), {"lsd:" + d, "2 photos"}));
+        auto s0 = ds->get(0), s1 = ds->get(1);
+        QCOMPARE(s0.name, std::string("a.png"));   // sorted by name
+        QCOMPARE(s1.name, std::string("b.png"));
+        QCOMPARE(cv::norm(s0.image, a, cv::NORM_INF), 0.0);
+        QVERIFY(maxDiff(s0.lines, lsdPseudoLines(a)) == 0.0);
+        QVERIFY(maxDiff(ds->get(0).lines, s0.lines) == 0.0);   // the kept labels
+        // b is a's mirror: its lines are a's mirrored (x -> 160 - x), as a set.
+        auto mirrored = s0.lines.clone();
+        mirrored.select(1, 0) = 160 - s0.lines.select(1, 0);
+        mirrored.select(1, 2) = 160 - s0.lines.select(1, 2);
+        QCOMPARE(s1.lines.size(0), s0.lines.size(0));
+        for (int64_t i = 0; i < s1.lines.size(0); ++i) {
+            double best = 1e9;
+            for (int64_t j = 0; j < mirrored.size(0); ++j) {
+                auto p = s1.lines[i], q = mirrored[j];
+                const double direct = (p - q).abs().max().item<double>();
+                const double swapped = (p - q.index({torch::tensor({2, 3, 0, 1})})).abs().max().item<double>();
+                best = std::min(best, std::min(direct, swapped));
+            }
+            QVERIFY2(best < 1.0, qPrintable(QString::number(best)));
+        }
+        // A list: comments and blank lines skipped, paths relative to the list.
+        QDir().mkpath(QString::fromStdString(d + "/lists"));
+        writeText(d + "/lists/one.txt", "# photos\n\n  ../b.png  \n");
+        auto one = openLineDataset("lsd:" + d + "/lists/one.txt");
+        QCOMPARE(one->size(), int64_t(1));
+        QCOMPARE(one->get(0).name, std::string("b.png"));
+        writeText(d + "/lists/bad.txt", "../a.png\n../nope.png\n");
+        QVERIFY(contains(errorOf([&] { openLineDataset("lsd:" + d + "/lists/bad.txt"); }),
+                         {"bad.txt", "line 2", "nope.png"}));
+        writeText(d + "/lists/empty.txt", "# nothing\n");
+        QVERIFY(contains(errorOf([&] { openLineDataset("lsd:" + d + "/lists/empty.txt"); }), {"empty.txt", "no images"}));
+        QVERIFY(contains(errorOf([&] { openLineDataset("lsd:" + d + "/lists"); }), {"lists", "no images"}));
+        QVERIFY(contains(errorOf([] { openLineDataset("lsd:/no/such/photos"); }), {"/no/such/photos", "no such"}));
+        QVERIFY(contains(errorOf([] { openLineDataset("lsd:"); }), {"lsd:FOLDER"}));
+        // A corrupt photo is reported with its file when it is read.
+        writeText(d + "/c.png", "not a png");
+        auto withBad = openLineDataset("lsd:" + d);
+        QCOMPARE(withBad->size(), int64_t(3));
+        QVERIFY(contains(errorOf([&] { withBad->get(2); }), {"c.png"}));
+    }
+
+    void mixInterleavesParts() {
+        auto m = openLineDataset("mix:procedural:3:1:64x48+procedural:5:2:64x48");
+        QCOMPARE(m->size(), int64_t(10));   // 2 parts x the larger size
+        const char* names[] = {"procedural/1/0", "procedural/2/0", "procedural/1/1", "procedural/2/1", "procedural/1/2",
+                               "procedural/2/2", "procedural/1/0", "procedural/2/3", "procedural/1/1", "procedural/2/4"};
+        for (int i = 0; i < 10; ++i) QCOMPARE(m->get(i).name, std::string(names[i]));
+        auto direct = openLineDataset("procedural:5:2:64x48")->get(3);
+        auto viaMix = m->get(7);
+        QCOMPARE(cv::norm(direct.image, viaMix.image, cv::NORM_INF), 0.0);
+        QVERIFY(maxDiff(direct.lines, viaMix.lines) == 0.0);
+        QVERIFY(contains(m->describe(), {"procedural:3:1:64x48 (", " + procedural:5:2:64x48 ("}));
+        QCOMPARE(m->describe().rfind("procedural:3:1:64x48", 0), size_t(0));   // the first part first
+        QVERIFY(contains(errorOf([&] { m->get(10); }), {"out of range"}));
+        for (const char* bad : {"mix:", "mix:procedural:3", "mix:procedural:3+", "mix:+procedural:3",
+                                "mix:procedural:3+mix:procedural:2+procedural:2"})
+            QVERIFY2(contains(errorOf([&] { openLineDataset(bad); }), {bad}), bad);
+        QVERIFY(contains(errorOf([] { openLineDataset("mix:procedural:3+/no/such.json"); }), {"/no/such.json", "no such"}));
     }
 
     void specs() {

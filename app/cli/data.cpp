@@ -13,8 +13,9 @@ namespace glimpse::cli {
 namespace {
 const char* kDataUsage =
     "usage: glimpse data export --data SPEC --out DIR [--name NAME] [--overlays]\n"
-    "Writes the dataset SPEC (a Wireframe JSON file, a folder with train.json, or\n"
-    "procedural:COUNT[:SEED[:WxH[:SCENES]]]) to DIR/NAME.json (default NAME: dataset) and\n"
+    "Writes the dataset SPEC (a Wireframe JSON file, a folder with train.json,\n"
+    "procedural:COUNT[:SEED[:WxH[:SCENES]]], lsd:PHOTOS (a folder or .txt list of photos, labelled\n"
+    "by LSD's long segments) or mix:SPEC+SPEC[+...]) to DIR/NAME.json (default NAME: dataset) and\n"
     "DIR/images/NNNNNN.png, in the Wireframe form that --data PATH.json reads back.\n"
     "--overlays also writes DIR/overlays/NNNNNN.png with the ground-truth segments in red.\n";
 }

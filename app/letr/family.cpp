@@ -17,7 +17,7 @@ ModelFamily letrFamily() {
     f.defaultCheckpoint = "letr_demo.h5";   // loaded by main() (the demo runs LETR on its scene)
     f.trainer = letrRunner();
     f.training = {"LETR (line segments)", "letr_demo_train.json", "procedural:2000",
-                  "data.json, dataset folder or procedural:COUNT[:SEED[:WxH[:SCENES]]]"};
+                  "data.json, dataset folder, procedural:COUNT[:SEED[:WxH[:SCENES]]], lsd:PHOTOS or mix:A+B"};
     f.training.preview = letrTrainingPreview;
     f.commands = cli::letrCommands();
     for (auto& c : cli::guiCommands())   // bench inspector

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/data/photo_lines.h"
 #include "core/data/procedural.h"
 #include "core/data/wireframe.h"
 #include "core/error.h"
@@ -22,6 +23,35 @@ bool parseInt(const std::string& s, long long& out) {
 } // namespace
 
 std::unique_ptr<LineDataset> openLineDataset(const std::string& spec) {
+    const std::string mixPrefix = "mix:", lsdPrefix = "lsd:";
+    if (spec.rfind(mixPrefix, 0) == 0) {
+        std::vector<std::unique_ptr<LineDataset>> parts;
+        size_t start = mixPrefix.size();
+        while (true) {
+            const size_t c = spec.find('+', start);
+            const std::string part = spec.substr(start, c == std::string::npos ? std::string::npos : c - start);
+            if (part.empty() || part.rfind(mixPrefix, 0) == 0)
+                throw Error("dataset '" + spec + "': expected mix:SPEC+SPEC[+SPEC...] (non-empty parts, not nested)");
+            try {
+                parts.push_back(openLineDataset(part));
+            } catch (const Error& e) {
+                throw Error("dataset '" + spec + "': " + e.what());
+            }
+            if (c == std::string::npos) break;
+            start = c + 1;
+        }
+        if (parts.size() < 2) throw Error("dataset '" + spec + "': a mix needs at least two parts (mix:SPEC+SPEC)");
+        return std::make_unique<MixedLines>(std::move(parts));
+    }
+    if (spec.rfind(lsdPrefix, 0) == 0) {
+        const std::string source = spec.substr(lsdPrefix.size());
+        if (source.empty()) throw Error("dataset '" + spec + "': expected lsd:FOLDER or lsd:LIST.txt");
+        try {
+            return std::make_unique<LsdPhotoLines>(source);
+        } catch (const Error& e) {
+            throw Error("dataset '" + spec + "': " + e.what());
+        }
+    }
     const std::string prefix = "procedural:";
     if (spec.rfind(prefix, 0) == 0) {
         const std::string bad = "dataset '" + spec + "': expected procedural:COUNT[:SEED[:WxH[:rooms|facades|mixed]]]";
