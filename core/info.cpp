@@ -47,9 +47,30 @@ std::string attrValue(const h5::Object& o, const std::string& name) {
     return "(" + type + ")";
 }
 
+// A string attribute holding a JSON object (a model's or a run's config), else null.
+nlohmann::json jsonObjectAttr(const h5::Object& o, const std::string& name) {
+    try {
+        if (o.attrTypeDescription(name).rfind("string", 0) != 0) return nullptr;
+        const std::string s = o.attrString(name);
+        if (s.empty() || s.front() != '{') return nullptr;
+        auto j = nlohmann::json::parse(s);
+        return j.is_object() ? j : nlohmann::json(nullptr);
+    } catch (const std::exception&) {
+        return nullptr;
+    }
+}
+
+// Attributes one per line; a JSON object (a config) one key per line below it, so that every
+// option of a model shows, each value clipped.
 void attrLines(std::ostringstream& out, const h5::Object& o, const std::string& indent, bool skipHeader) {
     for (const auto& a : o.attrNames()) {
         if (skipHeader && (a == "kind" || a == "format_version")) continue;
+        const nlohmann::json j = jsonObjectAttr(o, a);
+        if (j.is_object() && !j.empty()) {
+            out << indent << a << " = (" << j.size() << " keys)\n";
+            for (const auto& [k, v] : j.items()) out << indent << "    " << k << ": " << clip(v.dump(), 160) << "\n";
+            continue;
+        }
         out << indent << a << " = " << attrValue(o, a) << "\n";
     }
 }

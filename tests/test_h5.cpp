@@ -452,6 +452,8 @@ private Q_SLOTS:
                               "(2 keys)", "params/", "fc.weight", "float32 [3,4]", "48 B", "fc.bias", "int64 [3]",
                               "total: 2 datasets", "72 B"}),
                  s.c_str());
+        // A config shows every key on its own line, however many there are.
+        QVERIFY2(contains(s, {"config = (2 keys)\n", "    d_model: 256\n", "    layers: 6\n"}), s.c_str());
         QVERIFY(!contains(s, {"not a Glimpse file"}));
 
         writeForeign(foreign);
