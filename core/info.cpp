@@ -20,21 +20,11 @@ namespace {
 
 std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
 
-// An attribute's value for display: strings clipped (JSON objects summarised), numbers as is.
+// An attribute's value for display: strings clipped, numbers as is.
 std::string attrValue(const h5::Object& o, const std::string& name) {
     const std::string type = o.attrTypeDescription(name);
     try {
-        if (type.rfind("string", 0) == 0) {
-            const std::string s = o.attrString(name);
-            if (!s.empty() && s.front() == '{') {
-                try {
-                    const auto j = nlohmann::json::parse(s);
-                    return clip(j.dump(), 160) + " (" + std::to_string(j.size()) + " keys)";
-                } catch (const nlohmann::json::exception&) {
-                }
-            }
-            return "\"" + clip(s, 160) + "\"";
-        }
+        if (type.rfind("string", 0) == 0) return "\"" + clip(o.attrString(name), 160) + "\"";
         if (type.rfind("int", 0) == 0 || type.rfind("uint", 0) == 0) return std::to_string(o.attrInt(name));
         if (type.rfind("float", 0) == 0) {
             std::ostringstream os;
@@ -47,31 +37,22 @@ std::string attrValue(const h5::Object& o, const std::string& name) {
     return "(" + type + ")";
 }
 
-// A string attribute holding a JSON object (a model's or a run's config), else null.
-nlohmann::json jsonObjectAttr(const h5::Object& o, const std::string& name) {
-    try {
-        if (o.attrTypeDescription(name).rfind("string", 0) != 0) return nullptr;
-        const std::string s = o.attrString(name);
-        if (s.empty() || s.front() != '{') return nullptr;
-        auto j = nlohmann::json::parse(s);
-        return j.is_object() ? j : nlohmann::json(nullptr);
-    } catch (const std::exception&) {
-        return nullptr;
-    }
-}
-
-// Attributes one per line; a JSON object (a config) one key per line below it, so that every
-// option of a model shows, each value clipped.
+// Attributes one per line; a string holding a JSON object (a model's or a run's config) as its
+// keys, one per line below it, each value clipped, so that every option shows.
 void attrLines(std::ostringstream& out, const h5::Object& o, const std::string& indent, bool skipHeader) {
     for (const auto& a : o.attrNames()) {
         if (skipHeader && (a == "kind" || a == "format_version")) continue;
-        const nlohmann::json j = jsonObjectAttr(o, a);
-        if (j.is_object() && !j.empty()) {
-            out << indent << a << " = (" << j.size() << " keys)\n";
-            for (const auto& [k, v] : j.items()) out << indent << "    " << k << ": " << clip(v.dump(), 160) << "\n";
+        nlohmann::json j;
+        try {
+            if (o.attrTypeDescription(a).rfind("string", 0) == 0) j = nlohmann::json::parse(o.attrString(a), nullptr, false);
+        } catch (const std::exception&) {
+        }
+        if (!j.is_object()) {
+            out << indent << a << " = " << attrValue(o, a) << "\n";
             continue;
         }
-        out << indent << a << " = " << attrValue(o, a) << "\n";
+        out << indent << a << " = (" << j.size() << " keys)\n";
+        for (const auto& [k, v] : j.items()) out << indent << "    " << k << ": " << clip(v.dump(), 160) << "\n";
     }
 }
 

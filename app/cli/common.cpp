@@ -1,9 +1,7 @@
 #include "app/cli/common.h"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -11,6 +9,7 @@
 
 #include "app/cli/cli.h"
 #include "core/error.h"
+#include "core/io/image.h"
 #include "core/util/timing.h"
 
 namespace glimpse::cli {
@@ -120,46 +119,13 @@ std::function<void(int64_t, int64_t)> CountProgress::fn() {
     return [this](int64_t done, int64_t total) { (*this)(done, total); };
 }
 
-namespace {
 namespace fs = std::filesystem;
-bool isImageFile(const fs::path& p) {
-    std::string ext = p.extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    for (const char* e : {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm", ".pbm", ".sr", ".ras"})
-        if (ext == e) return true;
-    return false;
-}
-
-} // namespace
 
 std::vector<std::string> collectImages(const std::string& spec, bool& many) {
     const fs::path p(spec);
-    std::vector<std::string> out;
-    many = false;
-    if (fs::is_directory(p)) {
-        many = true;
-        for (const auto& entry : fs::directory_iterator(p))
-            if (entry.is_regular_file() && isImageFile(entry.path())) out.push_back(entry.path().string());
-        std::sort(out.begin(), out.end());
-        if (out.empty()) throw Error(spec + ": the folder holds no image files");
-    } else if (p.extension() == ".txt") {
-        many = true;
-        std::ifstream in(spec);
-        if (!in) throw Error(spec + ": cannot open the image list");
-        std::string line;
-        while (std::getline(in, line)) {
-            line.erase(0, line.find_first_not_of(" \t\r"));
-            line.erase(line.find_last_not_of(" \t\r") + 1);
-            if (line.empty() || line[0] == '#') continue;
-            fs::path ip(line);
-            if (ip.is_relative()) ip = p.parent_path() / ip;
-            out.push_back(ip.string());
-        }
-        if (out.empty()) throw Error(spec + ": the image list is empty");
-    } else {
-        out.push_back(spec);
-    }
-    return out;
+    many = fs::is_directory(p) || p.extension() == ".txt";
+    if (!many) return {spec};
+    return listImageFiles(spec);
 }
 
 void createOutputFolder(const std::string& dir) {

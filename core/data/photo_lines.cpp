@@ -1,10 +1,8 @@
 #include "core/data/photo_lines.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include <torch/torch.h>
 
@@ -38,47 +36,8 @@ torch::Tensor lsdPseudoLines(const cv::Mat& rgb, const LsdLabelOptions& o) {
     return out;
 }
 
-std::vector<std::string> listImages(const std::string& source) {
-    std::error_code ec;
-    std::vector<std::string> out;
-    auto isImage = [](const fs::path& p) {
-        std::string ext = p.extension().string();
-        std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-        return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".tif" || ext == ".tiff" ||
-               ext == ".webp";
-    };
-    if (fs::is_directory(source, ec)) {
-        for (const auto& e : fs::directory_iterator(source, ec))
-            if (e.is_regular_file(ec) && isImage(e.path())) out.push_back(e.path().string());
-        if (ec) throw Error(source + ": cannot list the folder (" + ec.message() + ")");
-        std::sort(out.begin(), out.end());
-        if (out.empty()) throw Error(source + ": no images in the folder (.png, .jpg, .jpeg, .bmp, .tif, .webp)");
-        return out;
-    }
-    if (!fs::exists(source, ec)) throw Error(source + ": no such folder or image list");
-    std::ifstream in(source);
-    if (!in) throw Error(source + ": cannot open the image list");
-    const fs::path base = fs::path(source).parent_path();
-    std::string line;
-    for (int n = 1; std::getline(in, line); ++n) {
-        while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
-        size_t b = 0;
-        while (b < line.size() && std::isspace(static_cast<unsigned char>(line[b]))) ++b;
-        line = line.substr(b);
-        if (line.empty() || line[0] == '#') continue;
-        if (line.find('\0') != std::string::npos) throw Error(source + ": line " + std::to_string(n) + ": not text");
-        const fs::path p = fs::path(line).is_absolute() ? fs::path(line) : base / line;
-        if (!fs::is_regular_file(p, ec))
-            throw Error(source + ": line " + std::to_string(n) + ": no such image file '" + p.string() + "'");
-        out.push_back(p.string());
-        if (out.size() > 10'000'000) throw Error(source + ": too many images");
-    }
-    if (out.empty()) throw Error(source + ": the image list names no images");
-    return out;
-}
-
 LsdPhotoLines::LsdPhotoLines(const std::string& source, LsdLabelOptions o)
-    : source_(source), opt_(o), paths_(listImages(source)) {}
+    : source_(source), opt_(o), paths_(listImageFiles(source, true)) {}
 
 LineSample LsdPhotoLines::get(int64_t index) const {
     if (index < 0 || index >= size())

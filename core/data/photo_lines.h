@@ -24,14 +24,10 @@ struct LsdLabelOptions {
 // LSD's segments of `rgb` (CV_8UC3) kept by `o`, longest first, as float [M, 4] in image pixels.
 torch::Tensor lsdPseudoLines(const cv::Mat& rgb, const LsdLabelOptions& o = {});
 
-// The images of a folder (every .png/.jpg/.jpeg/.bmp/.tif/.tiff/.webp in it, sorted by name) or
-// of a .txt list (one path per line, relative to the list's folder unless absolute; blank lines
-// and lines starting with '#' are skipped). Throws glimpse::Error naming the folder or list
-// (and its line) when it is missing, empty, or names a file that does not exist.
-std::vector<std::string> listImages(const std::string& folderOrList);
-
 class LsdPhotoLines : public LineDataset {
 public:
+    // The photos of a folder or .txt list (listImageFiles, core/io/image.h; a listed file that
+    // does not exist is an error here, naming the list and its line).
     explicit LsdPhotoLines(const std::string& folderOrList, LsdLabelOptions o = {});
     int64_t size() const override { return int64_t(paths_.size()); }
     // Decodes the photo (errors name the file) and labels it; the labels of each image are

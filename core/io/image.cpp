@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <vector>
 
@@ -233,6 +235,44 @@ void saveImagePNG(const std::string& path, const cv::Mat& image) {
         raise(path, std::string("PNG encoding failed: ") + e.what());
     }
     writeBytesAtomically(path, png.data(), png.size());
+}
+
+bool hasImageExtension(const std::string& path) {
+    std::string ext = std::filesystem::path(path).extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    for (const char* e : {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm", ".pbm", ".sr", ".ras"})
+        if (ext == e) return true;
+    return false;
+}
+
+std::vector<std::string> listImageFiles(const std::string& source, bool mustExist) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    std::vector<std::string> out;
+    if (fs::is_directory(source, ec)) {
+        for (const auto& e : fs::directory_iterator(source, ec))
+            if (e.is_regular_file(ec) && hasImageExtension(e.path().string())) out.push_back(e.path().string());
+        if (ec) raise(source, "cannot list the folder (" + ec.message() + ")");
+        std::sort(out.begin(), out.end());
+        if (out.empty()) raise(source, "no images in the folder");
+        return out;
+    }
+    if (!fs::exists(source, ec)) raise(source, "no such folder or image list");
+    std::ifstream in(source);
+    if (!in) raise(source, "cannot open the image list");
+    const fs::path base = fs::path(source).parent_path();
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        line.erase(0, line.find_first_not_of(" \t\r"));
+        line.erase(line.find_last_not_of(" \t\r") + 1);
+        if (line.empty() || line[0] == '#') continue;
+        const fs::path p = fs::path(line).is_absolute() ? fs::path(line) : base / line;
+        if (mustExist && !fs::is_regular_file(p, ec))
+            raise(source, "line " + std::to_string(n) + ": no such image file '" + p.string() + "'");
+        out.push_back(p.string());
+    }
+    if (out.empty()) raise(source, "the image list names no images");
+    return out;
 }
 
 } // namespace glimpse

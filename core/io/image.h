@@ -1,6 +1,7 @@
 #pragma once
 // Image files in and out (OpenCV imgcodecs).
 #include <string>
+#include <vector>
 
 #include <opencv2/core.hpp>
 
@@ -30,5 +31,16 @@ cv::Size peekImageSize(const std::string& path);
 // Writes `image` as PNG, atomically (temp file + rename). Accepts CV_8UC3 (RGB), CV_8UC1 (gray)
 // and CV_8UC4 (RGBA). Throws glimpse::Error naming the file.
 void saveImagePNG(const std::string& path, const cv::Mat& image);
+
+// Whether the file name has the extension of an image format OpenCV decodes here (.png, .jpg,
+// .jpeg, .bmp, .tif, .tiff, .webp, .ppm, .pgm, .pnm, .pbm, .sr, .ras; any case).
+bool hasImageExtension(const std::string& path);
+
+// The images of a folder (every file with an image extension, sorted by name) or of a list
+// file (one path per line, relative to the list's folder unless absolute; blank lines and
+// lines starting with '#' skipped). With mustExist, a listed path that is not a file is an
+// error naming the list and its line. Throws glimpse::Error naming the folder or list when it
+// is missing or unreadable, or yields no image.
+std::vector<std::string> listImageFiles(const std::string& folderOrList, bool mustExist = false);
 
 } // namespace glimpse
