@@ -1445,6 +1445,14 @@ private Q_SLOTS:
         // The last stage trains the fine stage on its own backbone (a fine stage left at stage 1's
         // collapsed to sAP10 0, docs/decisions.md), and for longer than a token phase.
         QVERIFY(stages[1].fineSteps >= 1000);
+        // ... and sees its images at exactly the size the model's resize gives the held-out ones
+        // (no crops, no scale jitter: docs/decisions.md, "Training at exactly the evaluated geometry").
+        const auto& last = stages[1];
+        QVERIFY(last.augmentEnabled);
+        QCOMPARE(last.augment.crop, 0.0);
+        QCOMPARE(last.augment.minShortSide, last.model.shortSide);
+        QCOMPARE(last.augment.maxShortSide, last.model.shortSide);
+        QCOMPARE(last.augment.maxLongSide, last.model.maxLongSide);
 
         // Stage 2 from the stage-1 checkpoint, stopped before its first step: the checkpoint it
         // writes holds the file's model, dense head and denoising encoder.

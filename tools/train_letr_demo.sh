@@ -9,7 +9,8 @@
 #      layer4 trained (backbone_train_from), quality-aware class target, weight averaging
 #      (ema_decay), the backbone's layers in bfloat16 where the processor has it (bf16_backbone),
 #      position in the encoder's values (position_in_values), and fine lines that correct the
-#      coarse ones (fine_lines "refine").
+#      coarse ones (fine_lines "refine"); its images reach the model at exactly the size the
+#      held-out ones do (no crops, no scale jitter).
 #      (A third stage at 448 did worse than these longer phases at 320 in as much time.)
 # Each stage runs RANKS processes of one thread (data-parallel, docs/distributed.md). A stage
 # that was interrupted resumes; a finished one is skipped. At the end OUT/model.h5 is the model.
