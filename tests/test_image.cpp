@@ -225,6 +225,36 @@ private Q_SLOTS:
         QVERIFY2(contains(msg, {"no/dir/x.png", "No such file or directory"}), msg.c_str());
     }
 
+    // JPEG: the same bytes as OpenCV's encoder at that quality, written atomically; alpha dropped.
+    void saveJpeg() {
+        cv::Mat rgb(24, 32, CV_8UC3);
+        cv::randu(rgb, 0, 255);
+        cv::GaussianBlur(rgb, rgb, cv::Size(5, 5), 2);
+        const std::string p = file("saved.jpg");
+        saveImageJPEG(p, rgb, 80);
+        cv::Mat bgr;
+        cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+        std::vector<uchar> expected;
+        QVERIFY(cv::imencode(".jpg", bgr, expected, {cv::IMWRITE_JPEG_QUALITY, 80}));
+        QFile f(QString::fromStdString(p));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray bytes = f.readAll();
+        QCOMPARE(bytes, QByteArray(reinterpret_cast<const char*>(expected.data()), int(expected.size())));
+        const cv::Mat back = loadImageRGB(p);
+        QCOMPARE(back.size(), rgb.size());
+        QVERIFY(cv::norm(back, rgb, cv::NORM_L1) / double(rgb.total() * 3) < 8);   // lossy, but close
+        cv::Mat rgba(4, 4, CV_8UC4, cv::Scalar(250, 10, 10, 0));
+        saveImageJPEG(p, rgba);   // replaces the file
+        QVERIFY(cv::norm(pixel(loadImageRGB(p), 1, 1), cv::Vec3b(250, 10, 10), cv::NORM_INF) < 12);
+        QCOMPARE(QDir(dir_.path()).entryList({"saved.jpg*"}), QStringList{"saved.jpg"});
+        std::string msg = errorOf([&] { saveImageJPEG(file("q.jpg"), rgb, 0); });
+        QVERIFY2(contains(msg, {"q.jpg", "quality"}), msg.c_str());
+        msg = errorOf([&] { saveImageJPEG(file("f.jpg"), cv::Mat(2, 2, CV_32FC3)); });
+        QVERIFY2(contains(msg, {"f.jpg", "8-bit", "JPEG"}), msg.c_str());
+        msg = errorOf([&] { saveImageJPEG(file("no/dir/x.jpg"), rgb); });
+        QVERIFY2(contains(msg, {"no/dir/x.jpg", "No such file or directory"}), msg.c_str());
+    }
+
     void demoSceneIsDeterministic() {
         const DemoScene a = makeDemoScene();
         const DemoScene b = makeDemoScene(1024, 768, 1);

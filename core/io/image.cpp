@@ -218,23 +218,37 @@ cv::Mat loadImageRGB(const std::string& path) {
     return rgb;
 }
 
-void saveImagePNG(const std::string& path, const cv::Mat& image) {
+namespace {
+// Encodes `image` (8-bit gray, RGB or RGBA) with OpenCV's encoder for `ext` and writes it atomically.
+void saveEncoded(const std::string& path, const cv::Mat& image, const char* ext, const char* format,
+                 const std::vector<int>& params) {
     if (image.empty()) raise(path, "cannot save an empty image");
-    if (image.depth() != CV_8U) raise(path, "can only save 8-bit images as PNG");
+    if (image.depth() != CV_8U) raise(path, std::string("can only save 8-bit images as ") + format);
     cv::Mat bgr;
     switch (image.channels()) {
     case 1: bgr = image; break;
     case 3: cv::cvtColor(image, bgr, cv::COLOR_RGB2BGR); break;
     case 4: cv::cvtColor(image, bgr, cv::COLOR_RGBA2BGRA); break;
-    default: raise(path, "cannot save an image with " + std::to_string(image.channels()) + " channels as PNG");
+    default:
+        raise(path, "cannot save an image with " + std::to_string(image.channels()) + " channels as " + format);
     }
-    std::vector<uchar> png;
+    std::vector<uchar> bytes;
     try {
-        if (!cv::imencode(".png", bgr, png)) raise(path, "PNG encoding failed");
+        if (!cv::imencode(ext, bgr, bytes, params)) raise(path, std::string(format) + " encoding failed");
     } catch (const cv::Exception& e) {
-        raise(path, std::string("PNG encoding failed: ") + e.what());
+        raise(path, std::string(format) + " encoding failed: " + e.what());
     }
-    writeBytesAtomically(path, png.data(), png.size());
+    writeBytesAtomically(path, bytes.data(), bytes.size());
+}
+} // namespace
+
+void saveImagePNG(const std::string& path, const cv::Mat& image) { saveEncoded(path, image, ".png", "PNG", {}); }
+
+void saveImageJPEG(const std::string& path, const cv::Mat& image, int quality) {
+    if (quality < 1 || quality > 100) raise(path, "JPEG quality must be 1..100, got " + std::to_string(quality));
+    cv::Mat noAlpha = image;
+    if (!image.empty() && image.depth() == CV_8U && image.channels() == 4) cv::cvtColor(image, noAlpha, cv::COLOR_RGBA2RGB);
+    saveEncoded(path, noAlpha, ".jpg", "JPEG", {cv::IMWRITE_JPEG_QUALITY, quality});
 }
 
 bool hasImageExtension(const std::string& path) {

@@ -32,6 +32,9 @@ cv::Size peekImageSize(const std::string& path);
 // and CV_8UC4 (RGBA). Throws glimpse::Error naming the file.
 void saveImagePNG(const std::string& path, const cv::Mat& image);
 
+// The same as JPEG (quality 1..100; an RGBA image loses its alpha). Throws glimpse::Error naming the file.
+void saveImageJPEG(const std::string& path, const cv::Mat& image, int quality = 92);
+
 // Whether the file name has the extension of an image format OpenCV decodes here (.png, .jpg,
 // .jpeg, .bmp, .tif, .tiff, .webp, .ppm, .pgm, .pnm, .pbm, .sr, .ras; any case).
 bool hasImageExtension(const std::string& path);
