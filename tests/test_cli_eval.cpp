@@ -131,6 +131,50 @@ private Q_SLOTS:
         QVERIFY2(r.err.contains("missing.jpg"), qPrintable(r.err));
     }
 
+    // --figure: a row per image, LETR's panel then LSD's, each 300 rows high under a 24-row
+    // caption; LSD's lines on the rectangle's sides are drawn green (on an edge), at the places
+    // the sides are, scaled; bad names are refused before anything runs.
+    void edgeSupportFigure() {
+        const QString png = rectanglePng("rect_fig.png");   // 160 x 120: panels 400 x 300
+        QVERIFY(!png.isEmpty());
+        const QString fig = dir_.filePath("fig.png");
+        Result r = run({"eval", "edges", png, png, "--checkpoint", ckpt_, "--top", "4", "--figure", fig});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.err.contains("figure in"), qPrintable(r.err));
+        cv::Mat f = cv::imread(fig.toStdString(), cv::IMREAD_COLOR);
+        QVERIFY(!f.empty());
+        constexpr int kGap = 6, kCaption = 24, kPanelW = 400, kPanelH = 300;
+        QCOMPARE(f.cols, 2 * kPanelW + kGap);
+        QCOMPARE(f.rows, 2 * (kCaption + kPanelH) + kGap);
+        cv::cvtColor(f, f, cv::COLOR_BGR2RGB);
+        // The rectangle's left side, x = 40 of 160, lies at column 100 of the LSD panel
+        // (scale 2.5); its middle row, y = 60 of 120, at row 150 of the panel.
+        const auto green = [&](int x, int y) {
+            const cv::Vec3b p = f.at<cv::Vec3b>(y, x);
+            return p[1] > 150 && p[0] < 120 && p[2] < 120;
+        };
+        int hits = 0;
+        for (int row : {0, 1})
+            for (int dx = -3; dx <= 3; ++dx) hits += green(kPanelW + kGap + 100 + dx, row * (kCaption + kPanelH + kGap) + kCaption + 150);
+        QVERIFY2(hits >= 2, qPrintable(QString::number(hits)));
+        // Away from the sides, the LSD panel is the image: the dark ground and the bright inside.
+        QVERIFY(f.at<cv::Vec3b>(kCaption + 20, kPanelW + kGap + 20)[1] < 60);
+        QVERIFY(f.at<cv::Vec3b>(kCaption + 150, kPanelW + kGap + 200)[1] > 200);
+        // JPEG too.
+        const QString jpg = dir_.filePath("fig.jpg");
+        r = run({"eval", "edges", png, "--checkpoint", ckpt_, "--top", "4", "--figure", jpg});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QCOMPARE(cv::imread(jpg.toStdString()).size(), cv::Size(2 * kPanelW + kGap, kCaption + kPanelH));
+        // Bad names: the extension, a missing folder; nothing is written.
+        r = run({"eval", "edges", png, "--checkpoint", ckpt_, "--figure", dir_.filePath("fig.gif")});
+        QVERIFY(r.code != 0);
+        QVERIFY2(r.err.contains("fig.gif") && r.err.contains(".png"), qPrintable(r.err));
+        r = run({"eval", "edges", png, "--checkpoint", ckpt_, "--figure", dir_.filePath("nowhere/fig.png")});
+        QVERIFY(r.code != 0);
+        QVERIFY2(r.err.contains("nowhere") && r.err.contains("does not exist"), qPrintable(r.err));
+        QVERIFY(!QFileInfo::exists(dir_.filePath("fig.gif")));
+    }
+
     void lastLayersOnly() {
         const Result r = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:1:2:64x64",
                               "--layers", "last", "--no-lsd"});

@@ -248,6 +248,53 @@ private Q_SLOTS:
         // Bad input.
         QVERIFY(testing::contains(testing::errorOf([] { glimpse::eval::edgeSupport(cv::Mat(), {}); }), {"8-bit"}));
     }
+
+    // The measure's picture: each measured line in the colour of its support, at the scale asked
+    // for; lines beyond the measured K are not drawn; the image itself is not changed.
+    void edgeSupportPicture() {
+        using glimpse::eval::ScoredLine;
+        namespace ev = glimpse::eval;
+        cv::Mat img(64, 64, CV_8UC3, cv::Scalar(20, 20, 20));
+        img(cv::Rect(32, 0, 32, 64)).setTo(cv::Scalar(230, 230, 230));
+        const cv::Mat before = img.clone();
+        std::vector<ScoredLine> lines{{32.0f, 4.0f, 32.0f, 60.0f, 0.9f},    // on the edge
+                                      {12.0f, 4.0f, 12.0f, 60.0f, 0.8f},    // in the flat part
+                                      {24.0f, 32.0f, 24.0f, 60.0f, 0.7f},   // in the flat part
+                                      {20.0f, 4.0f, 20.0f, 60.0f, 0.6f}};   // not measured (K = 3)
+        ev::EdgeSupportOptions o;
+        o.topK = 3;
+        // Support given directly (the picture colours what it is handed): on, off, partial.
+        ev::EdgeSupport r;
+        r.lines = 3;
+        r.support = {1.0, 0.0, 0.5};
+        const cv::Mat pic = ev::drawEdgeSupport(img, lines, r, o, 128);
+        QCOMPARE(pic.size(), cv::Size(128, 128));
+        QCOMPARE(pic.type(), CV_8UC3);
+        QCOMPARE(cv::norm(img, before, cv::NORM_INF), 0.0);
+        // Line coordinates x scale 2, drawn through pixel centres: column 2x - 1 (63.5 -> 63).
+        const auto px = [&](int x, int y) { return pic.at<cv::Vec3b>(y, x); };
+        QCOMPARE(px(63, 64), ev::kOnEdgeColour);
+        QCOMPARE(px(23, 64), ev::kOffEdgeColour);
+        QCOMPARE(px(47, 96), ev::kPartialColour);
+        // Not measured: the unscaled image's pixel (the dark ground) where line 4 would be.
+        QCOMPARE(px(39, 20), cv::Vec3b(20, 20, 20));
+        // The real measure on the same lines colours the edge line green and the flat one red.
+        const ev::EdgeSupport m = ev::edgeSupport(img, lines, o);
+        const cv::Mat pic1 = ev::drawEdgeSupport(img, lines, m, o);
+        QCOMPARE(pic1.size(), img.size());
+        QCOMPARE(pic1.at<cv::Vec3b>(32, 31), ev::kOnEdgeColour);
+        QCOMPARE(pic1.at<cv::Vec3b>(32, 11), ev::kOffEdgeColour);
+        // A gray image comes out RGB.
+        cv::Mat gray;
+        cv::cvtColor(img, gray, cv::COLOR_RGB2GRAY);
+        QCOMPARE(ev::drawEdgeSupport(gray, lines, m, o).type(), CV_8UC3);
+        // Bad input.
+        QVERIFY(testing::contains(testing::errorOf([&] { ev::drawEdgeSupport(cv::Mat(), lines, m, o); }), {"8-bit"}));
+        QVERIFY(testing::contains(testing::errorOf([&] { ev::drawEdgeSupport(img, lines, m, o, -5); }), {"height"}));
+        ev::EdgeSupport wrong = m;
+        wrong.lines = 9;
+        QVERIFY(testing::contains(testing::errorOf([&] { ev::drawEdgeSupport(img, lines, wrong, o); }), {"does not match"}));
+    }
 };
 
 QTEST_APPLESS_MAIN(TestLineMetrics)

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include <opencv2/imgproc.hpp>
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
@@ -40,13 +41,58 @@ const char* kEvalUsage =
 
 const char* kEdgesUsage =
     "usage: glimpse eval edges IMAGE... [--checkpoint C.h5] [--top K] [--short-side S] [--max-long-side M]\n"
-    "                          [--flips 1|2|4] [--threads T]\n"
+    "                          [--flips 1|2|4] [--threads T] [--figure OUT.png|OUT.jpg]\n"
     "Photos have no ground truth: for the K best lines (default 50) of LETR (the last decoder\n"
     "layer of its last stage; with --checkpoint, else resources/letr_demo.h5 when present) and\n"
     "of LSD on each image, prints the fraction of lines that lie on strong image edges (70% of\n"
     "their pixels on a gradient in the image's top 10% whose direction is within 22.5 degrees\n"
     "of the line's normal) and the mean fraction of such pixels (docs/decisions.md). --flips:\n"
-    "LETR's lines from the flip ensemble, as in eval letr.\n";
+    "LETR's lines from the flip ensemble, as in eval letr. --figure writes a picture with a row per\n"
+    "image: LETR's K best lines, then LSD's, each line green when on an edge, yellow when 30% of\n"
+    "it or more is supported, red otherwise (the best line on top).\n";
+
+// --figure: each image's panels (LETR's, LSD's) side by side under a caption strip, the rows
+// stacked, on a dark ground.
+constexpr int kFigurePanelHeight = 300, kFigureCaption = 24, kFigureGap = 6;
+
+cv::Mat captioned(const cv::Mat& panel, const std::string& caption) {
+    cv::Mat out(panel.rows + kFigureCaption, panel.cols, CV_8UC3, cv::Scalar(24, 24, 24));
+    panel.copyTo(out(cv::Rect(0, kFigureCaption, panel.cols, panel.rows)));
+    cv::putText(out, caption, cv::Point(4, kFigureCaption - 7), cv::FONT_HERSHEY_SIMPLEX, 0.45,
+                cv::Scalar(235, 235, 235), 1, cv::LINE_AA);
+    return out;
+}
+
+cv::Mat stackFigure(const std::vector<std::vector<cv::Mat>>& rows) {
+    int width = 0, height = 0;
+    for (const auto& row : rows) {
+        int w = 0, h = 0;
+        for (const cv::Mat& p : row) {
+            w += p.cols + (w > 0 ? kFigureGap : 0);
+            h = std::max(h, p.rows);
+        }
+        width = std::max(width, w);
+        height += h + (height > 0 ? kFigureGap : 0);
+    }
+    cv::Mat fig(std::max(1, height), std::max(1, width), CV_8UC3, cv::Scalar(12, 12, 12));
+    int y = 0;
+    for (const auto& row : rows) {
+        int x = 0, h = 0;
+        for (const cv::Mat& p : row) {
+            p.copyTo(fig(cv::Rect(x, y, p.cols, p.rows)));
+            x += p.cols + kFigureGap;
+            h = std::max(h, p.rows);
+        }
+        y += h + kFigureGap;
+    }
+    return fig;
+}
+
+std::string panelCaption(const std::string& image, const char* detector, const eval::EdgeSupport& r) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s  %s: %.0f%% of %d on an edge", image.c_str(), detector, 100 * r.onEdge, r.lines);
+    return buf;
+}
 
 // --short-side / --max-long-side: the model's input size unless given.
 void applyResize(const Args& a, letr::LetrModel& model) {
@@ -73,7 +119,20 @@ int evalEdges(const std::vector<std::string>& argv) {
         return argv.empty() ? 2 : 0;
     }
     Args a(argv, {});
-    a.checkKnown({"--checkpoint", "--top", "--short-side", "--max-long-side", "--flips", "--threads"});
+    a.checkKnown({"--checkpoint", "--top", "--short-side", "--max-long-side", "--flips", "--threads", "--figure"});
+    const std::string figure = a.get("--figure", "");
+    bool figurePng = false;
+    if (a.has("--figure")) {
+        std::string ext = std::filesystem::path(figure).extension().string();
+        std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+        if (ext != ".png" && ext != ".jpg" && ext != ".jpeg")
+            throw Error("--figure " + figure + ": expected a .png, .jpg or .jpeg file name");
+        figurePng = ext == ".png";
+        const std::filesystem::path parent = std::filesystem::path(figure).parent_path();
+        if (!parent.empty() && !std::filesystem::is_directory(parent))
+            throw Error("--figure " + figure + ": the folder " + parent.string() + " does not exist");
+    }
+    std::vector<std::vector<cv::Mat>> figureRows;
     letr::LetrRunOptions runOpts;
     runOpts.flips = flipsOption(a);
     if (a.positional().empty()) throw Error("glimpse eval edges: no image given");
@@ -99,6 +158,7 @@ int evalEdges(const std::vector<std::string>& argv) {
     for (const std::string& path : a.positional()) {
         const cv::Mat rgb = loadImageRGB(path);
         const std::string name = std::filesystem::path(path).filename().string();
+        if (!figure.empty()) figureRows.emplace_back();
         if (model) {
             const letr::LetrTrace trace = letr::runLetr(*model, rgb, runOpts);
             std::vector<eval::ScoredLine> lines;
@@ -107,14 +167,27 @@ int evalEdges(const std::vector<std::string>& argv) {
             const auto r = eval::edgeSupport(rgb, lines, o);
             std::printf("%-28s %-6s %6d %8.1f%% %13.2f\n", name.c_str(), "LETR", r.lines, 100 * r.onEdge, r.meanSupport);
             sumLetr += r.onEdge;
+            if (!figure.empty())
+                figureRows.back().push_back(captioned(eval::drawEdgeSupport(rgb, lines, r, o, kFigurePanelHeight),
+                                                      panelCaption(name, "LETR", r)));
         }
-        const auto r = eval::edgeSupport(rgb, eval::detectLsd(rgb), o);
+        const std::vector<eval::ScoredLine> lsdLines = eval::detectLsd(rgb);
+        const auto r = eval::edgeSupport(rgb, lsdLines, o);
         std::printf("%-28s %-6s %6d %8.1f%% %13.2f\n", name.c_str(), "LSD", r.lines, 100 * r.onEdge, r.meanSupport);
         sumLsd += r.onEdge;
+        if (!figure.empty())
+            figureRows.back().push_back(captioned(eval::drawEdgeSupport(rgb, lsdLines, r, o, kFigurePanelHeight),
+                                                  panelCaption(name, "LSD", r)));
     }
     const double n = double(a.positional().size());
     if (model) std::printf("%-28s %-6s %6s %8.1f%%\n", "mean", "LETR", "", 100 * sumLetr / n);
     std::printf("%-28s %-6s %6s %8.1f%%\n", "mean", "LSD", "", 100 * sumLsd / n);
+    if (!figure.empty()) {
+        const cv::Mat fig = stackFigure(figureRows);
+        if (figurePng) saveImagePNG(figure, fig);
+        else saveImageJPEG(figure, fig);
+        std::cerr << "glimpse eval edges: figure in " << figure << "\n";
+    }
     return 0;
 }
 

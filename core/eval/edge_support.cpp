@@ -69,4 +69,34 @@ EdgeSupport edgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lin
     return r;
 }
 
+cv::Mat drawEdgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lines, const EdgeSupport& measured,
+                        const EdgeSupportOptions& o, int height) {
+    if (image.empty() || image.depth() != CV_8U || (image.channels() != 1 && image.channels() != 3))
+        throw Error("edge support figure: expected a non-empty 8-bit gray or RGB image");
+    if (height < 0 || height > 16384) throw Error("edge support figure: bad height " + std::to_string(height));
+    if (measured.lines < 0 || size_t(measured.lines) > lines.size() || measured.support.size() != size_t(measured.lines))
+        throw Error("edge support figure: the measured result does not match the lines");
+    cv::Mat out;
+    if (image.channels() == 1) cv::cvtColor(image, out, cv::COLOR_GRAY2RGB);
+    else out = image.clone();
+    const double scale = height > 0 ? double(height) / image.rows : 1.0;
+    if (height > 0 && height != image.rows)
+        cv::resize(out, out, cv::Size(std::max(1, int(std::lround(image.cols * scale))), height), 0, 0,
+                   scale < 1 ? cv::INTER_AREA : cv::INTER_LINEAR);
+    const int thickness = std::max(2, int(std::lround(std::min(out.rows, out.cols) / 150.0)));
+    // Line coordinates put pixel (x, y) at [x, x + 1); cv::line draws at pixel centres, with 4
+    // fractional bits for sub-pixel endpoints.
+    constexpr int kShift = 4;
+    const auto at = [&](float x, float y) {
+        return cv::Point(int(std::lround((x * scale - 0.5) * (1 << kShift))), int(std::lround((y * scale - 0.5) * (1 << kShift))));
+    };
+    for (int i = measured.lines - 1; i >= 0; --i) {
+        const ScoredLine& l = lines[size_t(i)];
+        const double s = measured.support[size_t(i)];
+        const cv::Vec3b c = s >= o.minSupport ? kOnEdgeColour : s >= 0.3 ? kPartialColour : kOffEdgeColour;
+        cv::line(out, at(l.x1, l.y1), at(l.x2, l.y2), cv::Scalar(c[0], c[1], c[2]), thickness, cv::LINE_AA, kShift);
+    }
+    return out;
+}
+
 } // namespace glimpse::eval

@@ -39,4 +39,15 @@ struct EdgeSupport {
 // image's pixel coordinates. RGB or gray 8-bit images; glimpse::Error otherwise.
 EdgeSupport edgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lines, const EdgeSupportOptions& options = {});
 
+// A picture of the measure (`glimpse eval edges --figure`): `image` (8-bit RGB or gray) as RGB,
+// resized to `height` rows (0: as it is), with the `measured.lines` best of `lines` (the lines
+// and the result edgeSupport gave) drawn over it in a colour that says their support:
+//   green  (kOnEdgeColour):  on an edge, support >= options.minSupport;
+//   yellow (kPartialColour): support >= 0.3 but below that;
+//   red    (kOffEdgeColour): less.
+// The best line is drawn last (on top). glimpse::Error for a bad image, height or result.
+inline const cv::Vec3b kOnEdgeColour{40, 200, 40}, kPartialColour{240, 200, 0}, kOffEdgeColour{230, 40, 40};
+cv::Mat drawEdgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lines, const EdgeSupport& measured,
+                        const EdgeSupportOptions& options = {}, int height = 0);
+
 } // namespace glimpse::eval
