@@ -165,6 +165,20 @@ private Q_SLOTS:
         r = run({"eval", "edges", png, "--checkpoint", ckpt_, "--top", "4", "--figure", jpg});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         QCOMPARE(cv::imread(jpg.toStdString()).size(), cv::Size(2 * kPanelW + kGap, kCaption + kPanelH));
+        // A narrow image's caption is set smaller so that it fits its panel: the strip's last
+        // columns stay the caption's ground.
+        cv::Mat narrow(120, 90, CV_8UC3, cv::Scalar(30, 30, 30));
+        cv::rectangle(narrow, cv::Rect(20, 30, 50, 60), cv::Scalar(220, 220, 220), cv::FILLED);
+        const QString narrowPng = dir_.filePath("narrow.png");   // panels 225 x 300; captions 284-295 px at full size
+        QVERIFY(cv::imwrite(narrowPng.toStdString(), narrow));
+        r = run({"eval", "edges", narrowPng, "--checkpoint", ckpt_, "--top", "4", "--figure", fig});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        f = cv::imread(fig.toStdString(), cv::IMREAD_COLOR);
+        QCOMPARE(f.size(), cv::Size(2 * 225 + kGap, kCaption + kPanelH));
+        for (int panel : {0, 1}) {
+            const cv::Mat strip = f(cv::Rect(panel * (225 + kGap) + 225 - 4, 0, 4, kCaption));
+            QVERIFY2(cv::countNonZero(strip.reshape(1) != 24) == 0, qPrintable(QString("panel %1").arg(panel)));
+        }
         // Bad names: the extension, a missing folder; nothing is written.
         r = run({"eval", "edges", png, "--checkpoint", ckpt_, "--figure", dir_.filePath("fig.gif")});
         QVERIFY(r.code != 0);

@@ -58,7 +58,12 @@ constexpr int kFigurePanelHeight = 300, kFigureCaption = 24, kFigureGap = 6;
 cv::Mat captioned(const cv::Mat& panel, const std::string& caption) {
     cv::Mat out(panel.rows + kFigureCaption, panel.cols, CV_8UC3, cv::Scalar(24, 24, 24));
     panel.copyTo(out(cv::Rect(0, kFigureCaption, panel.cols, panel.rows)));
-    cv::putText(out, caption, cv::Point(4, kFigureCaption - 7), cv::FONT_HERSHEY_SIMPLEX, 0.45,
+    // The font shrinks so that a narrow panel's caption still fits (down to a readable 0.3).
+    double scale = 0.45;
+    int baseline = 0;
+    const int width = cv::getTextSize(caption, cv::FONT_HERSHEY_SIMPLEX, scale, 1, &baseline).width;
+    if (width > panel.cols - 8) scale = std::max(0.3, scale * (panel.cols - 8) / double(width));
+    cv::putText(out, caption, cv::Point(4, kFigureCaption - 7), cv::FONT_HERSHEY_SIMPLEX, scale,
                 cv::Scalar(235, 235, 235), 1, cv::LINE_AA);
     return out;
 }
