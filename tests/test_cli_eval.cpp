@@ -179,6 +179,14 @@ private Q_SLOTS:
             const cv::Mat strip = f(cv::Rect(panel * (225 + kGap) + 225 - 4, 0, 4, kCaption));
             QVERIFY2(cv::countNonZero(strip.reshape(1) != 24) == 0, qPrintable(QString("panel %1").arg(panel)));
         }
+        // The figure stops at 100 images (JPEG's 65535 rows); all are still measured.
+        QStringList many{"eval", "edges", "--checkpoint", ckpt_, "--top", "1", "--figure", fig};
+        for (int i = 0; i < 101; ++i) many << narrowPng;
+        r = run(many);
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.err.contains("the first 100 of 101 images"), qPrintable(r.err));
+        QCOMPARE(r.out.count("narrow.png"), 2 * 101);
+        QCOMPARE(cv::imread(fig.toStdString()).rows, 100 * (kCaption + kPanelH) + 99 * kGap);
         // Bad names: the extension, a missing folder; nothing is written.
         r = run({"eval", "edges", png, "--checkpoint", ckpt_, "--figure", dir_.filePath("fig.gif")});
         QVERIFY(r.code != 0);

@@ -49,11 +49,12 @@ const char* kEdgesUsage =
     "of the line's normal) and the mean fraction of such pixels (docs/decisions.md). --flips:\n"
     "LETR's lines from the flip ensemble, as in eval letr. --figure writes a picture with a row per\n"
     "image: LETR's K best lines, then LSD's, each line green when on an edge, yellow when 30% of\n"
-    "it or more is supported, red otherwise (the best line on top).\n";
+    "it or more is supported, red otherwise (the best line on top); the first 100 images.\n";
 
 // --figure: each image's panels (LETR's, LSD's) side by side under a caption strip, the rows
 // stacked, on a dark ground.
-constexpr int kFigurePanelHeight = 300, kFigureCaption = 24, kFigureGap = 6;
+// At most kFigureMaxRows images go into it (JPEG stops at 65535 rows); the rest are measured.
+constexpr int kFigurePanelHeight = 300, kFigureCaption = 24, kFigureGap = 6, kFigureMaxRows = 100;
 
 cv::Mat captioned(const cv::Mat& panel, const std::string& caption) {
     cv::Mat out(panel.rows + kFigureCaption, panel.cols, CV_8UC3, cv::Scalar(24, 24, 24));
@@ -163,7 +164,8 @@ int evalEdges(const std::vector<std::string>& argv) {
     for (const std::string& path : a.positional()) {
         const cv::Mat rgb = loadImageRGB(path);
         const std::string name = std::filesystem::path(path).filename().string();
-        if (!figure.empty()) figureRows.emplace_back();
+        const bool inFigure = !figure.empty() && figureRows.size() < size_t(kFigureMaxRows);
+        if (inFigure) figureRows.emplace_back();
         if (model) {
             const letr::LetrTrace trace = letr::runLetr(*model, rgb, runOpts);
             std::vector<eval::ScoredLine> lines;
@@ -172,7 +174,7 @@ int evalEdges(const std::vector<std::string>& argv) {
             const auto r = eval::edgeSupport(rgb, lines, o);
             std::printf("%-28s %-6s %6d %8.1f%% %13.2f\n", name.c_str(), "LETR", r.lines, 100 * r.onEdge, r.meanSupport);
             sumLetr += r.onEdge;
-            if (!figure.empty())
+            if (inFigure)
                 figureRows.back().push_back(captioned(eval::drawEdgeSupport(rgb, lines, r, o, kFigurePanelHeight),
                                                       panelCaption(name, "LETR", r)));
         }
@@ -180,7 +182,7 @@ int evalEdges(const std::vector<std::string>& argv) {
         const auto r = eval::edgeSupport(rgb, lsdLines, o);
         std::printf("%-28s %-6s %6d %8.1f%% %13.2f\n", name.c_str(), "LSD", r.lines, 100 * r.onEdge, r.meanSupport);
         sumLsd += r.onEdge;
-        if (!figure.empty())
+        if (inFigure)
             figureRows.back().push_back(captioned(eval::drawEdgeSupport(rgb, lsdLines, r, o, kFigurePanelHeight),
                                                   panelCaption(name, "LSD", r)));
     }
@@ -191,7 +193,10 @@ int evalEdges(const std::vector<std::string>& argv) {
         const cv::Mat fig = stackFigure(figureRows);
         if (figurePng) saveImagePNG(figure, fig);
         else saveImageJPEG(figure, fig);
-        std::cerr << "glimpse eval edges: figure in " << figure << "\n";
+        std::cerr << "glimpse eval edges: figure in " << figure;
+        if (a.positional().size() > figureRows.size())
+            std::cerr << " (the first " << figureRows.size() << " of " << a.positional().size() << " images)";
+        std::cerr << "\n";
     }
     return 0;
 }
