@@ -29,8 +29,14 @@ class TestCliEval : public QObject {
         int code = -1;
         QString out, err;
     };
-    static Result run(const QStringList& args) {
+    // `resources` (when given) is the GLIMPSE_RESOURCES the command sees.
+    static Result run(const QStringList& args, const QString& resources = {}) {
         QProcess p;
+        if (!resources.isEmpty()) {
+            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+            env.insert("GLIMPSE_RESOURCES", resources);
+            p.setProcessEnvironment(env);
+        }
         p.start(GLIMPSE_EXE, args);
         Result r;
         if (!p.waitForFinished(240000)) return r;
@@ -40,9 +46,9 @@ class TestCliEval : public QObject {
         return r;
     }
     // A bright rectangle on a dark ground, written as NAME in the test folder ("" on failure).
-    QString rectanglePng(const QString& name) const {
-        cv::Mat img(120, 160, CV_8UC3, cv::Scalar(30, 30, 30));
-        cv::rectangle(img, cv::Rect(40, 30, 80, 60), cv::Scalar(220, 220, 220), cv::FILLED);
+    QString rectanglePng(const QString& name, cv::Size size = {160, 120}, cv::Rect rect = {40, 30, 80, 60}) const {
+        cv::Mat img(size, CV_8UC3, cv::Scalar(30, 30, 30));
+        cv::rectangle(img, rect, cv::Scalar(220, 220, 220), cv::FILLED);
         const QString png = dir_.filePath(name);
         return cv::imwrite(png.toStdString(), img) ? png : QString();
     }
@@ -116,15 +122,10 @@ private Q_SLOTS:
         QVERIFY2(letr[3].chopped(1).toDouble() < 50, qPrintable(r.out));
         QVERIFY(r.out.contains("mean"));
         // Without a checkpoint and no shipped model: LSD alone, said so.
-        QProcess p;
-        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-        env.insert("GLIMPSE_RESOURCES", dir_.filePath("no-resources"));
-        p.setProcessEnvironment(env);
-        p.start(GLIMPSE_EXE, {"eval", "edges", png});
-        QVERIFY(p.waitForFinished(60000));
-        QCOMPARE(p.exitCode(), 0);
-        QVERIFY(QString::fromUtf8(p.readAllStandardError()).contains("LSD only"));
-        QVERIFY(!QString::fromUtf8(p.readAllStandardOutput()).contains("LETR"));
+        r = run({"eval", "edges", png}, dir_.filePath("no-resources"));
+        QCOMPARE(r.code, 0);
+        QVERIFY(r.err.contains("LSD only"));
+        QVERIFY(!r.out.contains("LETR"));
         // Bad input names the file.
         r = run({"eval", "edges", dir_.filePath("missing.jpg")});
         QVERIFY(r.code != 0);
@@ -167,10 +168,8 @@ private Q_SLOTS:
         QCOMPARE(cv::imread(jpg.toStdString()).size(), cv::Size(2 * kPanelW + kGap, kCaption + kPanelH));
         // A narrow image's caption is set smaller so that it fits its panel: the strip's last
         // columns stay the caption's ground.
-        cv::Mat narrow(120, 90, CV_8UC3, cv::Scalar(30, 30, 30));
-        cv::rectangle(narrow, cv::Rect(20, 30, 50, 60), cv::Scalar(220, 220, 220), cv::FILLED);
-        const QString narrowPng = dir_.filePath("narrow.png");   // panels 225 x 300; captions 284-295 px at full size
-        QVERIFY(cv::imwrite(narrowPng.toStdString(), narrow));
+        const QString narrowPng = rectanglePng("narrow.png", {90, 120}, {20, 30, 50, 60});   // panels 225 x 300; captions 284-295 px at full size
+        QVERIFY(!narrowPng.isEmpty());
         r = run({"eval", "edges", narrowPng, "--checkpoint", ckpt_, "--top", "4", "--figure", fig});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         f = cv::imread(fig.toStdString(), cv::IMREAD_COLOR);
@@ -241,15 +240,9 @@ private Q_SLOTS:
         // `eval edges` without --checkpoint finds the shipped model (GLIMPSE_RESOURCES: only there).
         const QString png = rectanglePng("rect_shipped.png");
         QVERIFY(!png.isEmpty());
-        QProcess p;
-        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-        env.insert("GLIMPSE_RESOURCES", QStringLiteral(GLIMPSE_SOURCE_DIR "/resources"));
-        p.setProcessEnvironment(env);
-        p.start(GLIMPSE_EXE, {"eval", "edges", png, "--top", "4"});
-        QVERIFY(p.waitForFinished(120000));
-        QCOMPARE(p.exitCode(), 0);
-        const QString edges = QString::fromUtf8(p.readAllStandardOutput());
-        QVERIFY2(edges.contains("rect_shipped.png") && edges.contains("LETR"), qPrintable(edges));
+        const Result e = run({"eval", "edges", png, "--top", "4"}, QStringLiteral(GLIMPSE_SOURCE_DIR "/resources"));
+        QCOMPARE(e.code, 0);
+        QVERIFY2(e.out.contains("rect_shipped.png") && e.out.contains("LETR"), qPrintable(e.out));
     }
 
     // `glimpse train letr --init`: a run starts from a model's weights (here stopped before its

@@ -21,6 +21,7 @@
 #include "core/io/image.h"
 #include "core/models/letr/trace.h"
 #include "core/models/letr/model.h"
+#include "core/util/path.h"
 
 namespace glimpse::cli {
 
@@ -129,8 +130,7 @@ int evalEdges(const std::vector<std::string>& argv) {
     const std::string figure = a.get("--figure", "");
     bool figurePng = false;
     if (a.has("--figure")) {
-        std::string ext = std::filesystem::path(figure).extension().string();
-        std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+        const std::string ext = lowerExtension(figure);
         if (ext != ".png" && ext != ".jpg" && ext != ".jpeg")
             throw Error("--figure " + figure + ": expected a .png, .jpg or .jpeg file name");
         figurePng = ext == ".png";

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/io/image.h"
+#include "core/util/path.h"
 
 namespace glimpse::data {
 
@@ -217,8 +218,7 @@ std::string ClassFolderDataset::describe() const {
 namespace {
 
 bool isImageFile(const fs::path& p) {
-    std::string ext = p.extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    const std::string ext = lowerExtension(p);
     return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp";
 }
 

@@ -10,6 +10,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "core/error.h"
+#include "core/util/path.h"
 
 namespace glimpse::data {
 
@@ -508,8 +509,7 @@ std::string ClassSubsetDataset::describe() const {
 namespace {
 
 bool isImageFile(const fs::path& p) {
-    std::string ext = p.extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    const std::string ext = lowerExtension(p);
     return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp";
 }
 

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "core/util/path.h"
 
 namespace glimpse {
 
@@ -252,8 +253,7 @@ void saveImageJPEG(const std::string& path, const cv::Mat& image, int quality) {
 }
 
 bool hasImageExtension(const std::string& path) {
-    std::string ext = std::filesystem::path(path).extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    const std::string ext = lowerExtension(path);
     for (const char* e : {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm", ".pnm", ".pbm", ".sr", ".ras"})
         if (ext == e) return true;
     return false;

@@ -9,12 +9,12 @@
 
 #include "core/error.h"
 #include "core/io/image.h"
+#include "core/util/path.h"
 
 namespace glimpse {
 
 bool isVideoFileName(const std::string& path) {
-    std::string ext = std::filesystem::path(path).extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    const std::string ext = lowerExtension(path);
     for (const char* e : {".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg", ".wmv",
                           ".ogv", ".mjpeg"})
         if (ext == e) return true;
