@@ -249,6 +249,38 @@ private Q_SLOTS:
         QVERIFY(testing::contains(testing::errorOf([] { glimpse::eval::edgeSupport(cv::Mat(), {}); }), {"8-bit"}));
     }
 
+    // The measure's two halves (what the inspector uses): the field's threshold and each line's
+    // support are exactly what edgeSupport reports; degenerate, non-finite and absurdly long
+    // lines get an answer, not a hang; an empty field is refused.
+    void edgeFieldAndLineSupport() {
+        namespace ev = glimpse::eval;
+        cv::Mat img(64, 64, CV_8UC3, cv::Scalar(20, 20, 20));
+        img(cv::Rect(32, 0, 32, 64)).setTo(cv::Scalar(230, 230, 230));
+        std::vector<ev::ScoredLine> lines{{32.0f, 4.0f, 32.0f, 60.0f, 0.9f}, {12.0f, 4.0f, 12.0f, 60.0f, 0.8f},
+                                          {4.0f, 30.0f, 60.0f, 30.0f, 0.7f}, {31.5f, 60.0f, 32.5f, 4.0f, 0.6f},
+                                          {32.0f, 10.0f, 32.0f, 40.0f, 0.5f}};
+        const ev::EdgeSupport whole = ev::edgeSupport(img, lines);
+        const ev::EdgeField f = ev::edgeField(img);
+        QCOMPARE(f.rows(), 64);
+        QCOMPARE(f.cols(), 64);
+        QCOMPARE(f.threshold, whole.threshold);
+        for (size_t i = 0; i < lines.size(); ++i) {
+            const auto& l = lines[i];
+            QCOMPARE(ev::lineSupport(f, l.x1, l.y1, l.x2, l.y2), whole.support[i]);
+        }
+        // An edge over the top half of the image only: a line down the whole height is about
+        // half supported.
+        cv::Mat top(64, 64, CV_8UC3, cv::Scalar(20, 20, 20));
+        top(cv::Rect(32, 0, 32, 32)).setTo(cv::Scalar(230, 230, 230));
+        const double half = ev::lineSupport(ev::edgeField(top), 32.0, 0.0, 32.0, 64.0);
+        QVERIFY2(half > 0.35 && half < 0.55, qPrintable(QString::number(half)));
+        QCOMPARE(ev::lineSupport(f, 5, 5, 5, 5), 0.0);
+        QCOMPARE(ev::lineSupport(f, std::nan(""), 5, 5, 50), 0.0);
+        QCOMPARE(ev::lineSupport(f, 12.0, -1e12, 12.0, 1e12), 0.0);   // sampled at a capped count
+        QVERIFY(testing::contains(testing::errorOf([] { ev::lineSupport(ev::EdgeField{}, 0, 0, 1, 1); }), {"field"}));
+        QVERIFY(testing::contains(testing::errorOf([] { ev::edgeField(cv::Mat()); }), {"8-bit"}));
+    }
+
     // The measure's picture: each measured line in the colour of its support, at the scale asked
     // for; lines beyond the measured K are not drawn; the image itself is not changed.
     void edgeSupportPicture() {

@@ -23,41 +23,62 @@ float bilinear(const cv::Mat& m, double x, double y) {
 }
 } // namespace
 
-EdgeSupport edgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lines, const EdgeSupportOptions& o) {
+EdgeField edgeField(const cv::Mat& image, const EdgeSupportOptions& o) {
     if (image.empty() || image.depth() != CV_8U || (image.channels() != 1 && image.channels() != 3))
         throw Error("edge support: expected a non-empty 8-bit gray or RGB image");
-    if (!(o.strongPercentile > 0 && o.strongPercentile < 1) || !(o.minSupport > 0 && o.minSupport <= 1) || o.topK < 1)
-        throw Error("edge support: bad options");
+    if (!(o.strongPercentile > 0 && o.strongPercentile < 1)) throw Error("edge support: bad options");
     cv::Mat gray;
     if (image.channels() == 3) cv::cvtColor(image, gray, cv::COLOR_RGB2GRAY);
     else gray = image;
     gray.convertTo(gray, CV_32F, 1.0 / 255.0);
     if (o.blurSigma > 0) cv::GaussianBlur(gray, gray, cv::Size(0, 0), o.blurSigma);
-    cv::Mat gx, gy, mag;
-    cv::Sobel(gray, gx, CV_32F, 1, 0, 3);
-    cv::Sobel(gray, gy, CV_32F, 0, 1, 3);
-    cv::magnitude(gx, gy, mag);
+    EdgeField f;
+    cv::Sobel(gray, f.gx, CV_32F, 1, 0, 3);
+    cv::Sobel(gray, f.gy, CV_32F, 0, 1, 3);
+    cv::Mat mag;
+    cv::magnitude(f.gx, f.gy, mag);
     std::vector<float> all(mag.begin<float>(), mag.end<float>());
     const size_t k = std::min(all.size() - 1, size_t(o.strongPercentile * double(all.size())));
     std::nth_element(all.begin(), all.begin() + long(k), all.end());
-    EdgeSupport r;
-    r.threshold = std::max(double(all[k]), 1e-6);   // a flat image has no strong gradient
+    f.threshold = std::max(double(all[k]), 1e-6);   // a flat image has no strong gradient
+    return f;
+}
+
+double lineSupport(const EdgeField& f, double x1, double y1, double x2, double y2, const EdgeSupportOptions& o) {
+    if (f.gx.empty() || f.gx.size() != f.gy.size() || f.gx.type() != CV_32F || f.gy.type() != CV_32F)
+        throw Error("edge support: the gradient field is empty or malformed");
+    if (!std::isfinite(x1) || !std::isfinite(y1) || !std::isfinite(x2) || !std::isfinite(y2)) return 0.0;
     const double cosTol = std::cos(o.angleToleranceDeg * M_PI / 180.0);
+    const double dx = x2 - x1, dy = y2 - y1, len = std::hypot(dx, dy);
+    if (!(len > 0)) return 0.0;
+    // Sampled once per pixel of length; a line far longer than the image (a diverged model's)
+    // is capped so that one line costs at most a few image diagonals of samples.
+    const double cap = 4.0 * std::hypot(double(f.gx.cols), double(f.gx.rows)) + 2.0;
+    const int n = int(std::clamp(std::ceil(len), 2.0, cap));
+    const double nx = -dy / len, ny = dx / len;   // unit normal
+    int good = 0;
+    for (int s = 0; s < n; ++s) {
+        const double t = (s + 0.5) / n;
+        // Line coordinates: pixel (x, y) covers [x, x + 1); index coordinates are centres.
+        const double x = x1 + t * dx - 0.5, y = y1 + t * dy - 0.5;
+        const double g1 = bilinear(f.gx, x, y), g2 = bilinear(f.gy, x, y), m = std::hypot(g1, g2);
+        if (m >= f.threshold && std::abs(g1 * nx + g2 * ny) >= cosTol * m) ++good;
+    }
+    return double(good) / n;
+}
+
+EdgeSupport edgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lines, const EdgeSupportOptions& o) {
+    if (image.empty() || image.depth() != CV_8U || (image.channels() != 1 && image.channels() != 3))
+        throw Error("edge support: expected a non-empty 8-bit gray or RGB image");
+    if (!(o.strongPercentile > 0 && o.strongPercentile < 1) || !(o.minSupport > 0 && o.minSupport <= 1) || o.topK < 1)
+        throw Error("edge support: bad options");
+    const EdgeField f = edgeField(image, o);
+    EdgeSupport r;
+    r.threshold = f.threshold;
     r.lines = int(std::min<size_t>(size_t(o.topK), lines.size()));
     for (int i = 0; i < r.lines; ++i) {
         const ScoredLine& l = lines[size_t(i)];
-        const double dx = l.x2 - l.x1, dy = l.y2 - l.y1, len = std::hypot(dx, dy);
-        const int n = std::max(2, int(std::ceil(len)));
-        const double nx = len > 0 ? -dy / len : 0, ny = len > 0 ? dx / len : 0;   // unit normal
-        int good = 0;
-        for (int s = 0; s < n; ++s) {
-            const double t = (s + 0.5) / n;
-            // Line coordinates: pixel (x, y) covers [x, x + 1); index coordinates are centres.
-            const double x = l.x1 + t * dx - 0.5, y = l.y1 + t * dy - 0.5;
-            const double g1 = bilinear(gx, x, y), g2 = bilinear(gy, x, y), m = std::hypot(g1, g2);
-            if (len > 0 && m >= r.threshold && std::abs(g1 * nx + g2 * ny) >= cosTol * m) ++good;
-        }
-        const double support = double(good) / n;
+        const double support = lineSupport(f, l.x1, l.y1, l.x2, l.y2, o);
         r.support.push_back(support);
         r.meanSupport += support;
         if (support >= o.minSupport) r.onEdge += 1;
@@ -92,8 +113,7 @@ cv::Mat drawEdgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lin
     };
     for (int i = measured.lines - 1; i >= 0; --i) {
         const ScoredLine& l = lines[size_t(i)];
-        const double s = measured.support[size_t(i)];
-        const cv::Vec3b c = s >= o.minSupport ? kOnEdgeColour : s >= 0.3 ? kPartialColour : kOffEdgeColour;
+        const cv::Vec3b c = edgeSupportColour(measured.support[size_t(i)], o);
         cv::line(out, at(l.x1, l.y1), at(l.x2, l.y2), cv::Scalar(c[0], c[1], c[2]), thickness, cv::LINE_AA, kShift);
     }
     return out;

@@ -35,6 +35,20 @@ struct EdgeSupport {
     double meanSupport = 0;
 };
 
+// The two halves of the measure, for a viewer that scores many lines against one image (the
+// LETR inspector's edge-support colouring): the image's gradient field and its strong
+// threshold, computed once, then each line's fraction of supporting samples (0 for a
+// degenerate or non-finite line).
+struct EdgeField {
+    cv::Mat gx, gy;          // CV_32F Sobel gradients of the blurred gray image
+    double threshold = 0;    // magnitude that counts as strong
+    int rows() const { return gx.rows; }
+    int cols() const { return gx.cols; }
+};
+EdgeField edgeField(const cv::Mat& image, const EdgeSupportOptions& options = {});
+double lineSupport(const EdgeField& field, double x1, double y1, double x2, double y2,
+                   const EdgeSupportOptions& options = {});
+
 // `lines` sorted by score, highest first (as detectLsd and LetrTrace::lines give them), in the
 // image's pixel coordinates. RGB or gray 8-bit images; glimpse::Error otherwise.
 EdgeSupport edgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lines, const EdgeSupportOptions& options = {});
@@ -47,6 +61,11 @@ EdgeSupport edgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lin
 //   red    (kOffEdgeColour): less.
 // The best line is drawn last (on top). glimpse::Error for a bad image, height or result.
 inline const cv::Vec3b kOnEdgeColour{40, 200, 40}, kPartialColour{240, 200, 0}, kOffEdgeColour{230, 40, 40};
+constexpr double kPartialSupport = 0.3;
+// The colour of a line with this support (the figure's and the inspector's).
+inline cv::Vec3b edgeSupportColour(double support, const EdgeSupportOptions& options = {}) {
+    return support >= options.minSupport ? kOnEdgeColour : support >= kPartialSupport ? kPartialColour : kOffEdgeColour;
+}
 cv::Mat drawEdgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lines, const EdgeSupport& measured,
                         const EdgeSupportOptions& options = {}, int height = 0);
 
