@@ -39,6 +39,9 @@ const char* kGuiOptions =
     "  --compare M        then show the compare pane: 'lsd' or a layer position (1-based)\n"
     "  --flips N          LETR's lines from a flip ensemble of N views (1, 2 or 4; default 1)\n"
     "                     (with --screenshot, the screenshot waits for the trace)\n"
+    "  --threshold T      then show LETR's lines scoring T or more (0-1; default: the checkpoint's)\n"
+    "  --line-colour C    LETR's (and LSD's) lines coloured by 'score' (default) or 'edges': edge\n"
+    "                     support, green on an edge of the image, yellow partly, red not\n"
     "  --coat-checkpoint C.h5  load this CoaT checkpoint (default: coat_fmnist.h5 when installed)\n"
     "  --run-coat         run CoaT on the opened image once the model is loaded\n"
     "  --query X,Y        then set the CoaT query pixel (image pixels)\n"
@@ -65,6 +68,8 @@ struct GuiOptions {
     int entity = -2;             // -2: leave the selection, -1: the best line, >= 0: that entity
     std::optional<int> compare;  // -1: LSD, >= 0: a layer position
     int flips = 1;               // LETR's flip ensemble (1, 2 or 4 views)
+    LineColour lineColour = LineColour::Score;
+    std::optional<double> threshold;   // LETR's display threshold after the first trace
     QString coatCheckpoint;
     bool runCoat = false;
     std::optional<CoatMode> coatMode;
@@ -168,6 +173,19 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
         o.flips = parseInt("flips", p.value("flips"), 1, 4);
         if (o.flips == 3) throw OptionError{QStringLiteral("--flips: expected 1, 2 or 4, got 3")};
     }
+    if (p.isSet("threshold")) {
+        bool ok = false;
+        const double t = p.value("threshold").trimmed().toDouble(&ok);
+        if (!ok || !(t >= 0.0 && t <= 1.0))
+            throw OptionError{QStringLiteral("--threshold: expected a number from 0 to 1, got '%1'").arg(p.value("threshold"))};
+        o.threshold = t;
+    }
+    if (p.isSet("line-colour")) {
+        const QString c = p.value("line-colour").trimmed().toLower();
+        if (c == "score") o.lineColour = LineColour::Score;
+        else if (c == "edges" || c == "edge") o.lineColour = LineColour::EdgeSupport;
+        else throw OptionError{QStringLiteral("--line-colour: expected 'score' or 'edges', got '%1'").arg(p.value("line-colour"))};
+    }
     if (p.isSet("step")) o.step = parseInt("step", p.value("step"), 0, 1 << 30);
     o.coatCheckpoint = p.value("coat-checkpoint");
     o.runCoat = p.isSet("run-coat");
@@ -186,6 +204,8 @@ void addOptions(QCommandLineParser& p) {
                   {"entity", "Select this line entity after the run.", "k"},
                   {"compare", "Compare pane after the run: lsd or a layer position.", "m"},
                   {"flips", "LETR flip ensemble: 1, 2 or 4 views.", "n"},
+                  {"line-colour", "LETR line colours: score or edges.", "c"},
+                  {"threshold", "LETR display threshold after the run (0-1).", "t"},
                   {"coat-checkpoint", "CoaT checkpoint to load.", "h5"},
                   {"run-coat", "Run CoaT on the opened image."},
                   {"query", "CoaT query pixel after the run.", "x,y"},
@@ -202,16 +222,18 @@ void addOptions(QCommandLineParser& p) {
                   {"step", "Episode step to show once the episode is open.", "t"}});
 }
 
-// After the first LETR trace (--run-letr or the demo's): the compare pane (--compare), checked
-// against the trace's layers.
+// After the first LETR trace (--run-letr or the demo's): the threshold (--threshold, over the
+// checkpoint's own) and the compare pane (--compare), checked against the trace's layers.
 void wireLetrOptions(MainWindow& window, const GuiOptions& o) {
-    if (!o.compare) return;
+    if (!o.compare && !o.threshold) return;
     LetrInspector* letr = window.letrInspector();
-    const int mode = *o.compare;
-    QObject::connect(letr, &ModelPanel::traceReady, &window, [&window, letr, mode] {
+    const int mode = o.compare.value_or(-2);
+    QObject::connect(letr, &ModelPanel::traceReady, &window, [&window, letr, mode, threshold = o.threshold] {
         static bool done = false;
         if (done) return;
         done = true;
+        if (threshold) letr->setThreshold(*threshold);
+        if (mode == -2) return;
         if (mode >= letr->positionCount())
             return window.reportError(QStringLiteral("--compare %1: this trace has layer positions 1..%2")
                                           .arg(mode + 1)
@@ -336,7 +358,8 @@ void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
     QObject::connect(vp, &widgets::ImageViewport::frameDrawn, &window, [vp, take, waitLetr, letr, wantCoat, coat, wantCst,
                                                                         cst, replay, wantStep] {
         static bool scheduled = false;
-        const bool letrDone = !waitLetr || (letr->hasTrace() && !letr->lsdRunning()) || !letr->lastFailure().isEmpty() ||
+        const bool letrDone = !waitLetr || (letr->hasTrace() && !letr->lsdRunning() &&
+                                            (letr->settings().lineColour != LineColour::EdgeSupport || letr->edgeFieldReady())) || !letr->lastFailure().isEmpty() ||
                               (!letr->busy() && !letr->runPending() && !letr->hasModel());
         const bool coatDone = !wantCoat || (coat->hasTrace() && !coat->busy()) || !coat->lastFailure().isEmpty();
         const bool cstDone = !wantCst || (!cst->busy() && !cst->runPending() && (cst->hasTrace() || cst->hasModel())) ||
@@ -391,6 +414,7 @@ int runGui(int argc, char** argv) {
     window.show();
     LetrInspector* letr = window.letrInspector();
     letr->setFlips(o.flips);
+    letr->setLineColour(o.lineColour);
     wireLetrOptions(window, o);
     wireCoatOptions(window, o);
     wireConstellationOptions(window, o);

@@ -150,7 +150,8 @@ protected:
     virtual void dropTrace() = 0;
     // Draws the active view into the viewport (and the compare pane); may throw.
     virtual void drawScene() = 0;
-    // After a run started by runWhenReady finished on its image.
+    // After a run finished on the shown image: `select` is runWhenReady's for an automatic run,
+    // -2 for any other.
     virtual void afterAutoRun(int select) { (void)select; }
     // Enables the family's controls (a trace is shown or not).
     virtual void enableControls(bool haveTrace) { (void)haveTrace; }

@@ -189,7 +189,10 @@ private Q_SLOTS:
                  {{img, "--run-coat", "--query", "3"}, "--query"},
                  {{img, "--run-coat", "--coat-view", "nonsense"}, "--coat-view"},
                  {{img, "--step", "-3"}, "--step"},
-                 {{img, "--step", "ten"}, "--step"}}) {
+                 {{img, "--step", "ten"}, "--step"},
+                 {{img, "--checkpoint", ck, "--run-letr", "--line-colour", "purple"}, "--line-colour"},
+                 {{img, "--checkpoint", ck, "--run-letr", "--threshold", "1.5"}, "--threshold"},
+                 {{img, "--checkpoint", ck, "--run-letr", "--threshold", "high"}, "--threshold"}}) {
             const Result r = run(args);
             QVERIFY2(r.code == 2, qPrintable(args.join(' ') + ": exit " + QString::number(r.code) + " " + r.err));
             QVERIFY2(r.err.contains(opt), qPrintable(r.err));

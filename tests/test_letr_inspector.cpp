@@ -89,6 +89,19 @@ void spreadLineHeads(LetrModel& m, const cv::Mat& image) {
     }
 }
 
+// Every entity's line of a trace's last layer, in entity order: x1, y1, x2, y2, score.
+std::vector<std::array<float, 5>> lastLayerLines(const LetrTrace& t) {
+    const Stage st = t.lastStage();
+    const int layer = t.lastLayer();
+    const torch::Tensor e = t.endpoints(st, layer).to(torch::kFloat32).contiguous();
+    const torch::Tensor sc = t.scores(st, layer).to(torch::kFloat32).contiguous();
+    std::vector<std::array<float, 5>> out(size_t(sc.size(0)));
+    for (int64_t i = 0; i < sc.size(0); ++i)
+        out[size_t(i)] = {e[i][0].item<float>(), e[i][1].item<float>(), e[i][2].item<float>(), e[i][3].item<float>(),
+                          sc[i].item<float>()};
+    return out;
+}
+
 } // namespace
 
 class TestLetrInspector : public QObject {
@@ -312,6 +325,85 @@ private Q_SLOTS:
         QCOMPARE(view.lineBuilds(), builds0 + uint64_t(np) + 1);
         checkLines(np - 1, 0.0f, 2);
         QCOMPARE(view.lineBuilds(), builds0 + uint64_t(np) + 2);
+    }
+
+    // Edge-support colours in the view: rows carry lineSupport of their line against the
+    // field (NaN before it), the scene colours every visible line by it and counts the lines on
+    // an edge, the selected line is magenta (red means "off an edge" here), and without a field
+    // the lines keep their score colours. LSD's scene: a line laid on the white rectangle's
+    // side is green, one inside the flat rectangle red.
+    void letrViewEdgeColours() {
+        namespace ev = glimpse::eval;
+        using glimpse::app::LineColour;
+        const auto trace = tinyTraceOfImage();
+        QVERIFY(trace);
+        cv::Mat rgb = cv::imread(imagePath_.toStdString());
+        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
+        glimpse::app::LetrView view(trace);
+        const int last = int(view.positions().size()) - 1;
+        glimpse::app::LetrViewSettings s;
+        s.position = last;
+        s.threshold = 0.0f;
+        s.lineColour = LineColour::EdgeSupport;
+        for (const auto& r : view.entities(last)) QVERIFY(std::isnan(r.edge));
+        auto sc = view.scene(s);
+        QCOMPARE(sc.lines.size(), size_t(24));
+        for (size_t i = 0; i < sc.lines.size(); ++i) {
+            const auto& row = view.entities(last)[size_t(sc.lineIds[i])];
+            const auto want = glimpse::app::scoreColoredLine(row.x1, row.y1, row.x2, row.y2, row.score);
+            QCOMPARE(sc.lines[i].g, want.g);
+        }
+        auto overlay = [](const glimpse::widgets::ViewportScene& scene, const std::string& key) {
+            for (const auto& row : scene.overlayRows)
+                if (row.first == key) return row.second;
+            return std::string();
+        };
+        QCOMPARE(overlay(sc, "on an edge"), std::string("measuring..."));
+
+        const auto field = std::make_shared<const ev::EdgeField>(ev::edgeField(rgb));
+        view.setEdgeField(field);
+        sc = view.scene(s);
+        int on = 0;
+        for (size_t i = 0; i < sc.lines.size(); ++i) {
+            const auto& row = view.entities(last)[size_t(sc.lineIds[i])];
+            const double support = ev::lineSupport(*field, row.x1, row.y1, row.x2, row.y2);
+            QCOMPARE(double(row.edge), double(float(support)));
+            const cv::Vec3b c = ev::edgeSupportColour(support);
+            QCOMPARE(sc.lines[i].r, float(c[0]) / 255.0f);
+            QCOMPARE(sc.lines[i].g, float(c[1]) / 255.0f);
+            QCOMPARE(sc.lines[i].b, float(c[2]) / 255.0f);
+            QVERIFY(QString::fromStdString(sc.lineLabels[i]).contains(QStringLiteral("edge %1%").arg(std::lround(100 * support))));
+            if (support >= 0.7) ++on;
+        }
+        QCOMPARE(overlay(sc, "on an edge"), std::to_string(on) + " of 24");
+        // Rows of a position first visited after the field came carry it too.
+        for (const auto& r : view.entities(0))
+            QCOMPARE(double(r.edge), double(float(ev::lineSupport(*field, r.x1, r.y1, r.x2, r.y2))));
+        // The selected entity: magenta here, red with score colours.
+        s.entity = 3;
+        sc = view.scene(s);
+        QCOMPARE(sc.lineIds.back(), 3);
+        QCOMPARE(sc.lines.back().g, glimpse::app::kSelectedEdgeModeRgb[1]);
+        QCOMPARE(sc.lines.back().b, glimpse::app::kSelectedEdgeModeRgb[2]);
+        s.lineColour = LineColour::Score;
+        sc = view.scene(s);
+        QCOMPARE(sc.lines.back().b, glimpse::app::kSelectedRgb[2]);
+        QVERIFY(overlay(sc, "on an edge").empty());
+        const auto& row0 = view.entities(last)[size_t(sc.lineIds[0])];
+        QCOMPARE(sc.lines[0].g, glimpse::app::scoreColoredLine(0, 0, 1, 1, row0.score).g);
+
+        // LSD's scene with a field: the rectangle's left side (x = 30, rows 20-110) is on an
+        // edge, a line inside the flat rectangle is not.
+        const std::vector<ev::ScoredLine> lsd{{30.0f, 24.0f, 30.0f, 106.0f, 1.0f}, {50.0f, 60.0f, 90.0f, 60.0f, 0.5f}};
+        const auto ls = glimpse::app::lsdScene(lsd, LineColour::EdgeSupport, field.get());
+        QCOMPARE(ls.lines.size(), size_t(2));
+        QCOMPARE(ls.lines[1].g, float(ev::kOnEdgeColour[1]) / 255.0f);    // strongest drawn last
+        QCOMPARE(ls.lines[0].r, float(ev::kOffEdgeColour[0]) / 255.0f);
+        QCOMPARE(ls.lines[0].g, float(ev::kOffEdgeColour[1]) / 255.0f);
+        QCOMPARE(overlay(ls, "on an edge"), std::string("1 of 2"));
+        QCOMPARE(overlay(glimpse::app::lsdScene(lsd, LineColour::EdgeSupport, nullptr), "on an edge"),
+                 std::string("measuring..."));
+        QVERIFY(overlay(glimpse::app::lsdScene(lsd), "on an edge").empty());
     }
 
     // A checkpoint that stores a display threshold (config "score_threshold", written by
@@ -555,6 +647,123 @@ private Q_SLOTS:
                 ++exportChecked;
             }
         QVERIFY(exportChecked >= 4);
+    }
+
+    // The inspector's edge-support colours: the shown image's field is measured off the UI
+    // thread once a trace is shown; the table's "edge %" column then gives every line's support
+    // (computed here from the image independently of the panel), the Colour choice colours the
+    // lines (and LSD's in the compare pane) by it, the rendered frame shows those colours, and
+    // another image drops the field and measures that image instead.
+    void edgeSupportColoursInTheGui() {
+        namespace ev = glimpse::eval;
+        using glimpse::app::LineColour;
+        MainWindow w;
+        runOn(w);
+        if (QTest::currentTestFailed()) return;
+        LetrInspector* in = w.letrInspector();
+        ImageViewport* vp = w.viewport();
+        QVERIFY(QTest::qWaitFor([&] { return in->edgeFieldReady(); }, 20000));
+        cv::Mat rgb = cv::imread(imagePath_.toStdString());
+        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
+        const ev::EdgeField field = ev::edgeField(rgb);
+        in->setThreshold(0.0);
+        const auto rows = lastLayerLines(*in->trace());
+        QTableWidget* table = in->entityTable();
+        QCOMPARE(table->rowCount(), 24);
+        QCOMPARE(table->horizontalHeaderItem(4)->text(), QString("edge %"));
+        for (int r = 0; r < table->rowCount(); ++r) {
+            const int entity = table->item(r, 0)->data(Qt::UserRole).toInt();
+            const auto& l = rows[size_t(entity)];
+            const double want = 100.0 * ev::lineSupport(field, l[0], l[1], l[2], l[3]);
+            QVERIFY2(std::abs(table->item(r, 4)->data(Qt::UserRole).toDouble() - want) < 1e-3,
+                     qPrintable(QStringLiteral("entity %1: %2 vs %3").arg(entity).arg(table->item(r, 4)->text()).arg(want)));
+        }
+        // Score colours until asked; then every line in its support's colour.
+        in->setEntity(-1);
+        QCOMPARE(in->settings().lineColour, LineColour::Score);
+        in->setLineColour(LineColour::EdgeSupport);
+        auto* box = in->findChild<QComboBox*>("lineColour");
+        QVERIFY(box);
+        const auto& sc = vp->scene();
+        QCOMPARE(sc.lines.size(), size_t(24));
+        for (size_t i = 0; i < sc.lines.size(); ++i) {
+            const auto& l = rows[size_t(sc.lineIds[i])];
+            const cv::Vec3b c = ev::edgeSupportColour(ev::lineSupport(field, l[0], l[1], l[2], l[3]));
+            QCOMPARE(sc.lines[i].g, float(c[1]) / 255.0f);
+            QCOMPARE(sc.lines[i].r, float(c[0]) / 255.0f);
+        }
+        // Pixels: the midpoint of a line with no other line near it has that line's colour
+        // class (sRGB encoding may lift the dark channels, so classes, not exact values).
+        vp->setOverlayVisible(false);
+        QVERIFY(waitFrames(vp, 2));
+        const QImage frame = vp->grabFrame();
+        int checked = 0;
+        for (size_t i = 0; i < sc.lines.size(); ++i) {
+            const auto& l = sc.lines[i];
+            const double mx = 0.5 * (l.x1 + l.x2), my = 0.5 * (l.y1 + l.y2);
+            if (mx < 3 || my < 3 || mx > 197 || my > 147) continue;
+            bool alone = true;
+            for (size_t j = 0; j < sc.lines.size() && alone; ++j)
+                if (j != i && segDist(mx, my, sc.lines[j]) * vp->view().zoom < 8) alone = false;
+            if (!alone) continue;
+            const QColor got = frame.pixelColor(toScreen(vp, frame, mx, my));
+            const bool red = l.r > 0.8f && l.g < 0.2f, green = l.g > 0.7f && l.r < 0.2f;
+            if (red) QVERIFY2(got.red() > 180 && got.green() < 140 && got.blue() < 140, qPrintable(got.name()));
+            else if (green) QVERIFY2(got.green() > 160 && got.red() < 140, qPrintable(got.name()));
+            else QVERIFY2(got.red() > 180 && got.green() > 160 && got.blue() < 120, qPrintable(got.name()));
+            ++checked;
+        }
+        QVERIFY2(checked >= 2, qPrintable(QString::number(checked)));
+        // LSD in the compare pane, coloured the same way: its lines on the rectangle are green.
+        in->setCompare(-1);
+        ImageViewport* cmp = w.compareViewport();
+        QVERIFY(QTest::qWaitFor([&] { return !cmp->scene().lines.empty(); }, 20000));
+        int green = 0;
+        for (const auto& l : cmp->scene().lines)
+            if (l.g == float(ev::kOnEdgeColour[1]) / 255.0f && l.r == float(ev::kOnEdgeColour[0]) / 255.0f) ++green;
+        QVERIFY2(green >= 2, qPrintable(QString::number(green)));
+        in->setCompare(-2);
+        // Back to score colours.
+        in->setLineColour(LineColour::Score);
+        QCOMPARE(box->currentData().toInt(), int(LineColour::Score));
+        const auto& l0 = rows[size_t(vp->scene().lineIds[0])];
+        QCOMPARE(vp->scene().lines[0].g, glimpse::app::scoreColoredLine(0, 0, 1, 1, l0[4]).g);
+        // A run whose lines all score below the threshold says so, with the best score.
+        {
+            in->setThreshold(1.0);
+            QSignalSpy messages(in, &LetrInspector::message);
+            QSignalSpy again(in, &LetrInspector::traceReady);
+            in->setFlips(2);   // runs again (a new setting)
+            QVERIFY(again.wait(60000));
+            QVERIFY(QTest::qWaitFor([&] { return !in->running(); }, 60000));
+            bool said = false;
+            for (const auto& m : messages)
+                said = said || (m.first().toString().startsWith("No line of layer fine 3 scores 1.00 or more (the best scores") &&
+                                m.first().toString().contains("lower the Threshold"));
+            QVERIFY(said);
+            in->setFlips(1);
+            QVERIFY(again.wait(60000));
+            in->setThreshold(0.0);
+        }
+        // Another image: the field is dropped, and the new image's is measured after its run.
+        cv::Mat other(120, 160, CV_8UC3, cv::Scalar(200, 200, 200));
+        cv::rectangle(other, cv::Rect(40, 30, 60, 50), cv::Scalar(10, 10, 10), cv::FILLED);
+        const QString otherPath = dir_.filePath("other.png");
+        QVERIFY(cv::imwrite(otherPath.toStdString(), other));
+        QSignalSpy loaded(&w, &MainWindow::imageLoaded);
+        w.openImage(otherPath);
+        QVERIFY(loaded.wait(10000));
+        QVERIFY(!in->edgeFieldReady());
+        QSignalSpy ready(in, &LetrInspector::traceReady);
+        in->run(false);
+        QVERIFY(ready.wait(60000));
+        QVERIFY(QTest::qWaitFor([&] { return in->edgeFieldReady(); }, 20000));
+        const ev::EdgeField otherField = ev::edgeField(other);
+        const auto rows2 = lastLayerLines(*in->trace());
+        const int entity = table->item(0, 0)->data(Qt::UserRole).toInt();
+        const auto& m = rows2[size_t(entity)];
+        QVERIFY(std::abs(table->item(0, 4)->data(Qt::UserRole).toDouble() -
+                         100.0 * ev::lineSupport(otherField, m[0], m[1], m[2], m[3])) < 1e-3);
     }
 
     void traceRoundTripAndErrors() {
@@ -939,6 +1148,38 @@ private Q_SLOTS:
                 if (qGreen(c) > 200 && (qRed(c) < 150 || qBlue(c) < 150)) ++linePixels;
             }
         QVERIFY2(linePixels > 50, qPrintable(QString::number(linePixels)));
+
+        // --line-colour edges: the screenshot waits for the image's edge field too, and LSD's
+        // lines on the rectangle's sides are drawn green in the compare pane (the scene's own
+        // colours have no such green: background (130, 110, 90), white, near-black).
+        // --threshold sets the display threshold after the run: at 0 all 24 of LETR's lines are
+        // drawn in the main pane in edge colours (red, yellow or green), at 1 none is.
+        const auto edgeColoured = [](QRgb c) {
+            const int r = qRed(c), g = qGreen(c), b = qBlue(c);
+            return (r > 180 && g < 130 && b < 130) || (g > 150 && r < 120 && b < 120) || (r > 180 && g > 150 && b < 100);
+        };
+        const auto countIn = [&](const QImage& im, int from, int to, bool greenOnly) {
+            int n = 0;
+            for (int y = 0; y < im.height(); ++y)
+                for (int x = im.width() * from / 100; x < im.width() * to / 100; ++x) {
+                    const QRgb c = im.pixel(x, y);
+                    if (greenOnly ? (qGreen(c) > 150 && qRed(c) < 120 && qBlue(c) < 120) : edgeColoured(c)) ++n;
+                }
+            return n;
+        };
+        const QString shot6 = tmp.filePath("f.png");
+        QCOMPARE(runGlimpse({imagePath_, "--checkpoint", checkpoint_, "--run-letr", "--compare", "lsd", "--line-colour",
+                             "edges", "--threshold", "0", "--screenshot", shot6}, err), 0);
+        const QImage img6 = QImage(shot6).convertToFormat(QImage::Format_RGB32);
+        const int greenPixels = countIn(img6, 38, 70, true), letrPixels = countIn(img6, 2, 33, false);
+        QVERIFY2(greenPixels > 50, qPrintable(QString::number(greenPixels)));
+        QVERIFY2(letrPixels > 100, qPrintable(QString::number(letrPixels)));
+        const QString shot7 = tmp.filePath("g.png");
+        QCOMPARE(runGlimpse({imagePath_, "--checkpoint", checkpoint_, "--run-letr", "--line-colour", "edges",
+                             "--threshold", "1", "--screenshot", shot7}, err), 0);
+        QCOMPARE(countIn(QImage(shot7).convertToFormat(QImage::Format_RGB32), 2, 33, false), 0);
+        QCOMPARE(runGlimpse({imagePath_, "--line-colour", "rainbow", "--screenshot", shot6}, err), 2);
+        QVERIFY2(err.contains("--line-colour"), qPrintable(err));
     }
 
     void videoFramesAreCachedPerFrame() {

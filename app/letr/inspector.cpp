@@ -16,6 +16,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include <cmath>
 #include <limits>
 
 #include <opencv2/imgproc.hpp>
@@ -154,8 +155,23 @@ void LetrInspector::buildUi() {
     form->addRow("Flips", flipsBox_);
     connect(flipsBox_, &QComboBox::activated, this, [this](int index) { setFlips(flipsBox_->itemData(index).toInt()); });
 
-    table_ = new QTableWidget(0, 4, this);
-    table_->setHorizontalHeaderLabels({"entity", "score", "length", "angle"});
+    colourBox_ = new QComboBox(this);
+    colourBox_->setObjectName("lineColour");
+    colourBox_->addItem("score", int(LineColour::Score));
+    colourBox_->addItem("edge support", int(LineColour::EdgeSupport));
+    colourBox_->setToolTip("Score: cyan (low) to yellow (high).\n"
+                           "Edge support: how much of each line lies on an edge of the shown image, measured as\n"
+                           "'glimpse eval edges' does (a strong gradient, top 10% of the image's, across the line):\n"
+                           "green on an edge (70% of its pixels or more), yellow partly (30-70%), red not.\n"
+                           "The table's 'edge %' column gives the fraction for every line.");
+    form->addRow("Colour", colourBox_);
+    connect(colourBox_, &QComboBox::activated, this,
+            [this](int index) { setLineColour(LineColour(colourBox_->itemData(index).toInt())); });
+
+    table_ = new QTableWidget(0, 5, this);
+    table_->setHorizontalHeaderLabels({"entity", "score", "length", "angle", "edge %"});
+    table_->horizontalHeaderItem(4)->setToolTip("Percentage of the line's pixels on a strong gradient across it "
+                                                "(the 'Colour: edge support' measure)");
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
     table_->setSelectionMode(QAbstractItemView::SingleSelection);
     table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -193,7 +209,18 @@ void LetrInspector::setModel(std::shared_ptr<letr::LetrModel> model, const QStri
 }
 
 void LetrInspector::afterAutoRun(int entity) {
-    if (!view_ || entity < -1) return;
+    if (!view_) return;
+    // A run whose lines all score below the threshold shows none: say so, and how to see them.
+    if (view_->visible(settings_.position, settings_.threshold).empty()) {
+        const auto all = view_->visible(settings_.position, -std::numeric_limits<float>::infinity());
+        if (!all.empty())
+            Q_EMIT message(QStringLiteral("No line of layer %1 scores %2 or more (the best scores %3): lower the "
+                                          "Threshold to see its lines.")
+                               .arg(QString::fromStdString(view_->positions()[size_t(settings_.position)].label()))
+                               .arg(double(settings_.threshold), 0, 'f', 2)
+                               .arg(double(all.front().score), 0, 'f', 3));
+    }
+    if (entity < -1) return;
     if (entity < 0) {
         const auto best = view_->visible(settings_.position, -std::numeric_limits<float>::infinity());
         if (best.empty()) return;
@@ -213,6 +240,41 @@ void LetrInspector::onSourceChanged(const QString& key) {
     // last opened.
     lsdCache_.remove(QString());
     if (key.startsWith("trace:")) lsdCache_.remove(key);
+    // The edge field belongs to one image: dropped for any other, and for an unnamed image or a
+    // trace file (which may have changed), as LSD's lines are; a measurement under way is dropped.
+    if (key != edgeKey_ || key.isEmpty() || key.startsWith("trace:")) {
+        ++edgeGeneration_;
+        edgeRunning_ = false;
+        edgeField_.reset();
+        edgeKey_.clear();
+    }
+}
+
+bool LetrInspector::edgeFieldReady() const { return edgeField_ && edgeKey_ == sourceKey(); }
+
+void LetrInspector::requestEdgeField() {
+    const QString key = sourceKey();
+    if (edgeKey_ == key && (edgeField_ || edgeRunning_)) return;
+    if (!viewport()->hasImage()) return;
+    edgeKey_ = key;
+    edgeField_.reset();
+    edgeRunning_ = true;
+    const int gen = ++edgeGeneration_;
+    runAsync(
+        this, [image = toMat(viewport()->image())] { return std::make_shared<const eval::EdgeField>(eval::edgeField(image)); },
+        [this, gen](Outcome<std::shared_ptr<const eval::EdgeField>> r) {
+            if (gen != edgeGeneration_) return;   // another image since
+            edgeRunning_ = false;
+            if (!r.ok()) {
+                edgeKey_.clear();
+                return fail("Edge support failed on the current image: " + r.error);
+            }
+            edgeField_ = r.value;
+            if (!view_) return;
+            view_->setEdgeField(edgeField_);
+            refillTable();
+            refresh();
+        });
 }
 
 // --- traces ---------------------------------------------------------------------------
@@ -250,6 +312,8 @@ void LetrInspector::showTrace(const Erased& erased, bool) {
     if (compareMode_ >= int(labels.size())) compareMode_ = -2;
     showCompareChoice(compareMode_ + 2);
     updating_ = false;
+    if (edgeFieldReady()) view_->setEdgeField(edgeField_);
+    else requestEdgeField();
     refillTable();
 }
 
@@ -362,6 +426,18 @@ void LetrInspector::setCompare(int mode) {
     if (active()) refreshCompare();
 }
 
+void LetrInspector::setLineColour(LineColour colour) {
+    const int index = colourBox_->findData(int(colour));
+    if (index < 0) return;
+    if (colourBox_->currentIndex() != index) {
+        const QSignalBlocker b(colourBox_);
+        colourBox_->setCurrentIndex(index);
+    }
+    if (settings_.lineColour == colour) return;
+    settings_.lineColour = colour;
+    refresh();
+}
+
 void LetrInspector::refillTable() {
     if (!view_) {
         table_->setRowCount(0);
@@ -380,6 +456,13 @@ void LetrInspector::refillTable() {
         table_->setItem(i, 1, new NumberItem(r.score, 3));
         table_->setItem(i, 2, new NumberItem(r.length, 1));
         table_->setItem(i, 3, new NumberItem(r.angle, 1));
+        if (std::isnan(r.edge)) {
+            auto* pending = new NumberItem(-1, 0);
+            pending->setText(QStringLiteral("..."));
+            table_->setItem(i, 4, pending);
+        } else {
+            table_->setItem(i, 4, new NumberItem(100.0 * double(r.edge), 0));
+        }
         if (r.entity == settings_.entity) selectedRow = i;
     }
     table_->setSortingEnabled(true);
@@ -408,8 +491,9 @@ void LetrInspector::refreshCompare() {
     // LSD baseline, computed once per image on a worker thread.
     const QString key = sourceKey();
     auto it = lsdCache_.find(key);
+    const eval::EdgeField* field = edgeFieldReady() ? edgeField_.get() : nullptr;
     if (it != lsdCache_.end() && it.value()) {
-        pane->setScene(lsdScene(*it.value()));
+        pane->setScene(lsdScene(*it.value(), settings_.lineColour, field));
         return;
     }
     if (it != lsdCache_.end()) return;   // running
@@ -423,7 +507,8 @@ void LetrInspector::refreshCompare() {
                 return fail("LSD failed on the current image: " + r.error);
             }
             lsdCache_.insert(key, r.value);
-            if (key == sourceKey() && compareMode_ == -1 && active()) comparePane()->setScene(lsdScene(*r.value));
+            if (key == sourceKey() && compareMode_ == -1 && active())
+                comparePane()->setScene(lsdScene(*r.value, settings_.lineColour, edgeFieldReady() ? edgeField_.get() : nullptr));
         });
 }
 
@@ -433,7 +518,7 @@ bool LetrInspector::lsdRunning() const {
 }
 
 void LetrInspector::enableControls(bool have) {
-    for (QWidget* w : {static_cast<QWidget*>(threshold_), static_cast<QWidget*>(entity_)})
+    for (QWidget* w : {static_cast<QWidget*>(threshold_), static_cast<QWidget*>(entity_), static_cast<QWidget*>(colourBox_)})
         w->setEnabled(have);
     thresholdLabel_->setText(QString::number(double(settings_.threshold), 'f', 2));
 }

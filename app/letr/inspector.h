@@ -2,8 +2,9 @@
 // LetrInspector: the LETR panel of the main window, a ModelPanel (app/panel.h: model, runs,
 // trace cache, save/open, compare pane). It turns the current LetrTrace into plain buffers for
 // the viewport through LetrView: a layer stepper (coarse 1..L then fine 1..L), score threshold,
-// head, colour map, opacity, the selected entity, an entity table, and a compare pane (another
-// layer, or OpenCV's LSD). The pattern for every family's panel: panel state here, drawing in
+// head, colour map, opacity, the selected entity, an entity table, a compare pane (another
+// layer, or OpenCV's LSD), and line colours by score or by edge support (how much of each line
+// lies on an edge of the shown image; eval::edgeSupport, measured off the UI thread). The pattern for every family's panel: panel state here, drawing in
 // widgets/ImageViewport, logic in view.h.
 #include <QHash>
 #include <QString>
@@ -53,6 +54,8 @@ public:
     std::vector<int> tableEntities() const;
     // True while the LSD lines of the compare pane are being computed for the shown image.
     bool lsdRunning() const;
+    // True once the shown image's edge field is known (the table's "edge" column is filled).
+    bool edgeFieldReady() const;
     int flips() const { return *flips_; }
     void addFileActions(QMenu* file) override;   // Export lines...
 
@@ -69,6 +72,8 @@ public Q_SLOTS:
     void setFlips(int views);
     // Compare pane: -2 off, -1 LSD, >= 0 a layer position.
     void setCompare(int mode);
+    // Colour lines by score or by edge support (both panes).
+    void setLineColour(LineColour colour);
 
 Q_SIGNALS:
     void linesExported(const QString& path);
@@ -77,7 +82,8 @@ protected:
     void showTrace(const Erased& trace, bool fromFile) override;
     void dropTrace() override;
     void drawScene() override;
-    // select: >= 0 that entity, -1 the highest-scoring entity of the shown layer, -2 nothing.
+    // After every run: a message when no line reaches the threshold; then select: >= 0 that
+    // entity, -1 the highest-scoring entity of the shown layer, -2 nothing.
     void afterAutoRun(int select) override;
     void enableControls(bool haveTrace) override;
     void onSourceChanged(const QString& key) override;
@@ -92,12 +98,18 @@ private:
     void buildUi();
     void refillTable();
     void refreshCompare();
+    void requestEdgeField();
 
     std::unique_ptr<LetrView> view_;
     LetrViewSettings settings_;
     int compareMode_ = -2;
     QHash<QString, std::shared_ptr<std::vector<eval::ScoredLine>>> lsdCache_;
     bool updating_ = false;
+    // The shown image's edge field: one image's only (a field is two float maps of its size).
+    QString edgeKey_;
+    std::shared_ptr<const eval::EdgeField> edgeField_;
+    int edgeGeneration_ = 0;
+    bool edgeRunning_ = false;
 
     widgets::LayerStepper* stepper_ = nullptr;
     QSlider* threshold_ = nullptr;
@@ -105,6 +117,7 @@ private:
     QSpinBox* entity_ = nullptr;
     QTableWidget* table_ = nullptr;
     QComboBox* flipsBox_ = nullptr;
+    QComboBox* colourBox_ = nullptr;
     // Read by the run on its worker thread when it starts.
     std::shared_ptr<std::atomic<int>> flips_;
 };

@@ -39,12 +39,36 @@ render::LineSegment scoreColoredLine(float x1, float y1, float x2, float y2, flo
     return l;
 }
 
+render::LineSegment edgeColoredLine(float x1, float y1, float x2, float y2, float support) {
+    const cv::Vec3b c = eval::edgeSupportColour(double(support));
+    render::LineSegment l;
+    l.x1 = x1; l.y1 = y1; l.x2 = x2; l.y2 = y2;
+    l.r = float(c[0]) / 255.0f;
+    l.g = float(c[1]) / 255.0f;
+    l.b = float(c[2]) / 255.0f;
+    l.a = 1.0f;
+    l.widthPx = kLineWidthPx;
+    return l;
+}
+
 LetrView::LetrView(std::shared_ptr<const letr::LetrTrace> trace) : trace_(std::move(trace)) {
     if (!trace_) throw Error("LetrView: no trace");
     positions_ = letrPositions(*trace_);
     rows_.resize(positions_.size());
     heads_.resize(positions_.size());
     lines_.resize(positions_.size());
+}
+
+void LetrView::setEdgeField(std::shared_ptr<const eval::EdgeField> field) {
+    edgeField_ = std::move(field);
+    for (auto& rows : rows_) fillEdges(rows);
+    for (Lines& l : lines_) l = Lines{};   // colours and labels change
+}
+
+void LetrView::fillEdges(std::vector<LetrEntityRow>& rows) const {
+    for (LetrEntityRow& r : rows)
+        r.edge = edgeField_ ? float(eval::lineSupport(*edgeField_, r.x1, r.y1, r.x2, r.y2))
+                            : std::numeric_limits<float>::quiet_NaN();
 }
 
 void LetrView::checkPosition(int position) const {
@@ -76,6 +100,7 @@ const std::vector<LetrEntityRow>& LetrView::entities(int position) {
         if (a >= 180.0f) a -= 180.0f;
         r.angle = a;
     }
+    if (edgeField_) fillEdges(rows);
     return rows;
 }
 
@@ -138,13 +163,15 @@ const std::vector<float>& LetrView::attention(int position, int head, int entity
     return attn_;
 }
 
-const LetrView::Lines& LetrView::visibleLines(int position, float threshold) {
+const LetrView::Lines& LetrView::visibleLines(int position, float threshold, LineColour colour) {
     checkPosition(position);
-    // Kept for every position at one threshold: a layer change back to a layer already drawn,
-    // or an entity change, reuses them; another threshold rebuilds.
-    if (threshold != linesThreshold_ && !(std::isnan(threshold) && std::isnan(linesThreshold_))) {
+    // Kept for every position at one threshold and colouring: a layer change back to a layer
+    // already drawn, or an entity change, reuses them; another threshold or colouring rebuilds.
+    if ((threshold != linesThreshold_ && !(std::isnan(threshold) && std::isnan(linesThreshold_))) ||
+        colour != linesColour_) {
         for (Lines& l : lines_) l = Lines{};
         linesThreshold_ = threshold;
+        linesColour_ = colour;
     }
     Lines& out = lines_[size_t(position)];
     if (out.built) return out;
@@ -152,11 +179,17 @@ const LetrView::Lines& LetrView::visibleLines(int position, float threshold) {
     out.lines.reserve(vis.size());
     out.ids.reserve(vis.size());
     out.labels.reserve(vis.size());
-    char buf[64];
+    char buf[80];
     for (auto it = vis.rbegin(); it != vis.rend(); ++it) {   // lowest score first
-        out.lines.push_back(scoreColoredLine(it->x1, it->y1, it->x2, it->y2, it->score));
+        const bool byEdge = colour == LineColour::EdgeSupport && !std::isnan(it->edge);
+        out.lines.push_back(byEdge ? edgeColoredLine(it->x1, it->y1, it->x2, it->y2, it->edge)
+                                   : scoreColoredLine(it->x1, it->y1, it->x2, it->y2, it->score));
         out.ids.push_back(it->entity);
-        std::snprintf(buf, sizeof buf, "entity %d  score %.3f", it->entity, double(it->score));
+        if (std::isnan(it->edge))
+            std::snprintf(buf, sizeof buf, "entity %d  score %.3f", it->entity, double(it->score));
+        else
+            std::snprintf(buf, sizeof buf, "entity %d  score %.3f  edge %.0f%%", it->entity, double(it->score),
+                          100.0 * double(it->edge));
         out.labels.emplace_back(buf);
     }
     out.built = true;
@@ -169,7 +202,7 @@ widgets::ViewportScene LetrView::scene(const LetrViewSettings& s) {
     widgets::ViewportScene sc;
     const auto& all = entities(s.position);
     const bool haveEntity = s.entity >= 0 && s.entity < int(all.size());
-    const Lines& vis = visibleLines(s.position, s.threshold);
+    const Lines& vis = visibleLines(s.position, s.threshold, s.lineColour);
     if (s.showLines) {
         sc.lines.reserve(vis.lines.size() + 1);
         sc.lineIds.reserve(vis.lines.size() + 1);
@@ -187,12 +220,16 @@ widgets::ViewportScene LetrView::scene(const LetrViewSettings& s) {
     }
     if (haveEntity) {
         const LetrEntityRow& r = all[size_t(s.entity)];
-        render::LineSegment l{r.x1, r.y1, r.x2, r.y2, kSelectedRgb[0], kSelectedRgb[1], kSelectedRgb[2],
-                              1.0f, kSelectedWidthPx};
+        const float* rgb = s.lineColour == LineColour::EdgeSupport ? kSelectedEdgeModeRgb : kSelectedRgb;
+        render::LineSegment l{r.x1, r.y1, r.x2, r.y2, rgb[0], rgb[1], rgb[2], 1.0f, kSelectedWidthPx};
         sc.lines.push_back(l);
         sc.lineIds.push_back(r.entity);
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "entity %d  score %.3f (selected)", r.entity, double(r.score));
+        char buf[80];
+        if (std::isnan(r.edge))
+            std::snprintf(buf, sizeof buf, "entity %d  score %.3f (selected)", r.entity, double(r.score));
+        else
+            std::snprintf(buf, sizeof buf, "entity %d  score %.3f  edge %.0f%% (selected)", r.entity,
+                          double(r.score), 100.0 * double(r.edge));
         sc.lineLabels.emplace_back(buf);
         if (s.showHeatmap) {
             int h = 0, w = 0;
@@ -221,21 +258,44 @@ widgets::ViewportScene LetrView::scene(const LetrViewSettings& s) {
         sc.overlayRows.push_back({"entity", "none (click a line)"});
     }
     sc.overlayRows.push_back({"lines", std::to_string(vis.lines.size()) + " of " + std::to_string(all.size())});
+    if (s.lineColour == LineColour::EdgeSupport) {
+        if (!edgeField_) {
+            sc.overlayRows.push_back({"on an edge", "measuring..."});
+        } else {
+            const eval::EdgeSupportOptions o;
+            size_t on = 0;
+            for (const auto& r : all)
+                if (r.score >= s.threshold && r.edge >= o.minSupport) ++on;
+            sc.overlayRows.push_back({"on an edge", std::to_string(on) + " of " + std::to_string(vis.lines.size())});
+        }
+    }
     return sc;
 }
 
-widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines) {
+widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines, LineColour colour,
+                                const eval::EdgeField* field) {
     widgets::ViewportScene sc;
     const size_t n = lines.size();
+    const bool byEdge = colour == LineColour::EdgeSupport && field;
+    const eval::EdgeSupportOptions o;
+    size_t on = 0;
     for (size_t i = n; i-- > 0;) {   // strongest drawn last (on top)
         const auto& l = lines[i];
-        const float t = n > 1 ? 1.0f - float(i) / float(n - 1) : 1.0f;
-        sc.lines.push_back(scoreColoredLine(l.x1, l.y1, l.x2, l.y2, t));
+        if (byEdge) {
+            const float support = float(eval::lineSupport(*field, l.x1, l.y1, l.x2, l.y2, o));
+            if (support >= o.minSupport) ++on;
+            sc.lines.push_back(edgeColoredLine(l.x1, l.y1, l.x2, l.y2, support));
+        } else {
+            const float t = n > 1 ? 1.0f - float(i) / float(n - 1) : 1.0f;
+            sc.lines.push_back(scoreColoredLine(l.x1, l.y1, l.x2, l.y2, t));
+        }
         sc.lineIds.push_back(-1);
         sc.lineLabels.emplace_back();
     }
     sc.overlayRows.push_back({"layer", "LSD (OpenCV)"});
     sc.overlayRows.push_back({"lines", std::to_string(n)});
+    if (colour == LineColour::EdgeSupport)
+        sc.overlayRows.push_back({"on an edge", byEdge ? std::to_string(on) + " of " + std::to_string(n) : "measuring..."});
     return sc;
 }
 

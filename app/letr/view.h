@@ -4,11 +4,13 @@
 // (widgets::ViewportScene). No widgets: the inspector panel and `glimpse bench inspector`
 // share it. Per-layer predictions are unpacked once per position; the attention map is
 // recomputed only when the (layer, head, entity) it depends on changes.
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/models/letr/trace.h"
+#include "core/eval/edge_support.h"
 #include "core/eval/lsd.h"
 #include "renderer/renderer.h"
 #include "widgets/viewport.h"
@@ -23,6 +25,10 @@ struct LetrPosition {
 };
 std::vector<LetrPosition> letrPositions(const letr::LetrTrace& trace);
 
+// What an unselected line's colour says: its score, or how much of it lies on an edge of the
+// shown image (eval::edgeSupport's measure: green on an edge, yellow partly, red not).
+enum class LineColour { Score, EdgeSupport };
+
 struct LetrViewSettings {
     int position = 0;          // index into letrPositions()
     int head = -1;             // -1 = mean over heads
@@ -32,6 +38,7 @@ struct LetrViewSettings {
     float opacity = 0.6f;
     bool showLines = true;
     bool showHeatmap = true;
+    LineColour lineColour = LineColour::Score;
 };
 
 // One predicted line of a layer, with what the entity table lists.
@@ -41,14 +48,21 @@ struct LetrEntityRow {
     float x1 = 0, y1 = 0, x2 = 0, y2 = 0;
     float length = 0;    // original-image pixels
     float angle = 0;     // degrees in [0, 180), counter-clockwise from the image's x axis
+    // Fraction of its samples on a strong gradient across it in the shown image
+    // (eval::lineSupport); NaN until the view has the image's edge field.
+    float edge = std::numeric_limits<float>::quiet_NaN();
 };
 
 // Colours shared by every LETR view (and checked by tests).
 constexpr float kSelectedRgb[3] = {1.0f, 0.1f, 0.1f};   // the selected entity's line
+// ... when lines are coloured by edge support (where red means "not on an edge").
+constexpr float kSelectedEdgeModeRgb[3] = {1.0f, 0.2f, 1.0f};
 constexpr float kLineWidthPx = 2.0f;
 constexpr float kSelectedWidthPx = 4.0f;
 // Score colour of an unselected line: cyan (low) to yellow (high).
 render::LineSegment scoreColoredLine(float x1, float y1, float x2, float y2, float score);
+// Edge-support colour (eval::edgeSupportColour) of a line with this support.
+render::LineSegment edgeColoredLine(float x1, float y1, float x2, float y2, float support);
 
 class LetrView {
 public:
@@ -56,6 +70,11 @@ public:
     const letr::LetrTrace& trace() const { return *trace_; }
     std::shared_ptr<const letr::LetrTrace> tracePtr() const { return trace_; }
     const std::vector<LetrPosition>& positions() const { return positions_; }
+    // The shown image's gradient field (eval::edgeField, computed off the UI thread): from now
+    // on every row carries its edge support, and LineColour::EdgeSupport colours by it. Until
+    // then (or with nullptr) rows have NaN and lines keep their score colours.
+    void setEdgeField(std::shared_ptr<const eval::EdgeField> field);
+    bool hasEdgeField() const { return bool(edgeField_); }
 
     // Every entity of the position (unsorted, entity order).
     const std::vector<LetrEntityRow>& entities(int position);
@@ -71,9 +90,11 @@ public:
     // How many times the visible lines of a (position, threshold) were built: for tests.
     uint64_t lineBuilds() const { return lineBuilds_; }
 
-    // The scene for the viewport: visible lines coloured by score (lowest drawn first), the
+    // The scene for the viewport: visible lines coloured by score or edge support (lowest score
+    // drawn first), the
     // selected entity's line in red on top (even below the threshold), its attention heatmap
-    // (0 .. max of the map), and the overlay rows (layer, head, entity, score, lines).
+    // (0 .. max of the map), and the overlay rows (layer, head, entity, score, lines, and with
+    // edge colours how many of the shown lines are on an edge).
     widgets::ViewportScene scene(const LetrViewSettings& s);
 
 private:
@@ -99,13 +120,18 @@ private:
         std::vector<std::string> labels;
     };
     float linesThreshold_ = 0.0f;
+    LineColour linesColour_ = LineColour::Score;
+    std::shared_ptr<const eval::EdgeField> edgeField_;
+    void fillEdges(std::vector<LetrEntityRow>& rows) const;
     std::vector<Lines> lines_;
     uint64_t lineBuilds_ = 0;
-    const Lines& visibleLines(int position, float threshold);
+    const Lines& visibleLines(int position, float threshold, LineColour colour);
 };
 
-// LSD baseline lines as a scene (all lines, coloured by rank, not pickable).
-widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines);
+// LSD baseline lines as a scene (all lines, not pickable), coloured by rank, or with
+// LineColour::EdgeSupport and a field by their edge support like LETR's.
+widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines, LineColour colour = LineColour::Score,
+                                const eval::EdgeField* field = nullptr);
 
 // Writes the entity rows as JSON (an object with "layer" and "lines") or CSV (header
 // entity,score,x1,y1,x2,y2,length,angle), chosen by the extension (.json / .csv), atomically.
