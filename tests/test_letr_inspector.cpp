@@ -738,7 +738,7 @@ private Q_SLOTS:
             QVERIFY(QTest::qWaitFor([&] { return !in->running(); }, 60000));
             bool said = false;
             for (const auto& m : messages)
-                said = said || (m.first().toString().startsWith("No line of layer fine 3 scores 1.00 or more (the best scores") &&
+                said = said || (m.first().toString().startsWith("No line of layer fine 3 scores 1.000 or more (the best scores") &&
                                 m.first().toString().contains("lower the Threshold"));
             QVERIFY(said);
             in->setFlips(1);

@@ -217,7 +217,7 @@ void LetrInspector::afterAutoRun(int entity) {
             Q_EMIT message(QStringLiteral("No line of layer %1 scores %2 or more (the best scores %3): lower the "
                                           "Threshold to see its lines.")
                                .arg(QString::fromStdString(view_->positions()[size_t(settings_.position)].label()))
-                               .arg(double(settings_.threshold), 0, 'f', 2)
+                               .arg(double(settings_.threshold), 0, 'f', 3)
                                .arg(double(all.front().score), 0, 'f', 3));
     }
     if (entity < -1) return;
