@@ -678,6 +678,31 @@ private Q_SLOTS:
             QVERIFY2(std::abs(table->item(r, 4)->data(Qt::UserRole).toDouble() - want) < 1e-3,
                      qPrintable(QStringLiteral("entity %1: %2 vs %3").arg(entity).arg(table->item(r, 4)->text()).arg(want)));
         }
+        // Export carries the support: JSON "edge" and the CSV's last column, as the table has it.
+        {
+            const QString js = dir_.filePath("edge_lines.json"), csv = dir_.filePath("edge_lines.csv");
+            in->exportLines(js);
+            in->exportLines(csv);
+            QFile jf(js);
+            QVERIFY(jf.open(QIODevice::ReadOnly));
+            const QJsonArray lines = QJsonDocument::fromJson(jf.readAll()).object()["lines"].toArray();
+            QCOMPARE(lines.size(), 24);
+            QFile cf(csv);
+            QVERIFY(cf.open(QIODevice::ReadOnly | QIODevice::Text));
+            const QStringList csvRows = QString(cf.readAll()).split('\n', Qt::SkipEmptyParts);
+            QCOMPARE(csvRows.size(), 25);
+            QCOMPARE(csvRows[0], QString("entity,score,x1,y1,x2,y2,length,angle,edge"));
+            for (int i = 0; i < 24; ++i) {
+                const QJsonObject o = lines[i].toObject();
+                const auto& l = rows[size_t(o["entity"].toInt())];
+                const double want = ev::lineSupport(field, l[0], l[1], l[2], l[3]);
+                QVERIFY(std::abs(o["edge"].toDouble() - want) < 1e-6);
+                const QStringList cells = csvRows[i + 1].split(',');
+                QCOMPARE(cells.size(), 9);
+                QCOMPARE(cells[0].toInt(), o["entity"].toInt());
+                QVERIFY(std::abs(cells[8].toDouble() - want) < 1e-5);
+            }
+        }
         // Score colours until asked; then every line in its support's colour.
         in->setEntity(-1);
         QCOMPARE(in->settings().lineColour, LineColour::Score);

@@ -314,15 +314,19 @@ void writeLines(const std::string& path, const std::string& layerLabel,
         j["lines"] = nlohmann::json::array();
         for (const auto& r : rows)
             j["lines"].push_back({{"entity", r.entity}, {"score", r.score}, {"x1", r.x1}, {"y1", r.y1},
-                                  {"x2", r.x2}, {"y2", r.y2}, {"length", r.length}, {"angle", r.angle}});
+                                  {"x2", r.x2}, {"y2", r.y2}, {"length", r.length}, {"angle", r.angle},
+                                  {"edge", std::isnan(r.edge) ? nlohmann::json(nullptr) : nlohmann::json(r.edge)}});
         text = j.dump(1) + "\n";
     } else if (endsWith(".csv")) {
         std::ostringstream os;
         os.precision(7);
-        os << "entity,score,x1,y1,x2,y2,length,angle\n";
-        for (const auto& r : rows)
+        os << "entity,score,x1,y1,x2,y2,length,angle,edge\n";
+        for (const auto& r : rows) {
             os << r.entity << ',' << r.score << ',' << r.x1 << ',' << r.y1 << ',' << r.x2 << ','
-               << r.y2 << ',' << r.length << ',' << r.angle << '\n';
+               << r.y2 << ',' << r.length << ',' << r.angle << ',';
+            if (!std::isnan(r.edge)) os << r.edge;
+            os << '\n';
+        }
         text = os.str();
     } else {
         throw Error(path + ": unknown line export format (use a .json or .csv file name)");

@@ -134,7 +134,8 @@ widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines, Line
                                 const eval::EdgeField* field = nullptr);
 
 // Writes the entity rows as JSON (an object with "layer" and "lines") or CSV (header
-// entity,score,x1,y1,x2,y2,length,angle), chosen by the extension (.json / .csv), atomically.
+// entity,score,x1,y1,x2,y2,length,angle,edge), chosen by the extension (.json / .csv),
+// atomically. "edge" is the row's edge support (JSON null / an empty CSV field until known).
 // Throws glimpse::Error naming the file for other extensions or write failures.
 void writeLines(const std::string& path, const std::string& layerLabel,
                 const std::vector<LetrEntityRow>& rows);
