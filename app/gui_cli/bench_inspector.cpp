@@ -42,7 +42,9 @@ const char* kUsage =
     "median scene-building time and the median CPU time of the whole process (all threads,\n"
     "lavapipe's included) per request, in milliseconds; 'none' redraws an unchanged scene.\n"
     "--no-heatmap / --no-lines leave that layer out (to see what each costs). --kinds: only these\n"
-    "changes (none, layer, head, entity, threshold, colormap; e.g. to profile one). --threads: LibTorch\n"
+    "changes (none, layer, head, entity, threshold, colormap, colour: score <-> edge-support line\n"
+    "colours; e.g. to profile one). Also prints the time of the image's edge field (the GUI computes\n"
+    "it on a worker thread) and of every entity's edge support at every position. --threads: LibTorch\n"
     "and OpenBLAS threads (default 1; the GUI runs OpenBLAS on 1 thread too).\n";
 
 // The trace the bench redraws: --trace, else a random LETR's on a 1024x768 image; `image` gets
@@ -146,6 +148,7 @@ std::vector<Kind> changeKinds(const Args& a, app::LetrViewSettings& s, int posit
         {"entity", [&s, &rng, n](int) { s.entity = int(rng() % uint32_t(n)); }},
         {"threshold", [&s](int i) { s.threshold = thresholds[i % 6]; }},
         {"colormap", [&s](int i) { s.colormap = render::Colormap(i % 4); }},
+        {"colour", [&s](int i) { s.lineColour = i % 2 ? app::LineColour::EdgeSupport : app::LineColour::Score; }},
     };
     if (!a.has("--kinds")) return kinds;
     const std::string list = "," + *a.get("--kinds") + ",";
@@ -195,6 +198,16 @@ int benchInspector(const std::vector<std::string>& argv) {
 
     app::LetrView view(trace);
     const int positions = int(view.positions().size());
+    {
+        for (int p = 0; p < positions; ++p) (void)view.entities(p);   // unpacked as without the field
+        const auto e0 = std::chrono::steady_clock::now();
+        auto field = std::make_shared<const eval::EdgeField>(eval::edgeField(image));
+        const double fieldMs = msSince(e0);
+        const auto e1 = std::chrono::steady_clock::now();
+        view.setEdgeField(field);
+        std::printf("edge field: %dx%d image %.1f ms; edge support of %lld entities x %d positions %.1f ms\n",
+                    image.cols, image.rows, fieldMs, (long long)trace->numQueries(), positions, msSince(e1));
+    }
     app::LetrViewSettings s;
     s.position = positions - 1;
     s.entity = 0;
@@ -216,6 +229,7 @@ int benchInspector(const std::vector<std::string>& argv) {
         s.head = -1;
         s.entity = 0;
         s.threshold = 0.0f;
+        s.lineColour = app::LineColour::Score;
         std::vector<double> ms, build, cpu;
         for (long long i = 0; i < reps; ++i) {
             k.change(int(i + 1));
