@@ -252,6 +252,8 @@ void LetrInspector::onSourceChanged(const QString& key) {
 
 bool LetrInspector::edgeFieldReady() const { return edgeField_ && edgeKey_ == sourceKey(); }
 
+const eval::EdgeField* LetrInspector::shownEdgeField() const { return edgeFieldReady() ? edgeField_.get() : nullptr; }
+
 void LetrInspector::requestEdgeField() {
     const QString key = sourceKey();
     if (edgeKey_ == key && (edgeField_ || edgeRunning_)) return;
@@ -491,9 +493,8 @@ void LetrInspector::refreshCompare() {
     // LSD baseline, computed once per image on a worker thread.
     const QString key = sourceKey();
     auto it = lsdCache_.find(key);
-    const eval::EdgeField* field = edgeFieldReady() ? edgeField_.get() : nullptr;
     if (it != lsdCache_.end() && it.value()) {
-        pane->setScene(lsdScene(*it.value(), settings_.lineColour, field));
+        pane->setScene(lsdScene(*it.value(), settings_.lineColour, shownEdgeField()));
         return;
     }
     if (it != lsdCache_.end()) return;   // running
@@ -508,7 +509,7 @@ void LetrInspector::refreshCompare() {
             }
             lsdCache_.insert(key, r.value);
             if (key == sourceKey() && compareMode_ == -1 && active())
-                comparePane()->setScene(lsdScene(*r.value, settings_.lineColour, edgeFieldReady() ? edgeField_.get() : nullptr));
+                comparePane()->setScene(lsdScene(*r.value, settings_.lineColour, shownEdgeField()));
         });
 }
 

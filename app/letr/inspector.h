@@ -99,6 +99,7 @@ private:
     void refillTable();
     void refreshCompare();
     void requestEdgeField();
+    const eval::EdgeField* shownEdgeField() const;   // the shown image's, or null
 
     std::unique_ptr<LetrView> view_;
     LetrViewSettings settings_;

@@ -51,6 +51,19 @@ render::LineSegment edgeColoredLine(float x1, float y1, float x2, float y2, floa
     return l;
 }
 
+namespace {
+// A line's hover label: entity, score, and its edge support once known.
+std::string lineLabel(const LetrEntityRow& r, bool selected) {
+    char buf[96];
+    if (std::isnan(r.edge))
+        std::snprintf(buf, sizeof buf, "entity %d  score %.3f%s", r.entity, double(r.score), selected ? " (selected)" : "");
+    else
+        std::snprintf(buf, sizeof buf, "entity %d  score %.3f  edge %.0f%%%s", r.entity, double(r.score),
+                      100.0 * double(r.edge), selected ? " (selected)" : "");
+    return buf;
+}
+} // namespace
+
 LetrView::LetrView(std::shared_ptr<const letr::LetrTrace> trace) : trace_(std::move(trace)) {
     if (!trace_) throw Error("LetrView: no trace");
     positions_ = letrPositions(*trace_);
@@ -179,18 +192,12 @@ const LetrView::Lines& LetrView::visibleLines(int position, float threshold, Lin
     out.lines.reserve(vis.size());
     out.ids.reserve(vis.size());
     out.labels.reserve(vis.size());
-    char buf[80];
     for (auto it = vis.rbegin(); it != vis.rend(); ++it) {   // lowest score first
         const bool byEdge = colour == LineColour::EdgeSupport && !std::isnan(it->edge);
         out.lines.push_back(byEdge ? edgeColoredLine(it->x1, it->y1, it->x2, it->y2, it->edge)
                                    : scoreColoredLine(it->x1, it->y1, it->x2, it->y2, it->score));
         out.ids.push_back(it->entity);
-        if (std::isnan(it->edge))
-            std::snprintf(buf, sizeof buf, "entity %d  score %.3f", it->entity, double(it->score));
-        else
-            std::snprintf(buf, sizeof buf, "entity %d  score %.3f  edge %.0f%%", it->entity, double(it->score),
-                          100.0 * double(it->edge));
-        out.labels.emplace_back(buf);
+        out.labels.push_back(lineLabel(*it, false));
     }
     out.built = true;
     ++lineBuilds_;
@@ -224,13 +231,7 @@ widgets::ViewportScene LetrView::scene(const LetrViewSettings& s) {
         render::LineSegment l{r.x1, r.y1, r.x2, r.y2, rgb[0], rgb[1], rgb[2], 1.0f, kSelectedWidthPx};
         sc.lines.push_back(l);
         sc.lineIds.push_back(r.entity);
-        char buf[80];
-        if (std::isnan(r.edge))
-            std::snprintf(buf, sizeof buf, "entity %d  score %.3f (selected)", r.entity, double(r.score));
-        else
-            std::snprintf(buf, sizeof buf, "entity %d  score %.3f  edge %.0f%% (selected)", r.entity,
-                          double(r.score), 100.0 * double(r.edge));
-        sc.lineLabels.emplace_back(buf);
+        sc.lineLabels.push_back(lineLabel(r, true));
         if (s.showHeatmap) {
             int h = 0, w = 0;
             const auto& a = attention(s.position, s.head, s.entity, h, w);
