@@ -358,8 +358,9 @@ void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
     QObject::connect(vp, &widgets::ImageViewport::frameDrawn, &window, [vp, take, waitLetr, letr, wantCoat, coat, wantCst,
                                                                         cst, replay, wantStep] {
         static bool scheduled = false;
-        const bool letrDone = !waitLetr || (letr->hasTrace() && !letr->lsdRunning() &&
-                                            (letr->settings().lineColour != LineColour::EdgeSupport || letr->edgeFieldReady())) || !letr->lastFailure().isEmpty() ||
+        const bool edgesDone = letr->settings().lineColour != LineColour::EdgeSupport || letr->edgeFieldReady();
+        const bool letrDone = !waitLetr || (letr->hasTrace() && !letr->lsdRunning() && edgesDone) ||
+                              !letr->lastFailure().isEmpty() ||
                               (!letr->busy() && !letr->runPending() && !letr->hasModel());
         const bool coatDone = !wantCoat || (coat->hasTrace() && !coat->busy()) || !coat->lastFailure().isEmpty();
         const bool cstDone = !wantCst || (!cst->busy() && !cst->runPending() && (cst->hasTrace() || cst->hasModel())) ||
