@@ -1,6 +1,7 @@
 // The glimpse executable's headless commands, run as a user would (a separate process).
 #include <QFileInfo>
 #include <QImage>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -15,7 +16,9 @@
 #include <hdf5.h>
 #include <torch/torch.h>
 
+#include "core/eval/edge_support.h"
 #include "core/io/checkpoint.h"
+#include "core/io/image.h"
 #include "core/models/letr/trace.h"
 
 class TestCli : public QObject {
@@ -245,7 +248,17 @@ private Q_SLOTS:
         QCOMPARE(overlay.size(), QSize(160, 120));
         QFile jf(json);
         QVERIFY(jf.open(QIODevice::ReadOnly));
-        QVERIFY(jf.readAll().contains("x1"));
+        // Every line has its edge support against the image, as the measure gives it.
+        const QJsonArray jl = QJsonDocument::fromJson(jf.readAll()).object().value("lines").toArray();
+        QCOMPARE(jl.size(), 20);
+        const glimpse::eval::EdgeField field = glimpse::eval::edgeField(glimpse::loadImageRGB(img.toStdString()));
+        for (const auto& v : jl) {
+            const QJsonObject o = v.toObject();
+            QVERIFY(o.contains("edge"));
+            const double want = glimpse::eval::lineSupport(field, o["x1"].toDouble(), o["y1"].toDouble(),
+                                                           o["x2"].toDouble(), o["y2"].toDouble());
+            QVERIFY2(std::abs(o["edge"].toDouble() - want) < 1e-9, qPrintable(QString::number(o["edge"].toDouble())));
+        }
         r = run({"info", trace});
         QCOMPARE(r.code, 0);
         QVERIFY2(r.out.contains("glimpse.trace") && r.out.contains("letr"), qPrintable(r.out));

@@ -19,6 +19,7 @@
 #include "app/letr/cli.h"
 #include "core/util/threads.h"
 #include "core/error.h"
+#include "core/eval/edge_support.h"
 #include "core/io/atomic_file.h"
 #include "core/util/device.h"
 #include "core/util/timing.h"
@@ -46,7 +47,9 @@ const char* kInferUsage =
     "files are named after the images. --random-seed runs a randomly initialized model (no\n"
     "trained weights: the lines are meaningless, for trying the pipeline). Lines in the PNG and\n"
     "JSON are those of the last decoder layer with score >= --threshold (default: the\n"
-    "checkpoint's score_threshold when it has one, else 0.7).\n"
+    "checkpoint's score_threshold when it has one, else 0.7); each JSON line has its edge\n"
+    "support \"edge\" (the fraction of its pixels on a strong gradient across it, as\n"
+    "glimpse eval edges measures it).\n"
     "--precision: how entity states and memories are stored (default float16: 2/3 of the\n"
     "size, attention maps within 1e-4; float32: attention equal to the forward pass's).\n"
     "--flips 2|4: also runs the image's left-right mirror (4: and the up-down ones) and stores\n"
@@ -66,7 +69,9 @@ cv::Mat drawOverlay(const cv::Mat& rgb, const std::vector<LetrLine>& lines) {
     return out;
 }
 
-std::string linesJson(const std::string& image, const LetrTrace& t, float threshold) {
+// The JSON of the last layer's lines, each with its edge support against `rgb` (the measure of
+// `glimpse eval edges` and of the inspector's edge colours).
+std::string linesJson(const std::string& image, const cv::Mat& rgb, const LetrTrace& t, float threshold) {
     const Stage stage = t.lastStage();
     const int layer = t.lastLayer();
     nlohmann::json j;
@@ -78,9 +83,10 @@ std::string linesJson(const std::string& image, const LetrTrace& t, float thresh
     j["layer"] = layer;
     j["flips"] = t.flips();
     j["lines"] = nlohmann::json::array();
+    const eval::EdgeField field = eval::edgeField(rgb);
     for (const auto& l : t.lines(stage, layer, threshold))
         j["lines"].push_back({{"x1", l.x1}, {"y1", l.y1}, {"x2", l.x2}, {"y2", l.y2}, {"score", l.score},
-                              {"entity", l.entity}});
+                              {"entity", l.entity}, {"edge", eval::lineSupport(field, l.x1, l.y1, l.x2, l.y2)}});
     return j.dump(1) + "\n";
 }
 
@@ -116,7 +122,7 @@ void inferOne(LetrModel& model, const std::string& path, const std::string& mode
     const auto lines = trace.lines(trace.lastStage(), trace.lastLayer(), threshold);
     if (outs.png) saveImagePNG(outs.path(*outs.png, path, ".png"), drawOverlay(rgb, lines));
     if (outs.json) {
-        const std::string text = linesJson(path, trace, threshold);
+        const std::string text = linesJson(path, rgb, trace, threshold);
         writeBytesAtomically(outs.path(*outs.json, path, ".json"), text.data(), text.size());
     }
     line << rgb.cols << "x" << rgb.rows << " -> " << trace.inputSize()[1] << "x" << trace.inputSize()[0] << ", "
