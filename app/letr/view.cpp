@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/io/atomic_file.h"
+#include "core/util/path.h"
 
 namespace glimpse::app {
 
@@ -198,6 +199,7 @@ const LetrView::Lines& LetrView::visibleLines(int position, float threshold, Lin
                                    : scoreColoredLine(it->x1, it->y1, it->x2, it->y2, it->score));
         out.ids.push_back(it->entity);
         out.labels.push_back(lineLabel(*it, false));
+        if (it->edge >= eval::EdgeSupportOptions{}.minSupport) ++out.onEdge;
     }
     out.built = true;
     ++lineBuilds_;
@@ -260,15 +262,9 @@ widgets::ViewportScene LetrView::scene(const LetrViewSettings& s) {
     }
     sc.overlayRows.push_back({"lines", std::to_string(vis.lines.size()) + " of " + std::to_string(all.size())});
     if (s.lineColour == LineColour::EdgeSupport) {
-        if (!edgeField_) {
-            sc.overlayRows.push_back({"on an edge", "measuring..."});
-        } else {
-            const eval::EdgeSupportOptions o;
-            size_t on = 0;
-            for (const auto& r : all)
-                if (r.score >= s.threshold && r.edge >= o.minSupport) ++on;
-            sc.overlayRows.push_back({"on an edge", std::to_string(on) + " of " + std::to_string(vis.lines.size())});
-        }
+        sc.overlayRows.push_back({"on an edge", edgeField_ ? std::to_string(vis.onEdge) + " of " +
+                                                                 std::to_string(vis.lines.size())
+                                                           : std::string("measuring...")});
     }
     return sc;
 }
@@ -302,14 +298,9 @@ widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines, Line
 
 void writeLines(const std::string& path, const std::string& layerLabel,
                 const std::vector<LetrEntityRow>& rows) {
-    auto endsWith = [&](const std::string& ext) {
-        if (path.size() < ext.size()) return false;
-        std::string tail = path.substr(path.size() - ext.size());
-        std::transform(tail.begin(), tail.end(), tail.begin(), ::tolower);
-        return tail == ext;
-    };
+    const std::string ext = lowerExtension(path);
     std::string text;
-    if (endsWith(".json")) {
+    if (ext == ".json") {
         nlohmann::json j;
         j["layer"] = layerLabel;
         j["lines"] = nlohmann::json::array();
@@ -318,7 +309,7 @@ void writeLines(const std::string& path, const std::string& layerLabel,
                                   {"x2", r.x2}, {"y2", r.y2}, {"length", r.length}, {"angle", r.angle},
                                   {"edge", std::isnan(r.edge) ? nlohmann::json(nullptr) : nlohmann::json(r.edge)}});
         text = j.dump(1) + "\n";
-    } else if (endsWith(".csv")) {
+    } else if (ext == ".csv") {
         std::ostringstream os;
         os.precision(7);
         os << "entity,score,x1,y1,x2,y2,length,angle,edge\n";

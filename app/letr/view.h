@@ -118,6 +118,7 @@ private:
         std::vector<render::LineSegment> lines;
         std::vector<int> ids;
         std::vector<std::string> labels;
+        size_t onEdge = 0;   // of them, on an edge (0 until the edge field is there)
     };
     float linesThreshold_ = 0.0f;
     LineColour linesColour_ = LineColour::Score;

@@ -68,8 +68,6 @@ double lineSupport(const EdgeField& f, double x1, double y1, double x2, double y
 }
 
 EdgeSupport edgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lines, const EdgeSupportOptions& o) {
-    if (image.empty() || image.depth() != CV_8U || (image.channels() != 1 && image.channels() != 3))
-        throw Error("edge support: expected a non-empty 8-bit gray or RGB image");
     if (!(o.strongPercentile > 0 && o.strongPercentile < 1) || !(o.minSupport > 0 && o.minSupport <= 1) || o.topK < 1)
         throw Error("edge support: bad options");
     const EdgeField f = edgeField(image, o);
