@@ -7,6 +7,8 @@ install(FILES ${PROJECT_SOURCE_DIR}/resources/imagenet_classes.txt DESTINATION s
 # install time); found at <prefix>/share/glimpse/letr_demo.h5 by defaultLetrCheckpoint().
 install(FILES ${PROJECT_SOURCE_DIR}/resources/letr_demo.h5 DESTINATION share/glimpse OPTIONAL)
 install(FILES ${PROJECT_SOURCE_DIR}/resources/constellation_demo.h5 DESTINATION share/glimpse)
+# M-LSD tiny (Apache-2.0; provenance in resources/NOTICE): the line baseline beside LSD.
+install(FILES ${PROJECT_SOURCE_DIR}/resources/mlsd_tiny.h5 ${PROJECT_SOURCE_DIR}/resources/NOTICE DESTINATION share/glimpse)
 install(FILES ${PROJECT_SOURCE_DIR}/installer/glimpse.desktop DESTINATION share/applications)
 install(FILES ${PROJECT_SOURCE_DIR}/resources/glimpse.svg
         DESTINATION share/icons/hicolor/scalable/apps)

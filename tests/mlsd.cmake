@@ -1,0 +1,3 @@
+# M-LSD (core/models/mlsd): network, post-processing, converter parity and refusals against an
+# independent torch M-LSD with random weights (Debian's /usr/bin/python3; skipped without torch).
+glimpse_add_test(test_mlsd SOURCES test_mlsd.cpp LIBS glimpse_core TIMEOUT 300 LABELS mlsd letr)
