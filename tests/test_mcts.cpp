@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 
 #include "core/error.h"
 #include "core/rl/mcts.h"
@@ -62,6 +63,141 @@ struct TinyModel : SearchModel {
     }
 };
 
+// A second, independent implementation of one EfficientZero search as the official code does
+// it (core/ctree/cnode.cpp, cminimax.cpp; read for the facts, written here from scratch over
+// linked nodes and recursion): the root starts at one visit, pUCT over the parent's visits
+// minus one, min-max statistics cleared after every back-propagation and recomputed by the
+// official walk (preorder, last action first, each Q against the node walked before it), and
+// the tie list built in action order; one draw of `rng` per selection, trees in lockstep.
+struct ReferenceSearch {
+    struct RNode {
+        float prior = 0.f;
+        int visits = 0;
+        double valueSum = 0;
+        float prefix = 0.f;
+        bool reset = false;
+        std::vector<int> path;
+        std::vector<std::unique_ptr<RNode>> children;
+        double value() const { return visits == 0 ? 0.0 : valueSum / visits; }
+    };
+    struct Stats {
+        double lo = 1e6, hi = -1e6;   // the official FLOAT_MAX / FLOAT_MIN start
+        double delta = 0.01;
+        double normalize(double v) const { return hi - lo > 0 ? (v - lo) / std::max(hi - lo, delta) : v; }
+    };
+    MctsConfig c;
+    std::mt19937_64 rng;
+    std::function<float(const std::vector<int>&)> reward, value;
+    std::function<std::vector<float>(const std::vector<int>&)> logits;
+    std::vector<std::unique_ptr<RNode>> roots;
+    std::vector<Stats> stats;
+
+    void expand(RNode& n, const std::vector<float>& l) {
+        const float top = *std::max_element(l.begin(), l.end());
+        double sum = 0;
+        for (float x : l) sum += std::exp(double(x - top));
+        for (size_t a = 0; a < l.size(); ++a) {
+            auto child = std::make_unique<RNode>();
+            child->prior = float(std::exp(double(l[a] - top)) / sum);
+            child->path = n.path;
+            child->path.push_back(int(a));
+            n.children.push_back(std::move(child));
+        }
+    }
+    double q(const RNode& parent, const RNode& child) const {
+        return (parent.reset ? child.prefix : child.prefix - parent.prefix) + c.discount * child.value();
+    }
+    // The official walk, recursively: `previous` is the node walked last.
+    void walk(const RNode& n, const RNode*& previous, bool root, Stats& s) const {
+        if (!root) {
+            const double v = (previous->reset ? n.prefix : n.prefix - previous->prefix) + c.discount * n.value();
+            s.lo = std::min(s.lo, v);
+            s.hi = std::max(s.hi, v);
+        }
+        previous = &n;
+        for (size_t a = n.children.size(); a-- > 0;)
+            if (!n.children[a]->children.empty()) walk(*n.children[a], previous, false, s);
+    }
+    std::vector<RNode*> traverse(RNode* root, Stats& s) {
+        std::vector<RNode*> path{root};
+        double parentQ = 0;
+        bool isRoot = true;
+        while (!path.back()->children.empty()) {
+            RNode& n = *path.back();
+            double total = 0;
+            int visited = 0;
+            for (auto& ch : n.children)
+                if (ch->visits > 0) {
+                    total += q(n, *ch);
+                    ++visited;
+                }
+            const double meanQ = isRoot && visited > 0 ? total / visited : (parentQ + total) / (visited + 1);
+            parentQ = meanQ;
+            isRoot = false;
+            const double N = n.visits - 1;
+            double best = -1e6;
+            std::vector<int> list;
+            for (size_t a = 0; a < n.children.size(); ++a) {
+                const RNode& ch = *n.children[a];
+                const double pb = (std::log((N + c.pbCBase + 1) / c.pbCBase) + c.pbCInit) * std::sqrt(N) / (ch.visits + 1);
+                const double v = std::clamp(s.normalize(ch.visits == 0 ? meanQ : q(n, ch)), 0.0, 1.0);
+                const double score = pb * ch.prior + v;
+                if (best < score) {
+                    best = score;
+                    list = {int(a)};
+                } else if (score >= best - c.tieEpsilon) {
+                    list.push_back(int(a));
+                }
+            }
+            path.push_back(n.children[size_t(list[size_t(rng() % list.size())])].get());
+        }
+        return path;
+    }
+    void run(int batch) {
+        for (int b = 0; b < batch; ++b) {
+            roots.push_back(std::make_unique<RNode>());
+            expand(*roots.back(), logits({}));
+            roots.back()->visits = 1;
+            stats.emplace_back();
+            stats.back().delta = c.minMaxFloor;
+        }
+        for (int sim = 0; sim < c.numSimulations; ++sim) {
+            std::vector<std::vector<RNode*>> paths;
+            for (int b = 0; b < batch; ++b) paths.push_back(traverse(roots[size_t(b)].get(), stats[size_t(b)]));
+            for (int b = 0; b < batch; ++b) {
+                auto& path = paths[size_t(b)];
+                RNode& leaf = *path.back();
+                const RNode& parent = *path[path.size() - 2];
+                leaf.prefix = (parent.reset ? 0.f : parent.prefix) + reward(leaf.path);
+                leaf.reset = int(leaf.path.size()) % c.lstmHorizon == 0;
+                expand(leaf, logits(leaf.path));
+                double bootstrap = value(leaf.path);
+                for (size_t i = path.size(); i-- > 0;) {
+                    path[i]->valueSum += bootstrap;
+                    ++path[i]->visits;
+                    const double r = i == 0 ? 0.0
+                                            : (path[i - 1]->reset ? path[i]->prefix : path[i]->prefix - path[i - 1]->prefix);
+                    bootstrap = r + c.discount * bootstrap;
+                }
+                Stats fresh;
+                fresh.delta = c.minMaxFloor;
+                const RNode* previous = nullptr;
+                walk(*roots[size_t(b)], previous, true, fresh);
+                stats[size_t(b)] = fresh;
+            }
+        }
+    }
+};
+
+// Pseudo-random but fixed functions of an action path, on a few levels (so that scores tie).
+uint64_t pathHash(const std::vector<int>& path, uint64_t salt) {
+    uint64_t h = 1469598103934665603ull ^ salt;
+    for (int a : path) h = (h ^ uint64_t(a + 1)) * 1099511628211ull;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 32);
+}
+
 std::vector<float> softmax(const std::vector<float>& x) {
     float top = *std::max_element(x.begin(), x.end());
     std::vector<float> p;
@@ -113,8 +249,11 @@ private Q_SLOTS:
         QVERIFY(std::abs(s.normalize(0.8) - 2.0) < 1e-12);  // ucbScore clips this to 1
         MinMaxStats narrow;
         narrow.update(1.0);
+        QCOMPARE(narrow.normalize(0.7), 0.7);  // one value seen (no range yet): unchanged, as the reference
         narrow.update(1.005);  // range below the 0.01 floor
         QVERIFY(std::abs(narrow.normalize(1.005) - 0.5) < 1e-9);
+        narrow.clear();
+        QCOMPARE(narrow.normalize(0.3), 0.3);
 
         Mcts mcts;
         Node parent, child;
@@ -212,8 +351,10 @@ private Q_SLOTS:
             ++checked;
         }
         QCOMPARE(checked, 12);
-        // Simulation k ends at depth k with return k: the root's mean is (1 + ... + 12) / 12.
-        QVERIFY(std::abs(r.rootValues[0] - 6.5f) < 1e-5f);
+        // Simulation k ends at depth k with return k; the root starts at one visit (as the
+        // reference's): its value is (1 + ... + 12) / 13.
+        QVERIFY(std::abs(r.rootValues[0] - 6.0f) < 1e-5f);
+        QCOMPARE(tree[0].visits, 13);
     }
 
     void dirichletNoiseOnlyAtRootAndOnlyWhenEnabled() {
@@ -289,13 +430,112 @@ private Q_SLOTS:
         QVERIFY(r2.improvedPolicies[0][1] > 0.9f);
         QCOMPARE(r2.improvedPolicies[0][2], 0.f);  // illegal
         QVERIFY(std::abs(r2.improvedPolicies[0][0] + r2.improvedPolicies[0][1] - 1.f) < 1e-5f);
-        // By hand: sigma = (50 + max visits) * 0.1 times the min-max normalized Q (1 for the
-        // paying action, 0 for the other, both visited), on top of equal logits.
+        // By hand: sigma = (50 + max visits) * 0.1 times the min-max normalized Q of each action
+        // (both visited; the statistics of the final tree, as the search leaves them), on top of
+        // equal logits.
         const auto& tree = mcts2.tree(0);
-        const int maxN = std::max(tree[size_t(tree[0].firstChild)].visits, tree[size_t(tree[0].firstChild + 1)].visits);
-        QVERIFY(tree[size_t(tree[0].firstChild)].visits > 0);
-        const double sigma = (50.0 + maxN) * 0.1;
-        QVERIFY(std::abs(r2.improvedPolicies[0][1] - float(1.0 / (1.0 + std::exp(-sigma)))) < 1e-4f);
+        const Node& c0 = tree[size_t(tree[0].firstChild)];
+        const Node& c1 = tree[size_t(tree[0].firstChild + 1)];
+        QVERIFY(c0.visits > 0);
+        MinMaxStats stats;
+        rescanMinMax(tree, mc.discount, stats);
+        auto nq = [&](const Node& c) { return std::clamp(stats.normalize(mcts2.childQ(tree[0], c)), 0.0, 1.0); };
+        QVERIFY(nq(c1) > nq(c0));
+        const double sigma = (50.0 + std::max(c0.visits, c1.visits)) * 0.1;
+        QVERIFY(std::abs(r2.improvedPolicies[0][1] - float(1.0 / (1.0 + std::exp(-sigma * (nq(c1) - nq(c0)))))) < 1e-4f);
+    }
+
+    // Parity with the reference search (ReferenceSearch above, written another way): on a model
+    // whose rewards, values and logits take few levels (ties are common), batched trees with
+    // LSTM resets give the same visit counts, root values and root Q for a seeded tie-break.
+    void matchesReferenceSearch() {
+        int trees = 0, tiedStarts = 0;
+        for (uint64_t seed : {1ull, 2ull, 3ull, 4ull, 5ull, 6ull}) {
+            MctsConfig c;
+            c.numSimulations = 12 + int(seed) * 7;
+            c.lstmHorizon = 3;
+            const int A = 2 + int(seed % 3);
+            const int B = 4;
+            auto reward = [](const std::vector<int>& p) { return float(pathHash(p, 11) % 3) * 0.5f; };
+            auto value = [](const std::vector<int>& p) { return float(int(pathHash(p, 23) % 5) - 2) * 0.75f; };
+            auto logits = [A](const std::vector<int>& p) {
+                std::vector<float> l;
+                for (int a = 0; a < A; ++a) {
+                    std::vector<int> q = p;
+                    q.push_back(a);
+                    l.push_back(float(pathHash(q, 37) % 3));
+                }
+                return l;
+            };
+            TinyModel model;
+            model.numActions = A;
+            model.reward = [&](int, const std::vector<int>& p) { return reward(p); };
+            model.value = value;
+            model.logits = logits;
+            Mcts mcts(c, seed);
+            const SearchResult r = mcts.search(model, model.start(B), false);
+
+            ReferenceSearch ref;
+            ref.c = c;
+            ref.rng.seed(seed);
+            ref.reward = reward;
+            ref.value = value;
+            ref.logits = logits;
+            ref.run(B);
+            for (int b = 0; b < B; ++b) {
+                const auto& root = *ref.roots[size_t(b)];
+                std::vector<int> counts;
+                for (auto& ch : root.children) counts.push_back(ch->visits);
+                QCOMPARE(r.visitCounts[size_t(b)], counts);
+                QVERIFY(std::abs(double(r.rootValues[size_t(b)]) - root.valueSum / (c.numSimulations + 1)) < 1e-5);
+                QCOMPARE(root.visits, c.numSimulations + 1);
+                for (int a = 0; a < A; ++a)
+                    if (counts[size_t(a)] > 0)
+                        QVERIFY(std::abs(double(r.rootQ[size_t(b)][size_t(a)]) - ref.q(root, *root.children[size_t(a)])) <
+                                1e-5);
+                ++trees;
+            }
+            const auto l = logits({});
+            tiedStarts += std::count(l.begin(), l.end(), *std::max_element(l.begin(), l.end())) > 1;
+        }
+        QCOMPARE(trees, 24);
+        QVERIFY(tiedStarts > 0);   // the tie-break was exercised at the root's first selection
+    }
+
+    // The min-max statistics after a search are the reference's walk over the final tree.
+    void minMaxStatsAreRescannedOverTheTree() {
+        TinyModel model;
+        model.numActions = 3;
+        model.reward = [](int, const std::vector<int>& p) { return float(pathHash(p, 5) % 4); };
+        model.value = [](const std::vector<int>& p) { return float(pathHash(p, 9) % 7) - 3.f; };
+        MctsConfig c;
+        c.numSimulations = 25;
+        Mcts mcts(c, 4);
+        mcts.search(model, model.start(1), false);
+        const auto& tree = mcts.tree(0);
+        MinMaxStats s;
+        rescanMinMax(tree, c.discount, s);
+        // By hand over every expanded non-root node, against its true parent: the same set
+        // except where the walk takes another node as "parent"; both ranges must be finite and
+        // the walk's minimum and maximum must be Q values of the tree's nodes.
+        QVERIFY(std::isfinite(s.minimum) && std::isfinite(s.maximum) && s.maximum > s.minimum);
+        bool minFound = false, maxFound = false;
+        for (size_t i = 1; i < tree.size(); ++i) {
+            if (!tree[i].expanded()) continue;
+            for (const Node& other : tree) {
+                if (!other.expanded()) continue;
+                const double reward = other.resetHidden ? tree[i].valuePrefix : tree[i].valuePrefix - other.valuePrefix;
+                const double q = reward + c.discount * tree[i].value();
+                minFound = minFound || std::abs(q - s.minimum) < 1e-9;
+                maxFound = maxFound || std::abs(q - s.maximum) < 1e-9;
+            }
+        }
+        QVERIFY(minFound && maxFound);
+        // The root's own value is not among them: a tree of the root alone has none.
+        std::vector<Node> lone(1);
+        MinMaxStats none;
+        rescanMinMax(lone, c.discount, none);
+        QVERIFY(none.maximum < none.minimum);
     }
 
     void actionSelection() {

@@ -13,9 +13,15 @@ void MinMaxStats::update(double v) {
     maximum = std::max(maximum, v);
 }
 
+void MinMaxStats::clear() {
+    minimum = std::numeric_limits<double>::infinity();
+    maximum = -std::numeric_limits<double>::infinity();
+}
+
 double MinMaxStats::normalize(double v) const {
-    if (maximum < minimum) return v;
-    return (v - minimum) / std::max(maximum - minimum, floor);
+    const double delta = maximum - minimum;
+    if (!(delta > 0)) return v;   // nothing seen, or one value: unchanged (as the reference)
+    return (v - minimum) / std::max(delta, floor);
 }
 
 double puctPrior(const MctsConfig& c, int parentVisits, int childVisits, double prior) {
@@ -57,12 +63,19 @@ int Mcts::selectChild(const std::vector<Node>& tree, const Node& node, const Min
     std::vector<int> actions = legal;
     if (actions.empty())
         for (int a = 0; a < node.numChildren; ++a) actions.push_back(a);
-    std::vector<double> scores;
-    for (int a : actions) scores.push_back(ucbScore(node, tree[size_t(node.firstChild + a)], stats, mq));
-    const double best = *std::max_element(scores.begin(), scores.end());
-    std::vector<int> ties;  // every action within tieEpsilon of the best, chosen uniformly
-    for (size_t i = 0; i < actions.size(); ++i)
-        if (std::abs(scores[i] - best) < config_.tieEpsilon) ties.push_back(actions[i]);
+    // The reference's tie rule, in action order: a higher score starts the list afresh, a score
+    // within tieEpsilon below the best so far joins it; one of the list is chosen uniformly.
+    double best = -std::numeric_limits<double>::infinity();
+    std::vector<int> ties;
+    for (int a : actions) {
+        const double score = ucbScore(node, tree[size_t(node.firstChild + a)], stats, mq);
+        if (score > best) {
+            best = score;
+            ties.assign(1, a);
+        } else if (score >= best - config_.tieEpsilon) {
+            ties.push_back(a);
+        }
+    }
     if (ties.empty()) throw Error("mcts: no finite pUCT score (the model returned non-finite values)");
     return ties[size_t(rng_() % ties.size())];
 }
@@ -102,9 +115,8 @@ std::vector<int> actionsOrAll(const std::vector<int>& legal, int numActions) {
     return actions;
 }
 
-// Back up the leaf value along `path`: each node gets the discounted return from itself on; the
-// tree's min-max statistics see each node's Q from its parent's view (the root's with reward 0).
-void backUp(std::vector<Node>& tree, const std::vector<int>& path, double value, double discount, MinMaxStats& stats) {
+// Back up the leaf value along `path`: each node gets the discounted return from itself on.
+void backUp(std::vector<Node>& tree, const std::vector<int>& path, double value, double discount) {
     double bootstrap = value;
     for (size_t i = path.size(); i-- > 0;) {
         Node& node = tree[size_t(path[i])];
@@ -116,10 +128,39 @@ void backUp(std::vector<Node>& tree, const std::vector<int>& path, double value,
             ++parent.childVisits;
             reward = parent.resetHidden ? node.valuePrefix : node.valuePrefix - parent.valuePrefix;
         }
-        stats.update(reward + discount * node.value());
         bootstrap = reward + discount * bootstrap;
     }
 }
+
+} // namespace
+
+// The reference's update_tree_q (EfficientZero core/ctree/cnode.cpp), run after every back-up
+// on cleared statistics: a depth-first walk over the expanded nodes with a stack (children
+// pushed in action order, so the last action's subtree comes first); every node but the root
+// adds reward + discount * value, its reward taken against the node walked just before it
+// (its parent when it directly follows it, else the last node of the previous subtree: the
+// reference does this, and matching it is the point; docs/rl.md "Search").
+void rescanMinMax(const std::vector<Node>& tree, double discount, MinMaxStats& stats) {
+    stats.clear();
+    std::vector<int> stack{0};
+    float previousPrefix = 0.f;
+    bool previousReset = false;
+    while (!stack.empty()) {
+        const int index = stack.back();
+        stack.pop_back();
+        const Node& node = tree[size_t(index)];
+        if (index != 0) {
+            const double reward = previousReset ? node.valuePrefix : node.valuePrefix - previousPrefix;
+            stats.update(reward + discount * node.value());
+        }
+        for (int a = 0; a < node.numChildren; ++a)
+            if (tree[size_t(node.firstChild + a)].expanded()) stack.push_back(node.firstChild + a);
+        previousPrefix = node.valuePrefix;
+        previousReset = node.resetHidden;
+    }
+}
+
+namespace {
 
 // The completed-Q policy target (SearchResult::improvedPolicies) over the legal actions, from the
 // root's logits and value and its children's visit counts and Q.
@@ -182,6 +223,7 @@ void Mcts::startTree(int b, const Prediction& root, const std::vector<int>& lega
     tree[0].state = {0, b};
     expand(tree, 0, root, legal);
     tree[0].valuePrefix = 0.f;  // the root starts the prefix
+    tree[0].visits = 1;         // as the reference's root: its value is value_sum / (N + 1)
     if (!addNoise) return;
     const std::vector<int> actions = actionsOrAll(legal, numActions_);
     std::gamma_distribution<double> gamma(config_.dirichletAlpha, 1.0);
@@ -271,7 +313,8 @@ SearchResult Mcts::search(SearchModel& model, const std::vector<Prediction>& roo
             const int leaf = paths[size_t(b)].back();
             tree[size_t(leaf)].state = {sim, b};
             expand(tree, leaf, out[size_t(b)], {});
-            backUp(tree, paths[size_t(b)], out[size_t(b)].value, config_.discount, stats[size_t(b)]);
+            backUp(tree, paths[size_t(b)], out[size_t(b)].value, config_.discount);
+            rescanMinMax(tree, config_.discount, stats[size_t(b)]);
         }
     }
     SearchResult result;

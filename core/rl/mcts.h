@@ -1,9 +1,10 @@
 #pragma once
 // Batched Monte Carlo tree search in a learned model, EfficientZero style (docs/rl.md,
 // MODELS.md "MCTS"): B trees searched in lockstep, one batched model call per simulation.
-// pUCT with pb_c_base / pb_c_init, min-max normalized Q over value-prefix differences,
-// LSTM state reset every `lstmHorizon` levels, Dirichlet noise at the roots when asked,
-// random tie-break within 1e-6 from a seeded RNG. No LibTorch here: the model is reached
+// pUCT with pb_c_base / pb_c_init, min-max normalized Q over value-prefix differences (the
+// statistics re-scanned over the tree after every back-up, root excluded, as the official
+// code does), LSTM state reset every `lstmHorizon` levels, Dirichlet noise at the roots when
+// asked, the reference's tie-break within 1e-6 from a seeded RNG. No LibTorch here: the model is reached
 // through SearchModel (core/models/efficientzero/search.h adapts the network).
 #include <cstdint>
 #include <limits>
@@ -51,13 +52,16 @@ public:
                                               const std::vector<uint8_t>& resetHidden) = 0;
 };
 
-// Running min and max of the Q values seen in one tree.
+// Min and max of a tree's Q values. The search clears them after every back-up and re-scans
+// the tree (rescanMinMax), as the reference does.
 struct MinMaxStats {
     double minimum = std::numeric_limits<double>::infinity();
     double maximum = -std::numeric_limits<double>::infinity();
     double floor = 0.01;
     void update(double v);
-    // (v - min) / max(max - min, floor); v unchanged before any update. Not clipped.
+    void clear();
+    // (v - min) / max(max - min, floor) once max > min; v unchanged before (nothing seen, or
+    // a single value), as the reference's CMinMaxStats. Not clipped.
     double normalize(double v) const;
 };
 
@@ -67,7 +71,7 @@ double puctPrior(const MctsConfig& config, int parentVisits, int childVisits, do
 
 struct Node {
     float prior = 0.f;
-    int visits = 0;
+    int visits = 0;            // the root starts at 1 (the reference's root value is value_sum / (N + 1))
     int childVisits = 0;       // sum of the children's visits (N in the pUCT formula)
     double valueSum = 0;
     float valuePrefix = 0.f;
@@ -82,7 +86,7 @@ struct Node {
 
 struct SearchResult {
     std::vector<std::vector<int>> visitCounts;  // [B][numActions], 0 for illegal actions
-    std::vector<float> rootValues;              // [B] mean backed-up value of the root
+    std::vector<float> rootValues;              // [B] root value: backed-up values' sum / (N + 1)
     std::vector<std::vector<float>> policies;   // [B][numActions] visit distribution
     std::vector<std::vector<float>> rootPriors; // [B][numActions] after noise, if any
     std::vector<std::vector<float>> rootQ;      // [B][numActions] Q from the root, -inf if unvisited
@@ -138,6 +142,10 @@ private:
     int numActions_ = 0;
     std::vector<std::vector<Node>> trees_;
 };
+
+// The reference's min-max statistics of `tree` after a back-up: cleared, then every expanded
+// node but the root, in the reference's walk order (see mcts.cpp).
+void rescanMinMax(const std::vector<Node>& tree, double discount, MinMaxStats& stats);
 
 // Visit-count action selection: temperature 0 picks the most visited action; ties go to the
 // highest `tieScores` entry (e.g. the search's root Q, SearchResult::rootQ) when given, and the
