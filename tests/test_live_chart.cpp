@@ -1,10 +1,14 @@
-// widgets/live_chart: points appended incrementally show up in the series and the axes; a
-// second run overlays with its own style and legend entry; the grid makes one chart per series.
-#include <QLegendMarker>
-#include <QLineSeries>
-#include <QChart>
-#include <QLegend>
+// widgets/live_chart: rows appended incrementally show up in the lines and the axes; overlays
+// keep their own style; per-pixel-column decimation keeps spikes (checked against a brute-force
+// min/max); smoothing draws the EMA a test formula computes, over the faint raw line; log scale;
+// the x axis by step / relative / wall time; a single point is drawn; hover read-out and last
+// values; the grid's groups, collapse, maximize / Escape, run filter and PNG / SVG / CSV export.
+#include <QFile>
 #include <QGridLayout>
+#include <QPainter>
+#include <QRandomGenerator>
+#include <QTemporaryDir>
+#include <QToolButton>
 #include <QtTest>
 
 #include <cmath>
@@ -12,8 +16,45 @@
 #include "widgets/live_chart.h"
 
 using glimpse::widgets::ChartGrid;
+using glimpse::widgets::emaSmooth;
 using glimpse::widgets::LiveChart;
+using glimpse::widgets::MinMaxPyramid;
 using glimpse::widgets::niceIntegerTickInterval;
+using glimpse::widgets::XAxisMode;
+
+namespace {
+
+bool near(const QColor& p, const QColor& want, int tol) {
+    return std::abs(p.red() - want.red()) < tol && std::abs(p.green() - want.green()) < tol &&
+           std::abs(p.blue() - want.blue()) < tol;
+}
+
+// Pixels of `want` (within tol) in the square of radius r about `at`.
+int hitsNear(const QImage& img, QPointF at, const QColor& want, int r = 2, int tol = 40) {
+    int hits = 0;
+    for (int dy = -r; dy <= r; ++dy)
+        for (int dx = -r; dx <= r; ++dx) {
+            const int x = int(std::lround(at.x())) + dx, y = int(std::lround(at.y())) + dy;
+            if (x >= 0 && y >= 0 && x < img.width() && y < img.height() && near(img.pixelColor(x, y), want, tol)) ++hits;
+        }
+    return hits;
+}
+
+QImage drawn(LiveChart& c) {
+    QImage img(c.size(), QImage::Format_RGB32);
+    QPainter p(&img);
+    c.draw(p, img.rect());
+    return img;
+}
+
+// The grouping of the Training view, as a plain function: losses, then validation, then the rest.
+ChartGrid::Placement threeGroups(const QString& s) {
+    if (s.startsWith("loss")) return {0, "Losses", s == "loss/total" ? 0 : 1};
+    if (s.startsWith("val/")) return {1, "Validation metrics", 0};
+    return {3, "Optimizer and system", 0};
+}
+
+} // namespace
 
 class TestLiveChart : public QObject {
     Q_OBJECT
@@ -45,11 +86,11 @@ private Q_SLOTS:
         QCOMPARE(c.pointCount(0), 5);
     }
 
-    // A long run keeps every point but draws at most kShownPoints: each slice's first, last,
-    // lowest and highest, so a one-step spike and both ends are still on the line (a line of
-    // every row made each refresh of a long run stall the UI thread, docs/ui-latency.md).
+    // A long run keeps every row but draws per pixel column its first, lowest, highest and last
+    // row, so a one-step spike and both ends are still on the line and drawing costs the width.
     void longRunsDrawADecimatedLine() {
         LiveChart c("loss/total");
+        c.resize(600, 300);
         const int n = 20000;
         for (int first = 0; first < n; first += 1000) {   // refreshes of 1000 rows
             QVector<QPointF> rows;
@@ -60,19 +101,60 @@ private Q_SLOTS:
         QCOMPARE(c.points(0).size(), n);
         QCOMPARE(c.lastPoint(0), QPointF(n - 1, 1.0 / n));
         const QVector<QPointF> shown = c.shownPoints(0);
-        QVERIFY2(shown.size() <= LiveChart::kShownPoints && shown.size() >= LiveChart::kShownPoints / 2,
-                 qPrintable(QString::number(shown.size())));
+        const int cols = int(std::ceil(c.plotRect().width()));
+        QVERIFY2(shown.size() <= 4 * cols && shown.size() >= cols, qPrintable(QString::number(shown.size())));
         QCOMPARE(shown.front(), QPointF(0, 1.0));
         QCOMPARE(shown.back(), c.lastPoint(0));
-        QVERIFY(shown.contains(QPointF(12345, 9.0)));
-        QVERIFY(shown.contains(QPointF(777, -3.0)));
-        for (int i = 1; i < shown.size(); ++i) QVERIFY(shown[i].x() > shown[i - 1].x());
+        // The spikes are drawn in their own pixel column.
+        for (const QPointF spike : {QPointF(12345, 9.0), QPointF(777, -3.0)}) {
+            bool found = false;
+            for (const QPointF& q : shown)
+                found |= q.y() == spike.y() && std::abs(c.toPixel(q.x(), 0).x() - c.toPixel(spike.x(), 0).x()) < 1.5;
+            QVERIFY2(found, qPrintable(QString::number(spike.x())));
+        }
+        for (int i = 1; i < shown.size(); ++i) QVERIFY(shown[i].x() >= shown[i - 1].x());
         QCOMPARE(c.xRange(), QPointF(0, n - 1));
-        QVERIFY(std::abs(c.yRange().y() - (9.0 + 0.6)) < 1e-9);   // every point counts for the axes
-        // A short run draws all its points.
+        QVERIFY(std::abs(c.yRange().y() - (9.0 + 0.6)) < 1e-9);   // every row counts for the axes
+        // A short run draws all its rows.
         LiveChart s("lr");
+        s.resize(600, 300);
         s.appendPoints(0, {{0, 1.0}, {1, 2.0}, {2, 3.0}});
         QCOMPARE(s.shownPoints(0), s.points(0));
+    }
+
+    // The pyramid's min/max of any range equals a brute-force scan, also while it grows.
+    void pyramidMatchesBruteForce() {
+        QRandomGenerator rng(7);
+        std::vector<double> v;
+        MinMaxPyramid p;
+        for (int round = 0; round < 4; ++round) {
+            const int add = 1 + int(rng.bounded(3000));
+            for (int i = 0; i < add; ++i) v.push_back(rng.generateDouble() * 2 - 1 + (rng.bounded(500) == 0 ? 50 : 0));
+            p.extend(v.data(), int(v.size()));
+            for (int q = 0; q < 300; ++q) {
+                int a = int(rng.bounded(int(v.size()))), b = int(rng.bounded(int(v.size()))) + 1;
+                if (a >= b) std::swap(a, b), b = std::max(b, a + 1);
+                b = std::min(b, int(v.size()));
+                if (a >= b) continue;
+                const auto [lo, hi] = p.range(v.data(), a, b);
+                QCOMPARE(lo, *std::min_element(v.begin() + a, v.begin() + b));
+                QCOMPARE(hi, *std::max_element(v.begin() + a, v.begin() + b));
+            }
+        }
+    }
+
+    // TensorBoard's debiased EMA, against its closed form sum_j (1-w) w^(i-j) y_j / (1 - w^(i+1)).
+    void emaMatchesItsClosedForm() {
+        const std::vector<double> y{3, -1, 4, 1, -5, 9, 2, 6};
+        for (double w : {0.0, 0.3, 0.9}) {
+            const auto s = emaSmooth(y, w);
+            for (size_t i = 0; i < y.size(); ++i) {
+                double num = 0;
+                for (size_t j = 0; j <= i; ++j) num += (1 - w) * std::pow(w, double(i - j)) * y[j];
+                QVERIFY(std::abs(s[i] - num / (1 - std::pow(w, double(i + 1)))) < 1e-12);
+            }
+        }
+        QCOMPARE(emaSmooth(y, 0.0), y);
     }
 
     void stepAxisTicksAreWholeNumbers() {
@@ -106,14 +188,11 @@ private Q_SLOTS:
         QCOMPARE(c.runPen(0).style(), Qt::SolidLine);
         QCOMPARE(c.runPen(1).style(), Qt::DashLine);
         QCOMPARE(c.xRange(), QPointF(0, 200));
-        const auto markers = c.chart()->legend()->markers();
-        QStringList names;
-        for (auto* m : markers) names << m->label();
-        QCOMPARE(names, QStringList({"run A", "run B"}));
+        // The legend: each line's label and its last value as a number.
+        QCOMPARE(c.lastValueTexts(), QStringList({"run A  1.00e-04", "run B  5.00e-05"}));
         c.clearRun(1);
         QCOMPARE(c.runs(), QList<int>({0}));
         QCOMPARE(c.xRange(), QPointF(0, 100));
-        QCOMPARE(c.chart()->series().size(), 1);
     }
 
     void gridMakesOneChartPerSeries() {
@@ -135,11 +214,7 @@ private Q_SLOTS:
         QCOMPARE(g.layoutOrder(), QStringList({"loss/total", "lr", "val/sAP10"}));
         g.setOrder({"val/sAP10", "val/APH", "lr"});
         QCOMPARE(g.layoutOrder(), QStringList({"val/sAP10", "lr", "loss/total"}));
-        auto* grid = qobject_cast<QGridLayout*>(g.layout());
-        QVERIFY(grid);
-        QCOMPARE(grid->itemAtPosition(0, 0)->widget(), static_cast<QWidget*>(g.chart("val/sAP10")));
-        QCOMPARE(grid->itemAtPosition(0, 1)->widget(), static_cast<QWidget*>(g.chart("lr")));
-        QCOMPARE(grid->itemAtPosition(1, 0)->widget(), static_cast<QWidget*>(g.chart("loss/total")));
+        QCOMPARE(g.charts().front(), g.chart("val/sAP10"));
         g.clearRun(1);
         QCOMPARE(g.chart("loss/total")->runs(), QList<int>({0}));
         g.clearAll();
@@ -164,6 +239,227 @@ private Q_SLOTS:
                     ++hits;
             }
         QVERIFY2(hits > 50, qPrintable(QString::number(hits)));
+    }
+
+    // Smoothing draws the EMA the test formula computes, in the run's full colour, over the raw
+    // line drawn faint: the pixels move from the raw zig-zag to the smoothed curve.
+    void smoothingChangesTheDrawnLine() {
+        LiveChart c("loss");
+        c.resize(500, 320);
+        QVector<QPointF> rows;
+        std::vector<double> ys;
+        for (int i = 0; i < 40; ++i) {
+            ys.push_back(i % 2 ? 1.0 : 0.0);
+            rows.push_back({double(i), ys.back()});
+        }
+        c.appendPoints(0, rows);
+        const QColor run = glimpse::widgets::runColor(0);
+        const double w = 0.8;
+        std::vector<double> ref(ys.size());
+        for (size_t i = 0; i < ys.size(); ++i) {   // closed form of the debiased EMA
+            double num = 0;
+            for (size_t j = 0; j <= i; ++j) num += (1 - w) * std::pow(w, double(i - j)) * ys[j];
+            ref[i] = num / (1 - std::pow(w, double(i + 1)));
+        }
+        // Off: the full-colour line passes through the raw rows, not through the EMA's values.
+        QImage raw = drawn(c);
+        int onRaw = 0, onSmoothOff = 0;
+        for (int i = 10; i < 40; ++i) {
+            onRaw += hitsNear(raw, c.toPixel(i, ys[size_t(i)]), run, 1) > 0;
+            onSmoothOff += hitsNear(raw, c.toPixel(i, ref[size_t(i)]), run, 1) > 0;
+        }
+        QCOMPARE(onRaw, 30);
+        QVERIFY2(onSmoothOff <= 3, qPrintable(QString::number(onSmoothOff)));
+        c.setSmoothing(w);
+        const QVector<double> sm = c.smoothedValues(0);
+        for (int i = 0; i < 40; ++i) QVERIFY(std::abs(sm[i] - ref[size_t(i)]) < 1e-12);
+        const QImage smooth = drawn(c);
+        int onSmooth = 0, strongOnRaw = 0, faintOnRaw = 0;
+        // The faint raw line: the run's blue at low opacity over white (light, bluish; the grid
+        // lines are neutral grey).
+        const auto faintNear = [&](QPointF at) {
+            for (int dy = -2; dy <= 2; ++dy)
+                for (int dx = -2; dx <= 2; ++dx) {
+                    const QColor q = smooth.pixelColor(int(std::lround(at.x())) + dx, int(std::lround(at.y())) + dy);
+                    if (q.blue() - q.red() > 8 && q.red() > 150) return true;
+                }
+            return false;
+        };
+        for (int i = 10; i < 40; ++i) {
+            onSmooth += hitsNear(smooth, c.toPixel(i, ref[size_t(i)]), run, 1) > 0;
+            strongOnRaw += hitsNear(smooth, c.toPixel(i, ys[size_t(i)]), run, 1) > 0;
+            faintOnRaw += faintNear(c.toPixel(i, ys[size_t(i)]));
+        }
+        QCOMPARE(onSmooth, 30);
+        QVERIFY2(strongOnRaw <= 3, qPrintable(QString::number(strongOnRaw)));
+        QVERIFY2(faintOnRaw >= 25, qPrintable(QString::number(faintOnRaw)));   // the raw line stays, faint
+        // New rows continue the EMA where it was.
+        c.appendPoints(0, {{40, 0.0}});
+        QVERIFY(std::abs(c.smoothedValues(0).back() - (ref.back() * (1 - std::pow(w, 40)) * w) / (1 - std::pow(w, 41))) < 1e-12);
+    }
+
+    // Log scale: decades equally spaced, values drawn where log10 puts them; the toggle in the
+    // header switches it.
+    void logScale() {
+        LiveChart c("lr");
+        c.resize(420, 300);
+        QVector<QPointF> rows;
+        for (int i = 0; i <= 40; ++i) rows.push_back({double(i), std::pow(10.0, -i / 10.0)});   // 1 .. 1e-4
+        c.appendPoints(0, rows);
+        c.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&c));
+        QVERIFY(!c.logScale());
+        const double linGap = c.toPixel(30, 1e-3).y() - c.toPixel(20, 1e-2).y();
+        QVERIFY(std::abs(linGap) < 3);   // linear: the small values all sit at the bottom
+        QTest::mouseClick(&c, Qt::LeftButton, Qt::NoModifier, c.logToggleRect().center());
+        QVERIFY(c.logScale());
+        const double d1 = c.toPixel(0, 1e-3).y() - c.toPixel(0, 1e-2).y(), d2 = c.toPixel(0, 1e-2).y() - c.toPixel(0, 1e-1).y();
+        QVERIFY(d1 > 20 && std::abs(d1 - d2) < 1e-6);
+        QVERIFY(c.yRange().x() > 0 && c.yRange().x() < 1e-4 && c.yRange().y() > 1);
+        const QImage img = drawn(c);
+        const QColor run = glimpse::widgets::runColor(0);
+        for (int i = 0; i <= 40; i += 5) QVERIFY2(hitsNear(img, c.toPixel(i, rows[i].y()), run, 1) > 0, qPrintable(QString::number(i)));
+        // Non-positive values go below the axis (not drawn), the axis stays on the positive ones.
+        c.appendPoints(0, {{41, 0.0}});
+        QVERIFY(c.yRange().x() > 0);
+        c.setLogScale(false);
+        QCOMPARE(c.yRange().x() < 0, true);
+    }
+
+    // One validation so far: the point is drawn (a dot) on an axis about it, and its value shown.
+    void singlePointIsDrawn() {
+        LiveChart c("val/acc");
+        c.resize(420, 300);
+        c.setRunLabel(0, "coat");
+        c.appendPoints(0, {{600, 0.8125}});
+        QCOMPARE(c.xRange(), QPointF(599, 601));
+        QVERIFY(c.yRange().x() < 0.8125 && c.yRange().y() > 0.8125);
+        QCOMPARE(c.lastValueTexts(), QStringList({"coat  0.8125"}));
+        const QImage img = drawn(c);
+        const QPointF at = c.toPixel(600, 0.8125);
+        QVERIFY(c.plotRect().contains(at));
+        QVERIFY2(hitsNear(img, at, glimpse::widgets::runColor(0), 2) >= 9, "no dot at the point");
+    }
+
+    // The x axis by step, by time since the run started and by wall-clock time; the hover
+    // read-out names every line's value at the cursor.
+    void xAxisModesAndReadout() {
+        LiveChart c("loss");
+        c.resize(420, 300);
+        c.setRunLabel(0, "a");
+        c.setRunLabel(1, "b");
+        c.appendRows(0, {10, 20, 30}, {5, 15, 25}, {3, 2, 1});
+        c.appendRows(1, {10, 20}, {100, 200}, {6, 4});
+        c.setRunStart(0, 1.7e9);
+        c.setRunStart(1, 1.7e9 + 1000);
+        QCOMPARE(c.xRange(), QPointF(10, 30));
+        c.setXAxisMode(XAxisMode::RelativeTime);
+        QCOMPARE(c.xRange(), QPointF(5, 200));
+        c.setXAxisMode(XAxisMode::WallTime);
+        QCOMPARE(c.xRange(), QPointF(1.7e9 + 5, 1.7e9 + 1200));
+        c.setXAxisMode(XAxisMode::Step);
+        const QString r = c.readout(21);
+        QVERIFY2(r.contains("a: 2") && r.contains("b: 4") && r.contains("step 21"), qPrintable(r));
+        c.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&c));
+        QTest::mouseMove(&c, c.toPixel(30, 1).toPoint());
+        QTRY_VERIFY(c.hoverText().contains("a: 1"));
+        QVERIFY(c.hoverText().contains("b: 4"));
+        c.setLineVisible(1, false);
+        QVERIFY(!c.readout(20).contains("b:"));
+        QCOMPARE(c.xRange(), QPointF(10, 30));
+    }
+
+    // The grid: groups in order, collapsible; as many columns as fit; double-click maximizes a
+    // chart to the grid's whole area and Escape brings the grid back; the run filter.
+    void gridGroupsMaximizeAndFilter() {
+        ChartGrid g;
+        g.setGrouping(threeGroups);
+        g.resize(1000, 700);
+        g.setRunLabel(0, "letr-alpha");
+        g.setRunLabel(1, "coat-beta");
+        for (const char* s : {"lr", "val/acc", "loss/cls", "loss/total", "throughput"})
+            for (int run = 0; run < 2; ++run) g.appendPoints(s, run, {{1, 1.0 + run}, {2, 0.5}});
+        QCOMPARE(g.layoutOrder(), QStringList({"loss/total", "loss/cls", "val/acc", "lr", "throughput"}));
+        QCOMPARE(g.groupTitles(), QStringList({"Losses", "Validation metrics", "Optimizer and system"}));
+        g.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&g));
+        QTRY_COMPARE(g.columns(), 2);   // 1000 px: two charts a row
+        for (LiveChart* c : g.charts()) QVERIFY(c->isVisible());
+        // Collapse the losses: their charts hide, the others stay.
+        auto* head = g.findChild<QToolButton*>("chartgroup:Losses");
+        QVERIFY(head);
+        head->click();
+        QTRY_VERIFY(g.groupCollapsed("Losses"));
+        QTRY_VERIFY(!g.chart("loss/total")->isVisible());
+        QVERIFY(g.chart("val/acc")->isVisible());
+        g.setGroupCollapsed("Losses", false);
+        QTRY_VERIFY(g.chart("loss/total")->isVisible());
+        // Maximize by double-click; Escape restores.
+        LiveChart* lr = g.chart("lr");
+        QTest::mouseDClick(lr, Qt::LeftButton, Qt::NoModifier, lr->rect().center());
+        QCOMPARE(g.maximized(), QString("lr"));
+        QTRY_VERIFY(!g.chart("loss/total")->isVisible());
+        QTRY_VERIFY(lr->width() > 0.9 * g.width() && lr->height() > 0.8 * g.height());
+        QTest::keyClick(lr, Qt::Key_Escape);
+        QCOMPARE(g.maximized(), QString());
+        QTRY_VERIFY(g.chart("loss/total")->isVisible());
+        QTRY_VERIFY(lr->width() < 0.6 * g.width());
+        // Wider: more columns.
+        g.resize(1600, 700);
+        QTRY_COMPARE(g.columns(), 4);
+        // The run filter: a regex on the run names, hiding the other runs' lines everywhere.
+        QVERIFY(g.setRunFilter("^letr"));
+        for (LiveChart* c : g.charts()) QVERIFY(c->lineVisible(0) && !c->lineVisible(1));
+        QVERIFY(!g.setRunFilter("(unclosed"));
+        QVERIFY(!g.chart("lr")->lineVisible(1));   // an invalid pattern changes nothing
+        QVERIFY(g.setRunFilter("BETA"));           // case-insensitive
+        QVERIFY(!g.chart("lr")->lineVisible(0) && g.chart("lr")->lineVisible(1));
+        g.appendPoints("new/series", 0, {{1, 1.0}});   // a chart made later is filtered too
+        QVERIFY(!g.chart("new/series")->lineVisible(0));
+        QVERIFY(g.setRunFilter(""));
+        QVERIFY(g.chart("new/series")->lineVisible(0));
+    }
+
+    // Export: the charts shown as PNG and SVG, every row as CSV.
+    void exports() {
+        QTemporaryDir dir;
+        ChartGrid g(nullptr, 2);
+        g.setGrouping(threeGroups);
+        g.setRunLabel(0, "run, one");
+        g.appendRows("loss/total", 0, {1, 2, 3}, {0.5, 1.5, 2.5}, {3, 2, 1});
+        g.appendRows("lr", 0, {1, 2}, {}, {1e-4, 5e-5});
+        g.setSmoothing(0.5);
+        QString err;
+        QVERIFY2(g.exportPng(dir.filePath("c.png"), &err), qPrintable(err));
+        const QImage png(dir.filePath("c.png"));
+        QCOMPARE(png.size(), QSize(2 * 480, 300));
+        int blue = 0;
+        for (int y = 0; y < png.height(); ++y)
+            for (int x = 0; x < png.width(); ++x) blue += near(png.pixelColor(x, y), glimpse::widgets::runColor(0), 30);
+        QVERIFY2(blue > 100, qPrintable(QString::number(blue)));
+        QVERIFY2(g.exportSvg(dir.filePath("c.svg"), &err), qPrintable(err));
+        QFile svg(dir.filePath("c.svg"));
+        QVERIFY(svg.open(QIODevice::ReadOnly));
+        const QByteArray svgText = svg.readAll();
+        QVERIFY(svgText.contains("<svg") && svgText.contains("loss/total") && svgText.contains("</svg>"));
+        QVERIFY2(g.exportCsv(dir.filePath("c.csv"), &err), qPrintable(err));
+        QFile csv(dir.filePath("c.csv"));
+        QVERIFY(csv.open(QIODevice::ReadOnly | QIODevice::Text));
+        const QStringList lines = QString::fromUtf8(csv.readAll()).split('\n', Qt::SkipEmptyParts);
+        QCOMPARE(lines.size(), 1 + 3 + 2);
+        QCOMPARE(lines[0], QString("chart,line,step,wall_time,value,smoothed"));
+        QCOMPARE(lines[1], QString("loss/total,\"run, one\",1,0.5,3,3"));
+        QCOMPARE(lines[2], QString("loss/total,\"run, one\",2,1.5,2,%1").arg(QString::number((0.5 * 3 * 0.5 + 0.5 * 2) / 0.75, 'g', 17)));
+        QCOMPARE(lines[4], QString("lr,\"run, one\",1,,0.0001,0.0001"));
+        // Collapsed groups are not exported; a failed write names the file.
+        g.setGroupCollapsed("Losses", true);
+        QVERIFY(g.exportCsv(dir.filePath("c2.csv")));
+        QFile c2(dir.filePath("c2.csv"));
+        QVERIFY(c2.open(QIODevice::ReadOnly));
+        QVERIFY(!c2.readAll().contains("loss/total"));
+        QVERIFY(!g.exportPng(dir.filePath("no/such/dir/c.png"), &err));
+        QVERIFY2(err.contains("no/such/dir/c.png"), qPrintable(err));
     }
 };
 

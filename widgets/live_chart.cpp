@@ -1,14 +1,20 @@
 #include "widgets/live_chart.h"
 
-#include <QChart>
-#include <QChartView>
+#include <QDateTime>
+#include <QFile>
 #include <QGridLayout>
-#include <QLegendMarker>
-#include <QLineSeries>
-#include <QPen>
-#include <QCoreApplication>
-#include <QPointer>
-#include <QValueAxis>
+#include <QImage>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QPainterPath>
+#include <QRegularExpression>
+#include <QSaveFile>
+#include <QSvgGenerator>
+#include <QTextStream>
+#include <QTimer>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
@@ -17,10 +23,17 @@
 
 namespace glimpse::widgets {
 
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}
+
 QColor runColor(int run) {
-    static const QColor palette[] = {QColor(31, 119, 180), QColor(214, 39, 40), QColor(44, 160, 44),
-                                     QColor(148, 103, 189), QColor(255, 127, 14)};
-    return palette[std::abs(run) % 5];
+    // Tableau 10: distinct at a glance, each run the same colour in every chart.
+    static const QColor palette[] = {QColor(31, 119, 180), QColor(214, 39, 40),  QColor(44, 160, 44),
+                                     QColor(148, 103, 189), QColor(255, 127, 14), QColor(23, 190, 207),
+                                     QColor(140, 86, 75),   QColor(227, 119, 194), QColor(127, 127, 127),
+                                     QColor(188, 189, 34)};
+    return palette[std::abs(run) % 10];
 }
 
 Qt::PenStyle runPenStyle(int run) {
@@ -49,115 +62,181 @@ double niceIntegerTickInterval(double span, int maxTicks) {
     return 10.0 * p;
 }
 
-namespace {
+double niceTickInterval(double span, int maxTicks) {
+    const double raw = span / double(std::max(1, maxTicks));
+    if (!std::isfinite(raw) || raw <= 0) return 1.0;
+    const double p = std::pow(10.0, std::floor(std::log10(raw)));
+    for (double m : {1.0, 2.0, 5.0, 10.0})
+        if (m * p >= raw * (1 - 1e-9)) return m * p;
+    return 10.0 * p;
+}
 
-// At most LiveChart::kShownPoints points of `all` (x ascending): all of them when few enough,
-// else per slice of consecutive points its first, lowest, highest and last, in x order.
-QVector<QPointF> decimate(const QVector<QPointF>& all) {
-    const int n = int(all.size());
-    if (n <= LiveChart::kShownPoints) return all;
-    const int slices = LiveChart::kShownPoints / 4;
-    QVector<QPointF> out;
-    out.reserve(LiveChart::kShownPoints);
-    for (int k = 0; k < slices; ++k) {
-        const int a = int(int64_t(n) * k / slices), b = int(int64_t(n) * (k + 1) / slices);
-        int lo = a, hi = a;
-        for (int i = a; i < b; ++i) {
-            if (all[i].y() < all[lo].y()) lo = i;
-            if (all[i].y() > all[hi].y()) hi = i;
-        }
-        int idx[4] = {a, std::min(lo, hi), std::max(lo, hi), b - 1};
-        for (int j = 0; j < 4; ++j)
-            if (j == 0 || idx[j] != idx[j - 1]) out.push_back(all[idx[j]]);
+std::vector<double> emaSmooth(const std::vector<double>& values, double w) {
+    std::vector<double> out(values.size());
+    double last = 0, weight = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+        last = last * w + (1 - w) * values[i];
+        weight = weight * w + (1 - w);
+        out[i] = last / weight;
     }
     return out;
 }
 
-// Charts waiting for flush(), drawn one per event-loop iteration: each next one is posted by
-// the previous, and Qt handles events posted meanwhile in the next iteration, after timers
-// and input (one refresh of eight charts: eight short slices of the UI thread, not one long).
-QList<QPointer<LiveChart>>& flushQueue() {
-    static QList<QPointer<LiveChart>> q;
-    return q;
+// ---- MinMaxPyramid ----------------------------------------------------------------------------
+
+void MinMaxPyramid::clear() {
+    mn_.clear();
+    mx_.clear();
 }
 
-void flushNext() {
-    auto& q = flushQueue();
-    while (!q.isEmpty()) {
-        QPointer<LiveChart> c = q.takeFirst();
-        if (!c) continue;
-        LiveChart::flushPending(c);
-        break;
+void MinMaxPyramid::extend(const double* v, int n) {
+    for (size_t k = 0;; ++k) {
+        const int64_t blk = int64_t(kBase) << k;
+        const int64_t want = n / blk;
+        if (want == 0) break;
+        if (mn_.size() <= k) {
+            mn_.emplace_back();
+            mx_.emplace_back();
+        }
+        auto& lo = mn_[k];
+        auto& hi = mx_[k];
+        for (int64_t i = int64_t(lo.size()); i < want; ++i) {
+            double a, b;
+            if (k == 0) {
+                a = b = v[i * blk];
+                for (int64_t j = i * blk + 1; j < (i + 1) * blk; ++j) {
+                    a = std::min(a, v[j]);
+                    b = std::max(b, v[j]);
+                }
+            } else {
+                a = std::min(mn_[k - 1][size_t(2 * i)], mn_[k - 1][size_t(2 * i + 1)]);
+                b = std::max(mx_[k - 1][size_t(2 * i)], mx_[k - 1][size_t(2 * i + 1)]);
+            }
+            lo.push_back(a);
+            hi.push_back(b);
+        }
     }
-    if (!q.isEmpty()) QMetaObject::invokeMethod(QCoreApplication::instance(), &flushNext, Qt::QueuedConnection);
 }
 
-void queueFlush(LiveChart* c) {
-    auto& q = flushQueue();
-    q.push_back(c);
-    if (q.size() == 1 && QCoreApplication::instance())
-        QMetaObject::invokeMethod(QCoreApplication::instance(), &flushNext, Qt::QueuedConnection);
+std::pair<double, double> MinMaxPyramid::range(const double* v, int a, int b) const {
+    double lo = kInf, hi = -kInf;
+    int64_t i = a;
+    while (i < b) {
+        if (i % kBase != 0 || i + kBase > b || mn_.empty() || size_t(i / kBase) >= mn_[0].size()) {
+            lo = std::min(lo, v[i]);
+            hi = std::max(hi, v[i]);
+            ++i;
+            continue;
+        }
+        size_t k = 0;
+        while (k + 1 < mn_.size()) {
+            const int64_t nb = int64_t(kBase) << (k + 1);
+            if (i % nb != 0 || i + nb > b || size_t(i / nb) >= mn_[k + 1].size()) break;
+            ++k;
+        }
+        const int64_t blk = int64_t(kBase) << k;
+        lo = std::min(lo, mn_[k][size_t(i / blk)]);
+        hi = std::max(hi, mx_[k][size_t(i / blk)]);
+        i += blk;
+    }
+    return {lo, hi};
+}
+
+// ---- LiveChart ---------------------------------------------------------------------------------
+
+struct LiveChart::Line {
+    std::vector<double> x;   // step
+    std::vector<double> t;   // seconds since the run started, as a running maximum (NaN: unknown)
+    std::vector<double> y;   // value
+    std::vector<double> s;   // smoothed value (empty while smoothing is off)
+    bool hasTime = true;
+    double emaLast = 0, emaWeight = 0;   // the EMA's state after the last smoothed row
+    double minPositive = kInf;           // for the log axis
+    MinMaxPyramid py, ps;
+    const std::vector<double>& values(bool smoothed) const { return smoothed && s.size() == y.size() ? s : y; }
+    const MinMaxPyramid& pyramid(bool smoothed) const { return smoothed && s.size() == y.size() ? ps : py; }
+};
+
+struct LiveChart::Axes {
+    QRectF plot;
+    double x0 = 0, x1 = 1;   // axis units
+    double y0 = 0, y1 = 1;   // drawn units (log10 of the value on a log axis)
+    bool log = false;
+    bool empty = true;
+    double px(double x) const { return plot.left() + (x - x0) / (x1 - x0) * plot.width(); }
+    double ty(double v) const {   // value -> drawn unit
+        if (!log) return v;
+        return v > 0 ? std::log10(v) : y0 - (y1 - y0);   // non-positive: below the axis (clipped)
+    }
+    double py(double v) const { return plot.bottom() - (ty(v) - y0) / (y1 - y0) * plot.height(); }
+    double xAt(double px_) const { return x0 + (px_ - plot.left()) / plot.width() * (x1 - x0); }
+};
+
+namespace {
+
+constexpr int kHeaderPad = 6;
+constexpr int kLegendMaxRows = 3;
+
+QString formatValue(double v) {
+    if (v == 0) return "0";
+    const double a = std::abs(v);
+    if (a >= 1e5 || a < 1e-3) return QString::number(v, 'e', 2);
+    return QString::number(v, 'g', 4);
+}
+
+// "45 s", "2 min", "1 h 30 min" for a duration in seconds.
+QString formatDuration(double s) {
+    const qint64 t = qint64(std::llround(s));
+    if (std::abs(t) < 60) return QStringLiteral("%1 s").arg(t);
+    if (std::abs(t) < 3600) return t % 60 ? QStringLiteral("%1 min %2 s").arg(t / 60).arg(std::abs(t % 60))
+                                           : QStringLiteral("%1 min").arg(t / 60);
+    return (t % 3600) / 60 ? QStringLiteral("%1 h %2 min").arg(t / 3600).arg(std::abs((t % 3600) / 60))
+                           : QStringLiteral("%1 h").arg(t / 3600);
+}
+
+double timeTickInterval(double span) {
+    static const double steps[] = {1,    2,    5,     10,    15,    30,    60,     120,    300,    600,
+                                   900,  1800, 3600,  7200,  10800, 21600, 43200,  86400,  172800, 604800};
+    for (double s : steps)
+        if (span / s <= 6) return s;
+    return niceTickInterval(span);
+}
+
+QString csvField(const QString& s) {
+    if (!s.contains(',') && !s.contains('"') && !s.contains('\n')) return s;
+    QString q = s;
+    q.replace('"', "\"\"");
+    return '"' + q + '"';
 }
 
 } // namespace
 
-void LiveChart::flushPending(LiveChart* c) { c->flush(); }
-
-LiveChart::LiveChart(const QString& title, QWidget* parent) : QWidget(parent), title_(title) {
-    chart_ = new QChart();
-    chart_->setTitle(title);
-    chart_->legend()->setAlignment(Qt::AlignBottom);
-    chart_->setMargins(QMargins(4, 4, 4, 4));
-    axisX_ = new QValueAxis(chart_);
-    axisY_ = new QValueAxis(chart_);
-    axisX_->setTitleText("step");
-    axisX_->setLabelFormat("%.0f");
-    axisX_->setTickType(QValueAxis::TicksDynamic);
-    axisX_->setTickAnchor(0);
-    axisX_->setTickInterval(1);
-    axisY_->setLabelFormat("%.3g");
-    chart_->addAxis(axisX_, Qt::AlignBottom);
-    chart_->addAxis(axisY_, Qt::AlignLeft);
-    view_ = new QChartView(chart_, this);   // takes ownership of the chart
-    view_->setRenderHint(QPainter::Antialiasing);
-    view_->setMinimumSize(240, 200);
-    auto* lay = new QVBoxLayout(this);
-    lay->setContentsMargins(0, 0, 0, 0);
-    lay->addWidget(view_);
+LiveChart::LiveChart(const QString& title, QWidget* parent)
+    : QWidget(parent), title_(title), lines_(new std::map<int, Line>) {
+    setMouseTracking(true);
+    setFocusPolicy(Qt::ClickFocus);
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Expanding);
+    setAttribute(Qt::WA_OpaquePaintEvent);
+    setToolTip(QString());
 }
 
-LiveChart::~LiveChart() = default;
+LiveChart::~LiveChart() { delete lines_; }
 
-QLineSeries* LiveChart::line(int run) {
-    auto it = lines_.find(run);
-    if (it != lines_.end()) return it.value();
-    auto* s = new QLineSeries(chart_);
-    const bool own = styles_.contains(run);
-    QPen pen(own ? styles_[run].first : runColor(run));
-    pen.setWidthF(1.6);
-    pen.setStyle(own ? styles_[run].second : runPenStyle(run));
-    s->setPen(pen);
-    s->setName(runLabel(run));
-    chart_->addSeries(s);
-    s->attachAxis(axisX_);
-    s->attachAxis(axisY_);
-    lines_.insert(run, s);
-    return s;
+LiveChart::Line& LiveChart::line(int run) { return (*lines_)[run]; }
+
+QColor LiveChart::colourOf(int run) const { return styles_.contains(run) ? styles_[run].first : runColor(run); }
+Qt::PenStyle LiveChart::styleOf(int run) const {
+    return styles_.contains(run) ? styles_[run].second : runPenStyle(run);
 }
 
 void LiveChart::setLineStyle(int run, const QColor& colour, Qt::PenStyle style) {
     styles_[run] = {colour, style};
-    if (lines_.contains(run)) {
-        QPen pen = lines_[run]->pen();
-        pen.setColor(colour);
-        pen.setStyle(style);
-        lines_[run]->setPen(pen);
-    }
+    update();
 }
 
 void LiveChart::setRunLabel(int run, const QString& label) {
     labels_[run] = label;
-    if (lines_.contains(run)) lines_[run]->setName(label);
+    update();
 }
 
 QString LiveChart::runLabel(int run) const {
@@ -165,98 +244,281 @@ QString LiveChart::runLabel(int run) const {
 }
 
 void LiveChart::appendPoints(int run, const QVector<QPointF>& points) {
-    if (points.isEmpty()) return;
-    QVector<QPointF> finite;
-    finite.reserve(points.size());
-    for (const QPointF& p : points)   // NaN/inf (a diverged loss) would break the axes
-        if (std::isfinite(p.x()) && std::isfinite(p.y())) finite.push_back(p);
-    if (finite.isEmpty()) return;
-    // Every point is kept (data_); the line draws at most kShownPoints of them, replaced in
-    // one call, in flush() on the event loop. Qt's append(QList) adds point by point and the
-    // line item rebuilds (and strokes) its whole path after each one: quadratic; a path of
-    // every row costs each refresh more the longer the run; and the charts of one refresh
-    // drawn together make one long stall. All three stalled the UI thread (docs/ui-latency.md).
-    data_[run] += finite;
-    line(run);
-    if (!dirty_.contains(run)) dirty_.push_back(run);
-    if (flushQueued_) return;
-    flushQueued_ = true;
-    queueFlush(this);
+    std::vector<double> steps, values;
+    steps.reserve(points.size());
+    values.reserve(points.size());
+    for (const QPointF& p : points) {
+        steps.push_back(p.x());
+        values.push_back(p.y());
+    }
+    appendRows(run, std::move(steps), {}, std::move(values));
 }
 
-void LiveChart::flush() const {
-    flushQueued_ = false;
-    if (dirty_.isEmpty()) return;
-    auto* self = const_cast<LiveChart*>(this);   // drawing state only: the points are data_
-    self->rescale();
-    for (int run : std::exchange(dirty_, {}))
-        if (lines_.contains(run)) lines_[run]->replace(QList<QPointF>(decimate(data_.value(run))));
+void LiveChart::appendRows(int run, std::vector<double>&& steps, std::vector<double>&& wallTimes,
+                           std::vector<double>&& values) {
+    const size_t n = std::min(steps.size(), values.size());
+    if (n == 0) return;
+    const bool timed = wallTimes.size() >= n;
+    Line& l = line(run);
+    const size_t first = l.y.size();
+    // The common case in one pass each, and a new line takes the vectors over (a million-row
+    // log opens without copying its rows again): every row finite, wall times too.
+    bool finite = true;
+    for (size_t i = 0; i < n; ++i) finite &= std::isfinite(steps[i]) & std::isfinite(values[i]) & (!timed || std::isfinite(wallTimes[i]));
+    double tmax = l.t.empty() || !std::isfinite(l.t.back()) ? -kInf : l.t.back();
+    if (finite) {
+        steps.resize(n);
+        values.resize(n);
+        if (timed) {
+            wallTimes.resize(n);
+            for (double& w : wallTimes) w = tmax = std::max(tmax, w);   // a running max: searchable
+        } else {
+            wallTimes.assign(n, std::numeric_limits<double>::quiet_NaN());
+            l.hasTime = false;
+        }
+        double mp = l.minPositive;
+        for (size_t i = 0; i < n; ++i) mp = values[i] > 0 && values[i] < mp ? values[i] : mp;
+        l.minPositive = mp;
+        if (first == 0) {
+            l.x = std::move(steps);
+            l.y = std::move(values);
+            l.t = std::move(wallTimes);
+        } else {
+            l.x.insert(l.x.end(), steps.begin(), steps.end());
+            l.y.insert(l.y.end(), values.begin(), values.end());
+            l.t.insert(l.t.end(), wallTimes.begin(), wallTimes.end());
+        }
+    } else {
+        for (size_t i = 0; i < n; ++i) {
+            const double x = steps[i], y = values[i];
+            if (!std::isfinite(x) || !std::isfinite(y)) continue;   // NaN/inf (a diverged loss) would break the axes
+            l.x.push_back(x);
+            l.y.push_back(y);
+            if (timed && std::isfinite(wallTimes[i])) {
+                tmax = std::max(tmax, wallTimes[i]);
+                l.t.push_back(tmax);
+            } else {
+                l.t.push_back(std::numeric_limits<double>::quiet_NaN());
+                l.hasTime = false;
+            }
+            if (y > 0) l.minPositive = std::min(l.minPositive, y);
+        }
+    }
+    if (l.y.size() == first) return;
+    l.py.extend(l.y.data(), int(l.y.size()));
+    update();   // the smoothed line catches up when drawn (smoothedLine)
 }
 
-QVector<QPointF> LiveChart::shownPoints(int run) const {
-    flush();
-    return lines_.contains(run) ? QVector<QPointF>(lines_[run]->points()) : QVector<QPointF>();
+const std::vector<double>& LiveChart::smoothedLine(const Line& line) const {
+    auto& l = const_cast<Line&>(line);   // a cache of the rows: drawing state, not data
+    if (smoothing_ <= 0) return l.y;
+    if (l.s.size() != l.y.size()) resmooth(l, int(l.s.size()));
+    return l.s;
+}
+
+void LiveChart::resmooth(Line& l, int from) const {
+    if (smoothing_ <= 0) {
+        l.s.clear();
+        l.s.shrink_to_fit();
+        l.ps.clear();
+        return;
+    }
+    if (from <= 0 || int(l.s.size()) != from) {
+        from = 0;
+        l.s.clear();
+        l.ps.clear();
+        l.emaLast = l.emaWeight = 0;
+    }
+    const double w = smoothing_;
+    l.s.resize(l.y.size());
+    for (size_t i = size_t(from); i < l.y.size(); ++i) {
+        l.emaLast = l.emaLast * w + (1 - w) * l.y[i];
+        l.emaWeight = l.emaWeight * w + (1 - w);
+        l.s[i] = l.emaLast / l.emaWeight;
+    }
+    l.ps.extend(l.s.data(), int(l.s.size()));
+}
+
+void LiveChart::setRunStart(int run, double unixTime) {
+    starts_[run] = unixTime;
+    if (xMode_ == XAxisMode::WallTime) update();
 }
 
 void LiveChart::clearRun(int run) {
-    if (!lines_.contains(run)) return;
-    data_.remove(run);
-    dirty_.removeAll(run);
-    QLineSeries* s = lines_.take(run);
-    chart_->removeSeries(s);
-    delete s;
-    rescale();
+    if (!lines_->count(run)) return;
+    lines_->erase(run);
+    update();
 }
 
 void LiveChart::clearAll() {
-    for (int r : lines_.keys()) clearRun(r);
+    lines_->clear();
+    update();
 }
 
-QList<int> LiveChart::runs() const { return lines_.keys(); }
+QList<int> LiveChart::runs() const {
+    QList<int> out;
+    for (const auto& [k, l] : *lines_) out << k;
+    return out;
+}
 
-int LiveChart::pointCount(int run) const { return int(data_.value(run).size()); }
+int LiveChart::pointCount(int run) const {
+    const auto it = lines_->find(run);
+    return it == lines_->end() ? 0 : int(it->second.y.size());
+}
 
 QPointF LiveChart::lastPoint(int run) const {
-    const auto it = data_.find(run);
-    return it == data_.end() || it->isEmpty() ? QPointF() : it->back();
+    const auto it = lines_->find(run);
+    return it == lines_->end() || it->second.y.empty() ? QPointF() : QPointF(it->second.x.back(), it->second.y.back());
 }
 
-QVector<QPointF> LiveChart::points(int run) const { return data_.value(run); }
+QVector<QPointF> LiveChart::points(int run) const {
+    QVector<QPointF> out;
+    const auto it = lines_->find(run);
+    if (it == lines_->end()) return out;
+    out.reserve(int(it->second.y.size()));
+    for (size_t i = 0; i < it->second.y.size(); ++i) out.push_back({it->second.x[i], it->second.y[i]});
+    return out;
+}
+
+QVector<double> LiveChart::wallTimes(int run) const {
+    const auto it = lines_->find(run);
+    return it == lines_->end() ? QVector<double>() : QVector<double>(it->second.t.begin(), it->second.t.end());
+}
+
+QVector<double> LiveChart::smoothedValues(int run) const {
+    const auto it = lines_->find(run);
+    if (it == lines_->end()) return {};
+    const auto& v = smoothedLine(it->second);
+    return QVector<double>(v.begin(), v.end());
+}
 
 QPen LiveChart::runPen(int run) const {
-    return lines_.contains(run) ? lines_[run]->pen() : QPen();
+    if (!lines_->count(run)) return QPen();
+    QPen pen(colourOf(run));
+    pen.setWidthF(1.6);
+    pen.setStyle(styleOf(run));
+    return pen;
 }
 
-QPointF LiveChart::xRange() const {
-    flush();
-    return {axisX_->min(), axisX_->max()};
-}
-QPointF LiveChart::yRange() const {
-    flush();
-    return {axisY_->min(), axisY_->max()};
+void LiveChart::setLineVisible(int run, bool visible) {
+    if (visible == !hidden_.contains(run)) return;
+    if (visible) hidden_.remove(run);
+    else hidden_.insert(run);
+    update();
 }
 
-void LiveChart::rescale() {
-    double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
-    for (const QVector<QPointF>& s : data_) {   // every point, not only the shown ones
-        const int n = int(s.size());
-        if (n == 0) continue;
-        // x ascends within a run: first and last give its extent.
-        x0 = std::min(x0, s[0].x());
-        x1 = std::max(x1, s[n - 1].x());
-        for (int i = 0; i < n; ++i) {
-            const double y = s[i].y();
-            y0 = std::min(y0, y);
-            y1 = std::max(y1, y);
+void LiveChart::setSmoothing(double w) {
+    w = std::clamp(std::isfinite(w) ? w : 0.0, 0.0, 0.999);
+    if (w == smoothing_) return;
+    smoothing_ = w;
+    for (auto& [k, l] : *lines_) {   // recomputed when next drawn
+        l.s.clear();
+        l.ps.clear();
+    }
+    update();
+}
+
+void LiveChart::setLogScale(bool on) {
+    if (on == logY_) return;
+    logY_ = on;
+    update();
+    Q_EMIT logScaleChanged(on);
+}
+
+void LiveChart::setXAxisMode(XAxisMode m) {
+    if (m == xMode_) return;
+    xMode_ = m;
+    update();
+}
+
+double LiveChart::rowX(int run, int i) const {
+    const auto it = lines_->find(run);
+    if (it == lines_->end() || i < 0 || i >= int(it->second.y.size())) return 0;
+    const Line& l = it->second;
+    if (xMode_ == XAxisMode::Step) return l.x[size_t(i)];
+    return l.t[size_t(i)] + (xMode_ == XAxisMode::WallTime ? starts_.value(run, 0.0) : 0.0);
+}
+
+// ---- layout of one chart: header (title, log toggle), plot, x labels, legend ----------------
+
+int LiveChart::legendRows(int width) const {
+    const QFontMetrics fm(font());
+    int rows = lines_->empty() ? 0 : 1, x = 0;
+    for (const auto& [k, l] : *lines_) {
+        if (hidden_.contains(k)) continue;
+        const int w = 16 + fm.horizontalAdvance(runLabel(k) + "  " + formatValue(l.y.empty() ? 0 : l.y.back())) + 12;
+        if (x > 0 && x + w > width) {
+            ++rows;
+            x = 0;
         }
+        x += w;
+    }
+    return std::min(rows, kLegendMaxRows);
+}
+
+QRect LiveChart::plotIn(const QRect& r) const {
+    const QFontMetrics fm(font());
+    const int header = fm.height() + kHeaderPad;
+    const int xLabels = fm.height() + 4;
+    const int legend = legendRows(r.width() - 16) * (fm.height() + 2) + 4;
+    // Left margin: the widest y label (computed from the axes below would be circular; the
+    // widest of typical labels is enough).
+    const int left = fm.horizontalAdvance("-8.88e-88") + 8;
+    return QRect(r.left() + left, r.top() + header + 4, std::max(10, r.width() - left - 12),
+                 std::max(10, r.height() - header - 4 - xLabels - legend - 4));
+}
+
+QRectF LiveChart::plotRect() const { return plotIn(rect()); }
+
+namespace {
+QRect toggleIn(const QFont& font, const QRect& r) {
+    const QFontMetrics fm(font);
+    const int w = fm.horizontalAdvance("log") + 10, h = fm.height() + 2;
+    return QRect(r.right() - w - 6, r.top() + 2, w, h);
+}
+} // namespace
+
+QRect LiveChart::logToggleRect() const { return toggleIn(font(), rect()); }
+
+LiveChart::Axes LiveChart::axes(const QRect& plot) const {
+    Axes a;
+    a.plot = plot;
+    a.log = logY_;
+    double x0 = kInf, x1 = -kInf, y0 = kInf, y1 = -kInf, minPos = kInf;
+    for (const auto& [k, l] : *lines_) {
+        if (hidden_.contains(k) || l.y.empty()) continue;
+        if (xMode_ != XAxisMode::Step && !l.hasTime) continue;
+        const size_t n = l.y.size();
+        const double off = xMode_ == XAxisMode::WallTime ? starts_.value(k, 0.0) : 0.0;
+        const auto& xs = xMode_ == XAxisMode::Step ? l.x : l.t;
+        x0 = std::min(x0, xs[0] + off);
+        x1 = std::max(x1, xs[n - 1] + off);
+        const auto [lo, hi] = l.py.range(l.y.data(), 0, int(n));
+        y0 = std::min(y0, lo);
+        y1 = std::max(y1, hi);
+        minPos = std::min(minPos, l.minPositive);
     }
     if (!std::isfinite(x0)) {
-        axisX_->setRange(0, 1);
-        axisX_->setTickInterval(1);
-        axisY_->setRange(0, 1);
-        return;
+        a.x0 = 0, a.x1 = 1, a.y0 = 0, a.y1 = 1;
+        return a;
     }
-    if (x1 <= x0) x1 = x0 + 1;
+    a.empty = false;
+    if (x1 <= x0) {   // a single point (one validation so far): centred on a sensible axis
+        const double pad = xMode_ == XAxisMode::Step ? 1.0 : 5.0;
+        x0 -= pad;
+        x1 += pad;
+    }
+    a.x0 = x0;
+    a.x1 = x1;
+    if (logY_) {
+        if (!std::isfinite(minPos)) minPos = 1, y1 = 10;   // nothing positive to show
+        double l0 = std::log10(minPos), l1 = std::log10(std::max(y1, minPos));
+        if (l1 <= l0) l0 -= 0.5, l1 += 0.5;
+        const double pad = (l1 - l0) * 0.05;
+        a.y0 = l0 - pad;
+        a.y1 = l1 + pad;
+        return a;
+    }
     if (y1 <= y0) {
         // A constant series: +-5 % about it, or +-1 about 0 (an untrained model's sAP of 0
         // would otherwise get a 1e-6 axis).
@@ -268,41 +530,417 @@ void LiveChart::rescale() {
         y0 -= pad;
         y1 += pad;
     }
-    // A longer interval before a wider range (and after a narrower one): never the old
-    // interval over the new range (a first refresh of 100k steps with interval 1 laid out
-    // 100k tick labels; 258 of them took 40 ms per chart).
-    const double interval = niceIntegerTickInterval(x1 - x0);
-    if (interval >= axisX_->tickInterval()) axisX_->setTickInterval(interval);
-    axisX_->setRange(x0, x1);
-    axisX_->setTickInterval(interval);
-    axisY_->setRange(y0, y1);
+    a.y0 = y0;
+    a.y1 = y1;
+    return a;
+}
+
+QPointF LiveChart::xRange() const {
+    const Axes a = axes(plotIn(rect()));
+    return {a.x0, a.x1};
+}
+
+QPointF LiveChart::yRange() const {
+    const Axes a = axes(plotIn(rect()));
+    return a.log ? QPointF(std::pow(10.0, a.y0), std::pow(10.0, a.y1)) : QPointF(a.y0, a.y1);
 }
 
 double LiveChart::xTickInterval() const {
-    flush();
-    return axisX_->tickInterval();
+    const Axes a = axes(plotIn(rect()));
+    return xMode_ == XAxisMode::Step ? niceIntegerTickInterval(a.x1 - a.x0) : timeTickInterval(a.x1 - a.x0);
 }
 
-ChartGrid::ChartGrid(QWidget* parent, int columns) : QWidget(parent), columns_(std::max(1, columns)) {
-    grid_ = new QGridLayout(this);
-    grid_->setContentsMargins(0, 0, 0, 0);
-    grid_->setSpacing(4);
+QPointF LiveChart::toPixel(double x, double y) const {
+    const Axes a = axes(plotIn(rect()));
+    return {a.px(x), a.py(y)};
+}
+
+// Per pixel column of the plot: the first, lowest, highest and last row in it (data coords).
+QVector<QPointF> LiveChart::decimated(const Line& l, bool smoothed, const Axes& a, QVector<int>* groups) const {
+    QVector<QPointF> out;
+    if (groups) groups->clear();
+    const int n = int(l.y.size());
+    if (n == 0 || a.empty) return out;
+    if (xMode_ != XAxisMode::Step && !l.hasTime) return out;
+    int key = 0;
+    for (const auto& [k, ln] : *lines_)
+        if (&ln == &l) key = k;
+    const double off = xMode_ == XAxisMode::WallTime ? starts_.value(key, 0.0) : 0.0;
+    const auto& xs = xMode_ == XAxisMode::Step ? l.x : l.t;
+    if (smoothed) smoothedLine(l);
+    const auto& v = l.values(smoothed);
+    const MinMaxPyramid& pyr = l.pyramid(smoothed);
+    const int cols = std::max(1, int(std::ceil(a.plot.width())));
+    if (n <= cols) {
+        out.reserve(n);
+        for (int i = 0; i < n; ++i) out.push_back({xs[size_t(i)] + off, v[size_t(i)]});
+        return out;
+    }
+    out.reserve(cols * 4);
+    const double dx = (a.x1 - a.x0) / cols;
+    int i = int(std::lower_bound(xs.begin(), xs.end(), a.x0 - off) - xs.begin());
+    for (int c = 0; c < cols && i < n; ++c) {
+        const double edge = a.x0 + (c + 1) * dx - off;
+        const int b = c == cols - 1 ? n : int(std::lower_bound(xs.begin() + i, xs.end(), edge) - xs.begin());
+        if (b <= i) continue;
+        const auto [lo, hi] = pyr.range(v.data(), i, b);
+        const double cx = xs[size_t(i)] + off;
+        if (groups) groups->push_back(int(out.size()));
+        out.push_back({cx, v[size_t(i)]});
+        if (b - i > 1) {
+            const double ex = xs[size_t(b - 1)] + off;
+            const double mid = 0.5 * (cx + ex);
+            // Lowest and highest in x order of where they fall is not tracked; both are drawn at
+            // the column's middle, which is the same pixel column.
+            out.push_back({mid, lo});
+            out.push_back({mid, hi});
+            out.push_back({ex, v[size_t(b - 1)]});
+        }
+        i = b;
+    }
+    return out;
+}
+
+QVector<QPointF> LiveChart::shownPoints(int run) const {
+    const auto it = lines_->find(run);
+    if (it == lines_->end()) return {};
+    return decimated(it->second, false, axes(plotIn(rect())));
+}
+
+void LiveChart::drawLine(QPainter& p, const Line& l, const Axes& a, bool smoothed, const QPen& pen) const {
+    QVector<int> groups;
+    const QVector<QPointF> pts = decimated(l, smoothed, a, &groups);
+    if (pts.isEmpty()) return;
+    QPolygonF poly;
+    poly.reserve(pts.size());
+    for (const QPointF& q : pts) poly << QPointF(a.px(q.x()), a.py(q.y()));
+    p.setPen(pen);
+    // Stroking a wide antialiased polyline costs ~20x separate segments (measured: 25 ms against
+    // 1.2 ms for 1700 points), so longer lines are drawn as segments: per pixel column the
+    // connection from the previous column's last row and the column's lowest-to-highest bar.
+    if (poly.size() <= 64) {
+        if (poly.size() > 1) p.drawPolyline(poly);
+    } else {
+        QVector<QLineF> segs;
+        segs.reserve(poly.size());
+        if (groups.isEmpty()) {
+            for (int i = 1; i < poly.size(); ++i) segs.push_back(QLineF(poly[i - 1], poly[i]));
+        } else {
+            for (int g = 0; g < groups.size(); ++g) {
+                const int s0 = groups[g], s1 = g + 1 < groups.size() ? groups[g + 1] : int(poly.size());
+                if (g > 0) segs.push_back(QLineF(poly[s0 - 1], poly[s0]));
+                if (s1 - s0 == 4) segs.push_back(QLineF(poly[s0 + 1], poly[s0 + 2]));
+            }
+        }
+        p.drawLines(segs);
+    }
+    // Few rows (a validation every N steps, or a single one): a dot on each.
+    if (l.y.size() <= 1 || double(l.y.size()) < a.plot.width() / 12) {
+        p.setBrush(pen.color());
+        QPen dot(pen.color());
+        dot.setWidthF(1);
+        p.setPen(dot);
+        for (const QPointF& q : poly) p.drawEllipse(q, 2.6, 2.6);
+        p.setBrush(Qt::NoBrush);
+    }
+}
+
+void LiveChart::drawAxes(QPainter& p, const Axes& a) const {
+    const QFontMetrics fm(p.fontMetrics());
+    const QColor grid(228, 228, 228), text(70, 70, 70);
+    p.setPen(QPen(grid, 1));
+    // y ticks
+    QVector<double> yt;
+    if (a.log) {
+        const int d0 = int(std::ceil(a.y0 - 1e-9)), d1 = int(std::floor(a.y1 + 1e-9));
+        const int every = std::max(1, (d1 - d0 + 1) / 6 + 1);
+        for (int d = d0; d <= d1; d += every) yt << d;
+        if (yt.size() < 2)   // less than two decades: 2x and 5x too
+            for (int d = int(std::floor(a.y0)); d <= int(std::ceil(a.y1)); ++d)
+                for (double m : {1.0, 2.0, 5.0}) {
+                    const double v = d + std::log10(m);
+                    if (v >= a.y0 && v <= a.y1 && !yt.contains(v)) yt << v;
+                }
+        std::sort(yt.begin(), yt.end());
+    } else {
+        const double iv = niceTickInterval(a.y1 - a.y0, std::max(2, int(a.plot.height() / (fm.height() * 2.2))));
+        for (double v = std::ceil(a.y0 / iv) * iv; v <= a.y1 + iv * 1e-9; v += iv) yt << (std::abs(v) < iv * 1e-9 ? 0 : v);
+    }
+    for (double v : yt) {
+        const double y = a.plot.bottom() - (v - a.y0) / (a.y1 - a.y0) * a.plot.height();
+        p.setPen(QPen(grid, 1));
+        p.drawLine(QPointF(a.plot.left(), y), QPointF(a.plot.right(), y));
+        p.setPen(text);
+        const QString s = formatValue(a.log ? std::pow(10.0, v) : v);
+        p.drawText(QRectF(0, y - fm.height() / 2.0, a.plot.left() - 4, fm.height()), Qt::AlignRight | Qt::AlignVCenter, s);
+    }
+    // x ticks
+    const double span = a.x1 - a.x0;
+    const int maxTicks = std::max(2, int(a.plot.width() / 90));
+    const double iv = xMode_ == XAxisMode::Step ? niceIntegerTickInterval(span, maxTicks)
+                                                 : std::max(timeTickInterval(span * 6 / maxTicks), 1.0);
+    double first = std::ceil(a.x0 / iv) * iv;
+    if (xMode_ == XAxisMode::WallTime && iv >= 3600) {   // whole hours of local time
+        const qint64 offset = QDateTime::fromSecsSinceEpoch(qint64(a.x0)).offsetFromUtc();
+        first = std::ceil((a.x0 + offset) / iv) * iv - offset;
+    }
+    for (double x = first; x <= a.x1 + iv * 1e-9; x += iv) {
+        const double px = a.px(x);
+        p.setPen(QPen(grid, 1));
+        p.drawLine(QPointF(px, a.plot.top()), QPointF(px, a.plot.bottom()));
+        QString s;
+        if (xMode_ == XAxisMode::Step) s = QString::number(qint64(std::llround(x)));
+        else if (xMode_ == XAxisMode::RelativeTime) s = formatDuration(x);
+        else s = QDateTime::fromSecsSinceEpoch(qint64(std::llround(x))).toString(span > 86400 ? "MM-dd HH:mm" : iv < 60 ? "HH:mm:ss" : "HH:mm");
+        p.setPen(text);
+        const int w = fm.horizontalAdvance(s);
+        const double lx = std::clamp(px - w / 2.0, a.plot.left() - 20.0, a.plot.right() + 10.0 - w);
+        p.drawText(QPointF(lx, a.plot.bottom() + fm.ascent() + 3), s);
+    }
+    p.setPen(QPen(QColor(190, 190, 190), 1));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(a.plot);
+}
+
+void LiveChart::drawLegend(QPainter& p, const QRect& r) const {
+    const QFontMetrics fm(p.fontMetrics());
+    int x = r.left(), y = r.top(), row = 0, left = 0;
+    for (const auto& [k, l] : *lines_) {
+        if (hidden_.contains(k)) continue;
+        const QString label = runLabel(k), value = formatValue(l.y.empty() ? 0 : l.y.back());
+        const int w = 16 + fm.horizontalAdvance(label + "  " + value) + 12;
+        if (x > r.left() && x + w > r.right()) {
+            if (++row >= kLegendMaxRows) {
+                ++left;
+                continue;
+            }
+            x = r.left();
+            y += fm.height() + 2;
+        }
+        QPen pen(colourOf(k), 2.4);
+        pen.setStyle(styleOf(k));
+        p.setPen(pen);
+        p.drawLine(QPointF(x, y + fm.height() / 2.0), QPointF(x + 12, y + fm.height() / 2.0));
+        p.setPen(QColor(60, 60, 60));
+        p.drawText(QPointF(x + 16, y + fm.ascent()), label);
+        QFont bold = p.font();
+        bold.setBold(true);
+        p.save();
+        p.setFont(bold);
+        p.drawText(QPointF(x + 16 + fm.horizontalAdvance(label + "  "), y + fm.ascent()), value);
+        p.restore();
+        x += w;
+    }
+    if (left > 0) {
+        p.setPen(QColor(110, 110, 110));
+        const QString more = QStringLiteral("+%1 more").arg(left);
+        p.drawText(QPointF(r.right() - fm.horizontalAdvance(more), y + fm.ascent()), more);
+    }
+}
+
+void LiveChart::draw(QPainter& p, const QRect& r) const {
+    p.save();
+    p.setFont(font());
+    p.fillRect(r, Qt::white);
+    const QFontMetrics fm(font());
+    // Header: the title, the log toggle at the right.
+    QFont bold = font();
+    bold.setBold(true);
+    p.setFont(bold);
+    p.setPen(QColor(40, 40, 40));
+    p.drawText(QRect(r.left() + 8, r.top() + 2, r.width() - 60, fm.height() + 2), Qt::AlignLeft | Qt::AlignVCenter,
+               fm.elidedText(title_, Qt::ElideMiddle, r.width() - 70));
+    p.setFont(font());
+    const QRect tog = toggleIn(font(), r);
+    p.setPen(QColor(150, 150, 150));
+    p.setBrush(logY_ ? QColor(70, 110, 180) : Qt::white);
+    p.drawRoundedRect(tog, 3, 3);
+    p.setPen(logY_ ? Qt::white : QColor(110, 110, 110));
+    p.drawText(tog, Qt::AlignCenter, "log");
+    p.setBrush(Qt::NoBrush);
+
+    const QRect plot = plotIn(r);
+    const Axes a = axes(plot);
+    p.setRenderHint(QPainter::Antialiasing, false);
+    drawAxes(p, a);
+    if (a.empty) {
+        p.setPen(QColor(150, 150, 150));
+        p.drawText(plot, Qt::AlignCenter, lines_->empty() ? "no rows yet" : "no rows on this axis");
+    }
+    p.save();
+    p.setClipRect(plot.adjusted(-3, -3, 3, 3));
+    p.setRenderHint(QPainter::Antialiasing, true);
+    // Overlays first, run 0 (the run in focus) on top; raw lines faint behind the smoothed ones.
+    const bool smooth = smoothing_ > 0;
+    for (int pass = 0; pass < (smooth ? 2 : 1); ++pass)
+        for (auto it = lines_->rbegin(); it != lines_->rend(); ++it) {
+            if (hidden_.contains(it->first)) continue;
+            QPen pen(colourOf(it->first));
+            pen.setStyle(styleOf(it->first));
+            if (smooth && pass == 0) {
+                QColor c = pen.color();
+                c.setAlpha(60);
+                pen.setColor(c);
+                pen.setWidthF(1.0);
+                drawLine(p, it->second, a, false, pen);
+            } else {
+                pen.setWidthF(1.6);
+                drawLine(p, it->second, a, smooth, pen);
+            }
+        }
+    p.restore();
+    const QFontMetrics lfm(font());
+    drawLegend(p, QRect(r.left() + 8, plot.bottom() + lfm.height() + 8, r.width() - 16,
+                        r.bottom() - plot.bottom() - lfm.height() - 8));
+    p.restore();
+}
+
+QString LiveChart::readout(double x) const {
+    QStringList out;
+    bool head = false;
+    for (const auto& [k, l] : *lines_) {
+        if (hidden_.contains(k) || l.y.empty()) continue;
+        if (xMode_ != XAxisMode::Step && !l.hasTime) continue;
+        const double off = xMode_ == XAxisMode::WallTime ? starts_.value(k, 0.0) : 0.0;
+        const auto& xs = xMode_ == XAxisMode::Step ? l.x : l.t;
+        size_t i = size_t(std::lower_bound(xs.begin(), xs.end(), x - off) - xs.begin());
+        if (i >= xs.size()) i = xs.size() - 1;
+        else if (i > 0 && std::abs(xs[i - 1] + off - x) <= std::abs(xs[i] + off - x)) --i;
+        if (!head) {
+            head = true;
+            if (xMode_ == XAxisMode::Step) out << QStringLiteral("step %1").arg(qint64(std::llround(x)));
+            else if (xMode_ == XAxisMode::RelativeTime) out << formatDuration(x);
+            else out << QDateTime::fromSecsSinceEpoch(qint64(std::llround(x))).toString("yyyy-MM-dd HH:mm:ss");
+        }
+        QString s = QStringLiteral("%1: %2").arg(runLabel(k), formatValue(l.y[i]));
+        if (smoothing_ > 0) s += QStringLiteral(" (smoothed %1)").arg(formatValue(smoothedLine(l)[i]));
+        s += QStringLiteral("  @ step %1").arg(qint64(l.x[i]));
+        out << s;
+    }
+    return out.join('\n');
+}
+
+QString LiveChart::hoverText() const {
+    if (hoverX_ < 0) return {};
+    const Axes a = axes(plotIn(rect()));
+    if (a.empty) return {};
+    return readout(a.xAt(hoverX_));
+}
+
+QStringList LiveChart::lastValueTexts() const {
+    QStringList out;
+    for (const auto& [k, l] : *lines_)
+        if (!hidden_.contains(k) && !l.y.empty()) out << runLabel(k) + "  " + formatValue(l.y.back());
+    return out;
+}
+
+void LiveChart::paintEvent(QPaintEvent*) {
+    QPainter p(this);
+    draw(p, rect());
+    if (hoverX_ < 0) return;
+    const Axes a = axes(plotIn(rect()));
+    if (a.empty) return;
+    // Hover: a cursor line and every line's value there.
+    p.setPen(QPen(QColor(120, 120, 120), 1, Qt::DashLine));
+    p.drawLine(QPointF(hoverX_, a.plot.top()), QPointF(hoverX_, a.plot.bottom()));
+    const QString text = hoverText();
+    if (text.isEmpty()) return;
+    const QFontMetrics fm(font());
+    const QRect box = fm.boundingRect(QRect(0, 0, 1000, 1000), Qt::AlignLeft, text).adjusted(-6, -4, 6, 4);
+    QPoint at(int(hoverX_) + 12, int(a.plot.top()) + 6);
+    if (at.x() + box.width() > int(a.plot.right())) at.setX(int(hoverX_) - 12 - box.width());
+    at.setX(std::max(0, at.x()));
+    const QRect b = box.translated(at - box.topLeft());
+    p.setPen(QColor(160, 160, 160));
+    p.setBrush(QColor(255, 255, 255, 235));
+    p.drawRect(b);
+    p.setPen(QColor(30, 30, 30));
+    p.drawText(b.adjusted(6, 4, -6, -4), Qt::AlignLeft, text);
+}
+
+void LiveChart::mouseMoveEvent(QMouseEvent* e) {
+    const QRectF plot = plotRect();
+    const double x = e->position().x();
+    const double hx = plot.contains(e->position()) ? x : -1;
+    if (hx != hoverX_) {
+        hoverX_ = hx;
+        update();
+    }
+}
+
+void LiveChart::leaveEvent(QEvent*) {
+    if (hoverX_ >= 0) {
+        hoverX_ = -1;
+        update();
+    }
+}
+
+void LiveChart::mousePressEvent(QMouseEvent* e) {
+    if (e->button() == Qt::LeftButton && logToggleRect().contains(e->position().toPoint())) {
+        setLogScale(!logY_);
+        return;
+    }
+    QWidget::mousePressEvent(e);
+}
+
+void LiveChart::mouseDoubleClickEvent(QMouseEvent* e) {
+    if (logToggleRect().contains(e->position().toPoint())) return;
+    Q_EMIT maximizeRequested();
+}
+
+// ---- ChartGrid ---------------------------------------------------------------------------------
+
+ChartGrid::ChartGrid(QWidget* parent, int columns) : QWidget(parent), columns_(std::max(0, columns)) {
+    outer_ = new QVBoxLayout(this);
+    outer_->setContentsMargins(0, 0, 0, 0);
+    outer_->setSpacing(2);
+    setFocusPolicy(Qt::ClickFocus);
+    runOf_ = [](int k) { return k; };
 }
 
 void ChartGrid::setRunLabel(int run, const QString& label) {
     labels_[run] = label;
-    for (LiveChart* c : charts_) c->setRunLabel(run, label);
+    for (LiveChart* c : charts_) {
+        c->setRunLabel(run, label);
+        applyFilter(c);
+    }
+}
+
+LiveChart* ChartGrid::makeChart(const QString& series) {
+    auto* c = new LiveChart(series, this);
+    for (auto it = labels_.begin(); it != labels_.end(); ++it) c->setRunLabel(it.key(), it.value());
+    for (auto it = starts_.begin(); it != starts_.end(); ++it) c->setRunStart(it.key(), it.value());
+    c->setSmoothing(smoothing_);
+    c->setXAxisMode(xMode_);
+    connect(c, &LiveChart::maximizeRequested, this, [this, series] {
+        if (maximized_ == series) restore();
+        else maximize(series);
+    });
+    charts_.insert(series, c);
+    relayout();
+    return c;
 }
 
 void ChartGrid::appendPoints(const QString& series, int run, const QVector<QPointF>& points) {
     LiveChart* c = charts_.value(series, nullptr);
-    if (!c) {
-        c = new LiveChart(series, this);
-        for (auto it = labels_.begin(); it != labels_.end(); ++it) c->setRunLabel(it.key(), it.value());
-        charts_.insert(series, c);
-        relayout();
-    }
+    if (!c) c = makeChart(series);
+    const bool fresh = !c->runs().contains(run);
     c->appendPoints(run, points);
+    if (fresh) applyFilter(c);
+}
+
+void ChartGrid::appendRows(const QString& series, int run, std::vector<double>&& steps, std::vector<double>&& wallTimes,
+                           std::vector<double>&& values) {
+    LiveChart* c = charts_.value(series, nullptr);
+    if (!c) c = makeChart(series);
+    const bool fresh = !c->runs().contains(run);
+    c->appendRows(run, std::move(steps), std::move(wallTimes), std::move(values));
+    if (fresh) applyFilter(c);
+}
+
+void ChartGrid::setRunStart(int run, double unixTime) {
+    starts_[run] = unixTime;
+    for (LiveChart* c : charts_) c->setRunStart(run, unixTime);
 }
 
 void ChartGrid::clearRun(int run) {
@@ -311,12 +949,12 @@ void ChartGrid::clearRun(int run) {
 }
 
 void ChartGrid::clearAll() {
-    for (LiveChart* c : charts_) {
-        grid_->removeWidget(c);
-        delete c;
-    }
+    for (QWidget* s : sections_) s->hide();
+    for (LiveChart* c : charts_) delete c;
     charts_.clear();
     labels_.clear();
+    maximized_.clear();
+    relayout();
 }
 
 QStringList ChartGrid::seriesNames() const { return charts_.keys(); }
@@ -328,22 +966,308 @@ void ChartGrid::setOrder(const QStringList& first) {
     relayout();
 }
 
+void ChartGrid::setGrouping(Grouping g) {
+    grouping_ = std::move(g);
+    relayout();
+}
+
+namespace {
+struct Placed {
+    ChartGrid::Placement at;
+    QString name;
+};
+} // namespace
+
 QStringList ChartGrid::layoutOrder() const {
+    QList<Placed> all;
+    for (auto it = charts_.begin(); it != charts_.end(); ++it) {
+        Placed p{grouping_ ? grouping_(it.key()) : ChartGrid::Placement{}, it.key()};
+        if (!grouping_) {
+            const int i = int(order_.indexOf(it.key()));
+            p.at.rank = i >= 0 ? i : int(order_.size());
+        }
+        all << p;
+    }
+    std::stable_sort(all.begin(), all.end(), [](const Placed& a, const Placed& b) {
+        if (a.at.group != b.at.group) return a.at.group < b.at.group;
+        if (a.at.rank != b.at.rank) return a.at.rank < b.at.rank;
+        return a.name < b.name;
+    });
     QStringList out;
-    for (const QString& n : order_)
-        if (charts_.contains(n) && !out.contains(n)) out << n;
-    for (auto it = charts_.begin(); it != charts_.end(); ++it)   // QMap: sorted by name
-        if (!out.contains(it.key())) out << it.key();
+    for (const Placed& p : all) out << p.name;
     return out;
 }
 
-void ChartGrid::relayout() {
-    for (LiveChart* c : charts_) grid_->removeWidget(c);
-    int i = 0;
+QStringList ChartGrid::groupTitles() const {
+    QStringList out;
     for (const QString& n : layoutOrder()) {
-        grid_->addWidget(charts_.value(n), i / columns_, i % columns_);
+        const QString t = grouping_ ? grouping_(n).groupTitle : QString();
+        if (!out.contains(t)) out << t;
+    }
+    return out;
+}
+
+QList<LiveChart*> ChartGrid::charts() const {
+    QList<LiveChart*> out;
+    for (const QString& n : layoutOrder()) out << charts_.value(n);
+    return out;
+}
+
+void ChartGrid::setGroupCollapsed(const QString& title, bool collapsed) {
+    if (collapsed == collapsed_.contains(title)) return;
+    if (collapsed) collapsed_.insert(title);
+    else collapsed_.remove(title);
+    relayout();
+}
+
+void ChartGrid::maximize(const QString& series) {
+    if (!charts_.contains(series) || maximized_ == series) return;
+    maximized_ = series;
+    relayout();
+    charts_.value(series)->setFocus(Qt::OtherFocusReason);
+}
+
+void ChartGrid::restore() {
+    if (maximized_.isEmpty()) return;
+    maximized_.clear();
+    relayout();
+}
+
+int ChartGrid::fitColumns() const {
+    if (columns_ > 0) return columns_;
+    return std::clamp(width() / 380, 1, 4);
+}
+
+void ChartGrid::resizeEvent(QResizeEvent* e) {
+    QWidget::resizeEvent(e);
+    if (fitColumns() != shownColumns_) QTimer::singleShot(0, this, [this] {
+            if (fitColumns() != shownColumns_) relayout();
+        });
+}
+
+void ChartGrid::keyPressEvent(QKeyEvent* e) {
+    if (e->key() == Qt::Key_Escape && !maximized_.isEmpty()) {
+        restore();
+        e->accept();
+        return;
+    }
+    QWidget::keyPressEvent(e);
+}
+
+void ChartGrid::relayout() {
+    // Charts go back to the grid itself while the sections are rebuilt.
+    for (LiveChart* c : charts_) {
+        c->hide();
+        c->setParent(this);
+    }
+    for (QWidget* s : sections_) {
+        outer_->removeWidget(s);
+        s->deleteLater();
+    }
+    sections_.clear();
+    while (outer_->count() > 0) delete outer_->takeAt(0);
+    shownColumns_ = fitColumns();
+    const QStringList order = layoutOrder();
+    if (!maximized_.isEmpty() && charts_.contains(maximized_)) {
+        LiveChart* c = charts_.value(maximized_);
+        auto* box = new QWidget(this);
+        auto* lay = new QVBoxLayout(box);
+        lay->setContentsMargins(0, 0, 0, 0);
+        auto* hint = new QLabel(QStringLiteral("%1 - double-click or Esc: back to every chart").arg(maximized_), box);
+        hint->setStyleSheet("color: #666;");
+        lay->addWidget(hint);
+        lay->addWidget(c, 1);
+        c->show();
+        outer_->addWidget(box, 1);
+        sections_ << box;
+        Q_EMIT layoutChanged();
+        return;
+    }
+    QString group;
+    bool first = true;
+    QGridLayout* grid = nullptr;
+    int i = 0;
+    for (const QString& n : order) {
+        const Placement at = grouping_ ? grouping_(n) : Placement{};
+        if (first || at.groupTitle != group) {
+            first = false;
+            group = at.groupTitle;
+            const bool collapsed = collapsed_.contains(group);
+            int count = 0;
+            for (const QString& m : order) count += (grouping_ ? grouping_(m).groupTitle : QString()) == group;
+            if (grouping_) {
+                auto* head = new QToolButton(this);
+                head->setObjectName("chartgroup:" + group);
+                head->setAutoRaise(true);
+                head->setCheckable(true);
+                head->setChecked(!collapsed);
+                head->setArrowType(collapsed ? Qt::RightArrow : Qt::DownArrow);
+                head->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+                head->setText(QStringLiteral("%1  (%2)").arg(group).arg(count));
+                QFont f = head->font();
+                f.setBold(true);
+                head->setFont(f);
+                const QString g = group;
+                connect(head, &QToolButton::clicked, this, [this, g](bool open) {
+                    QTimer::singleShot(0, this, [this, g, open] { setGroupCollapsed(g, !open); });
+                });
+                outer_->addWidget(head, 0);
+                sections_ << head;
+            }
+            grid = nullptr;
+            i = 0;
+            if (collapsed) continue;
+            auto* box = new QWidget(this);
+            grid = new QGridLayout(box);
+            grid->setContentsMargins(0, 0, 0, 0);
+            grid->setSpacing(4);
+            const int rows = (count + shownColumns_ - 1) / shownColumns_;
+            outer_->addWidget(box, std::max(1, rows));
+            sections_ << box;
+        }
+        if (!grid) continue;
+        LiveChart* c = charts_.value(n);
+        grid->addWidget(c, i / shownColumns_, i % shownColumns_);
+        c->show();
         ++i;
     }
+    for (QGridLayout* g : findChildren<QGridLayout*>())
+        for (int col = 0; col < shownColumns_; ++col) g->setColumnStretch(col, 1);
+    if (sections_.isEmpty() || std::all_of(sections_.begin(), sections_.end(),
+                                           [](QWidget* w) { return qobject_cast<QToolButton*>(w) != nullptr; }))
+        outer_->addStretch(1);
+    Q_EMIT layoutChanged();
+}
+
+void ChartGrid::setSmoothing(double w) {
+    smoothing_ = w;
+    for (LiveChart* c : charts_) c->setSmoothing(w);
+}
+
+void ChartGrid::setXAxisMode(XAxisMode m) {
+    xMode_ = m;
+    for (LiveChart* c : charts_) c->setXAxisMode(m);
+}
+
+void ChartGrid::setRunOf(std::function<int(int)> f) {
+    runOf_ = f ? std::move(f) : [](int k) { return k; };
+    for (LiveChart* c : charts_) applyFilter(c);
+}
+
+bool ChartGrid::setRunFilter(const QString& pattern) {
+    const QRegularExpression re(pattern, QRegularExpression::CaseInsensitiveOption);
+    if (!re.isValid()) return false;
+    filter_ = pattern;
+    for (LiveChart* c : charts_) applyFilter(c);
+    return true;
+}
+
+void ChartGrid::applyFilter(LiveChart* c) const {
+    const QRegularExpression re(filter_, QRegularExpression::CaseInsensitiveOption);
+    for (int k : c->runs()) {
+        const int run = runOf_(k);
+        const QString label = labels_.contains(run) ? labels_.value(run) : c->runLabel(k);
+        c->setLineVisible(k, filter_.isEmpty() || re.match(label).hasMatch());
+    }
+}
+
+// ---- export ---------------------------------------------------------------------------------
+
+QList<QPair<QString, LiveChart*>> ChartGrid::shownCharts() const {
+    QList<QPair<QString, LiveChart*>> out;
+    for (const QString& n : layoutOrder()) {
+        if (!maximized_.isEmpty() && n != maximized_) continue;
+        if (grouping_ && collapsed_.contains(grouping_(n).groupTitle) && maximized_.isEmpty()) continue;
+        out << qMakePair(n, charts_.value(n));
+    }
+    return out;
+}
+
+namespace {
+constexpr int kExportW = 480, kExportH = 300;
+}
+
+bool ChartGrid::exportPng(const QString& path, QString* error) const {
+    const auto shown = shownCharts();
+    if (shown.isEmpty()) {
+        if (error) *error = path + ": no charts to export";
+        return false;
+    }
+    const int cols = maximized_.isEmpty() ? std::max(1, shownColumns_) : 1;
+    const int rows = int((shown.size() + cols - 1) / cols);
+    QImage img(cols * kExportW, rows * kExportH, QImage::Format_RGB32);
+    img.fill(Qt::white);
+    {
+        QPainter p(&img);
+        for (int i = 0; i < shown.size(); ++i)
+            shown[i].second->draw(p, QRect((i % cols) * kExportW, (i / cols) * kExportH, kExportW, kExportH));
+    }
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || !img.save(&f, "PNG") || !f.commit()) {
+        if (error) *error = path + ": cannot write the PNG (" + f.errorString() + ")";
+        return false;
+    }
+    return true;
+}
+
+bool ChartGrid::exportSvg(const QString& path, QString* error) const {
+    const auto shown = shownCharts();
+    if (shown.isEmpty()) {
+        if (error) *error = path + ": no charts to export";
+        return false;
+    }
+    const int cols = maximized_.isEmpty() ? std::max(1, shownColumns_) : 1;
+    const int rows = int((shown.size() + cols - 1) / cols);
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly)) {
+        if (error) *error = path + ": cannot write the SVG (" + f.errorString() + ")";
+        return false;
+    }
+    {
+        QSvgGenerator gen;
+        gen.setOutputDevice(&f);
+        gen.setSize(QSize(cols * kExportW, rows * kExportH));
+        gen.setViewBox(QRect(0, 0, cols * kExportW, rows * kExportH));
+        gen.setTitle("Glimpse training charts");
+        QPainter p(&gen);
+        for (int i = 0; i < shown.size(); ++i)
+            shown[i].second->draw(p, QRect((i % cols) * kExportW, (i / cols) * kExportH, kExportW, kExportH));
+    }
+    if (!f.commit()) {
+        if (error) *error = path + ": cannot write the SVG (" + f.errorString() + ")";
+        return false;
+    }
+    return true;
+}
+
+bool ChartGrid::exportCsv(const QString& path, QString* error) const {
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) {
+        if (error) *error = path + ": cannot write the CSV (" + f.errorString() + ")";
+        return false;
+    }
+    QTextStream out(&f);
+    out << "chart,line,step,wall_time,value,smoothed\n";
+    for (const auto& [name, c] : shownCharts()) {
+        for (int k : c->runs()) {
+            if (!c->lineVisible(k)) continue;
+            const QVector<QPointF> pts = c->points(k);
+            const QVector<double> wt = c->wallTimes(k), sm = c->smoothedValues(k);
+            const QString head = csvField(name) + ',' + csvField(c->runLabel(k)) + ',';
+            for (int i = 0; i < pts.size(); ++i) {
+                out << head << QString::number(qint64(pts[i].x())) << ','
+                    << (i < wt.size() && std::isfinite(wt[i]) ? QString::number(wt[i], 'g', 12) : QString()) << ','
+                    << QString::number(pts[i].y(), 'g', 17) << ',' << QString::number(sm.value(i, pts[i].y()), 'g', 17)
+                    << '\n';
+            }
+        }
+    }
+    out.flush();
+    if (!f.commit()) {
+        if (error) *error = path + ": cannot write the CSV (" + f.errorString() + ")";
+        return false;
+    }
+    return true;
 }
 
 } // namespace glimpse::widgets
