@@ -671,7 +671,7 @@ void LiveChart::drawAxes(QPainter& p, const Axes& a) const {
         p.setPen(QPen(grid, 1));
         p.drawLine(QPointF(a.plot.left(), y), QPointF(a.plot.right(), y));
         p.setPen(text);
-        const QString s = formatValue(a.log ? std::pow(10.0, v) : v);
+        const QString s = QString::number(a.log ? std::pow(10.0, v) : v, 'g', 3);
         p.drawText(QRectF(0, y - fm.height() / 2.0, a.plot.left() - 4, fm.height()), Qt::AlignRight | Qt::AlignVCenter, s);
     }
     // x ticks
@@ -1062,6 +1062,7 @@ void ChartGrid::relayout() {
     }
     for (QWidget* s : sections_) {
         outer_->removeWidget(s);
+        s->hide();
         s->deleteLater();
     }
     sections_.clear();
