@@ -1081,6 +1081,7 @@ void ChartGrid::relayout() {
         c->show();
         outer_->addWidget(box, 1);
         sections_ << box;
+        box->show();
         Q_EMIT layoutChanged();
         return;
     }
@@ -1134,6 +1135,7 @@ void ChartGrid::relayout() {
     }
     for (QGridLayout* g : findChildren<QGridLayout*>())
         for (int col = 0; col < shownColumns_; ++col) g->setColumnStretch(col, 1);
+    for (QWidget* w : sections_) w->show();   // at once (a layout shows new children later)
     if (sections_.isEmpty() || std::all_of(sections_.begin(), sections_.end(),
                                            [](QWidget* w) { return qobject_cast<QToolButton*>(w) != nullptr; }))
         outer_->addStretch(1);
