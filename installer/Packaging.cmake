@@ -2,6 +2,7 @@
 # binary, a .desktop entry and an icon.
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/installer/convert_letr.py DESTINATION share/glimpse/tools)
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/installer/convert_coat.py DESTINATION share/glimpse/tools)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/installer/convert_efficientzero.py DESTINATION share/glimpse/tools)
 install(FILES ${PROJECT_SOURCE_DIR}/resources/imagenet_classes.txt DESTINATION share/glimpse)
 # The demo LETR model, once trained and placed in resources/ (OPTIONAL: skipped when absent at
 # install time); found at <prefix>/share/glimpse/letr_demo.h5 by defaultLetrCheckpoint().

@@ -2,6 +2,8 @@
 glimpse_add_test(test_rl_envs SOURCES test_rl_envs.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl)
 glimpse_add_test(test_mcts SOURCES test_mcts.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl)
 glimpse_add_test(test_efficientzero SOURCES test_efficientzero.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl)
+# The official EfficientZero network: converter, parity on a Python-written state dict, old checkpoints.
+glimpse_add_test(test_ez_convert SOURCES test_ez_convert.cpp LIBS glimpse_core TIMEOUT 300 LABELS rl)
 glimpse_add_test(test_ez_replay SOURCES test_ez_replay.cpp LIBS glimpse_core TIMEOUT 60 LABELS rl)
 glimpse_add_test(test_ez_loss SOURCES test_ez_loss.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl)
 glimpse_add_test(test_ez_train SOURCES test_ez_train.cpp LIBS glimpse_core TIMEOUT 300 LABELS rl)

@@ -41,7 +41,7 @@ void checkFitsEnv(const Config& c, const rl::Env& env, const std::string& path) 
 Network loadForEnv(const std::string& path, const rl::Env& env) { return loadNetwork(path, &env); }
 
 Network loadNetwork(const std::string& path, const rl::Env* env) {
-    const Checkpoint ck = loadCheckpoint(path);
+    Checkpoint ck = loadModelCheckpoint(path, "convert_efficientzero.py", "ez.h5");   // a .pth/.pt: how to convert it
     if (ck.family != "efficientzero")
         throw Error(path + ": is a '" + ck.family + "' checkpoint, expected 'efficientzero'");
     const nlohmann::json j = parseJsonText(ck.configJson, path, "the checkpoint's config");
@@ -53,6 +53,7 @@ Network loadNetwork(const std::string& path, const rl::Env* env) {
     }
     if (env) checkFitsEnv(c, *env, path);
     Network net(c);
+    addMissingHeadBiases(ck.tensors);   // checkpoints from before the heads' conv biases
     applyCheckpoint(ck, net.module(), "efficientzero", path);
     net.train(false);
     return net;

@@ -17,6 +17,10 @@ nn::Conv2d conv(int in, int out, int kernel, int stride = 1) {
     return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
+// The heads' 1x1 convolutions (conv1x1_reward / value / policy) have biases, as in the official
+// EfficientZero network (PyTorch's default nn.Conv2d there).
+nn::Conv2d conv1x1WithBias(int in, int out) { return nn::Conv2d(nn::Conv2dOptions(in, out, 1).bias(true)); }
+
 // conv-BN-ReLU-conv-BN, plus the input (through a strided 3x3 conv when the shape changes), ReLU.
 struct ResidualBlockImpl : nn::Module {
     ResidualBlockImpl(int in, int out, int stride = 1)
@@ -118,7 +122,7 @@ struct DynamicsImpl : nn::Module {
         : conv1(register_module("conv", conv(c.channels + c.actionPlanes(), c.channels, 3))),
           bn(register_module("bn", nn::BatchNorm2d(c.channels))),
           resblocks(register_module("resblocks", residualStack(c.blocks, c.channels))),
-          conv1x1_reward(register_module("conv1x1_reward", conv(c.channels, c.reducedChannelsReward, 1))),
+          conv1x1_reward(register_module("conv1x1_reward", conv1x1WithBias(c.channels, c.reducedChannelsReward))),
           bn_reward(register_module("bn_reward", nn::BatchNorm2d(c.reducedChannelsReward))),
           lstm(register_module("lstm", nn::LSTM(nn::LSTMOptions(int64_t(c.reducedChannelsReward) * c.stateHeight() *
                                                                      c.stateWidth(),
@@ -150,8 +154,8 @@ TORCH_MODULE(Dynamics);
 struct PredictionImpl : nn::Module {
     explicit PredictionImpl(const Config& c)
         : resblocks(register_module("resblocks", residualStack(c.blocks, c.channels))),
-          conv1x1_value(register_module("conv1x1_value", conv(c.channels, c.reducedChannelsValue, 1))),
-          conv1x1_policy(register_module("conv1x1_policy", conv(c.channels, c.reducedChannelsPolicy, 1))),
+          conv1x1_value(register_module("conv1x1_value", conv1x1WithBias(c.channels, c.reducedChannelsValue))),
+          conv1x1_policy(register_module("conv1x1_policy", conv1x1WithBias(c.channels, c.reducedChannelsPolicy))),
           bn_value(register_module("bn_value", nn::BatchNorm2d(c.reducedChannelsValue))),
           bn_policy(register_module("bn_policy", nn::BatchNorm2d(c.reducedChannelsPolicy))),
           fc_value(register_module("fc_value", mlp(int64_t(c.reducedChannelsValue) * c.stateHeight() * c.stateWidth(),
@@ -194,6 +198,19 @@ static Tensor actionPlanes(const Config& c, const Tensor& state, const Tensor& a
             .view({b, c.numActions, 1, 1})
             .expand({b, c.numActions, state.size(2), state.size(3)});
     return (actions.to(state.options()).view({b, 1, 1, 1}) / double(c.numActions)).expand({b, 1, state.size(2), state.size(3)});
+}
+
+int addMissingHeadBiases(std::map<std::string, Tensor>& tensors) {
+    int added = 0;
+    for (const char* head : {"dynamics_network.conv1x1_reward", "prediction_network.conv1x1_value",
+                             "prediction_network.conv1x1_policy"}) {
+        const std::string weight = std::string(head) + ".weight", bias = std::string(head) + ".bias";
+        auto w = tensors.find(weight);
+        if (w == tensors.end() || tensors.count(bias) || w->second.dim() != 4) continue;
+        tensors[bias] = torch::zeros({w->second.size(0)}, w->second.options());
+        ++added;
+    }
+    return added;
 }
 
 Tensor scalarTransform(const Tensor& x) {

@@ -4,10 +4,12 @@
 // and projection head of the self-supervised consistency loss. Value and value prefix are
 // categorical over [-S, S] after the invertible transform h(x); the last layer of every
 // value, value-prefix and policy head starts at zero, so a fresh network predicts value 0
-// and a uniform policy. Parameter names follow the reference implementation
+// and a uniform policy. The heads' 1x1 convolutions have biases, as the official code's. Parameter names follow the reference implementation
 // (representation_network.*, dynamics_network.*, prediction_network.*, projection.*,
 // projection_head.*).
+#include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -21,6 +23,11 @@ class Module;
 }
 
 namespace glimpse::efficientzero {
+
+// Checkpoints written before the heads' 1x1 convolutions (conv1x1_reward / value / policy) had
+// biases lack those three tensors: adds zero biases where a head's weight is present and its
+// bias is not (the old network's exact function). Returns how many were added.
+int addMissingHeadBiases(std::map<std::string, torch::Tensor>& tensors);
 
 // h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x, eps = 0.001, and its exact inverse.
 torch::Tensor scalarTransform(const torch::Tensor& x);

@@ -335,6 +335,10 @@ void loadState(const std::string& path, const TrainConfig& cfg, const Config& ne
     rngFromString(l.rng, f.attrString("rng"), path);
     const Tensor envEp = f.readTensor("env_episodes", torch::kInt64, {-1});
     l.n.envEpisodes.assign(envEp.data_ptr<int64_t>(), envEp.data_ptr<int64_t>() + envEp.numel());
+    if (!f.group("network").hasDataset("p/prediction_network.conv1x1_value.bias"))
+        throw Error(path + ": this run was saved before the heads' 1x1 convolutions had biases (issue 52), so its "
+                           "training state cannot be resumed; start a new run (its model.h5 still plays and "
+                           "evaluates, with zero biases)");
     readModule(f.group("network"), l.net.module());
     readModule(f.group("target"), l.target.module());
     readOptimizer(f, l.opt, path);
