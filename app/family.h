@@ -8,6 +8,7 @@
 #include <QImage>
 #include <QKeySequence>
 #include <QString>
+#include <QStringList>
 #include <functional>
 #include <string>
 #include <vector>
@@ -42,7 +43,23 @@ struct TrainingDefaults {
     QString dataHint;       // the dataset field's tool tip
     QString runLogName = "run.h5";
     PreviewFn preview;      // null: no preview (the panel says so)
+    // The Training view's charts of this family's run logs: which series are its losses, its
+    // validation metrics and its task charts, most important first ("prefix*" matches a
+    // prefix). Every other series is an optimizer / system chart (chartPlacement).
+    QStringList losses, metrics, tasks;
 };
+
+// Where the Training view puts a series' chart. The groups come in the same order for every
+// family: losses, validation metrics, task weights (XTRA), optimizer and system (lr,
+// throughput, memory, ...); `rank` orders the charts of a group (then their names do).
+struct ChartPlacement {
+    int group = 0;
+    QString groupTitle;
+    int rank = 0;
+};
+// The family's own lists decide first, then the other families' (runs of several families
+// overlaid); "" or an unknown family: every family's lists.
+ChartPlacement chartPlacement(const std::string& family, const QString& series);
 
 struct ModelFamily {
     std::string name;       // "letr": the `family` of its checkpoints and traces, and its CLI subject

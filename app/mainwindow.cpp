@@ -21,6 +21,7 @@
 #include <QCheckBox>
 #include <QSlider>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolBar>
@@ -36,6 +37,7 @@
 #include "app/resources.h"
 #include "app/training/training_job.h"
 #include "app/training/training_panel.h"
+#include "app/training/training_view.h"
 #include "core/error.h"
 #include "core/file_kind.h"
 #include "core/io/demo_image.h"
@@ -65,7 +67,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     compare_->setOverlayTitle("compare");
     split->addWidget(compare_);
     compare_->hide();
-    setCentralWidget(split);
+    // The main area: the image (with its compare pane) and, once a run is opened or started,
+    // the training charts as a tab of their own (issue 55); the tab bar hides with one tab.
+    auto* central = new QTabWidget(this);
+    central->setObjectName("central.tabs");
+    central->setDocumentMode(true);
+    central->setTabBarAutoHide(true);
+    central->addTab(split, "Image");
+    setCentralWidget(central);
     buildDocks();
     buildMenus();
     buildVideoBar();
@@ -234,6 +243,15 @@ void MainWindow::buildDocks() {
     trainDock->hide();   // View > Training, File > Open run... or a started run shows it
     connect(trainingPanel_, &TrainingPanel::message, this, &MainWindow::log);
     connect(trainingPanel_, &TrainingPanel::errorOccurred, this, &MainWindow::reportError);
+    // The charts are a central tab while runs are followed; the dock keeps the form, the runs
+    // and the preview.
+    connect(trainingPanel_, &TrainingPanel::runsChanged, this, [this, view = trainingPanel_->detachChartsView()] {
+        auto* tabs = qobject_cast<QTabWidget*>(centralWidget());
+        if (!tabs) return;
+        const int i = tabs->indexOf(view);
+        if (trainingPanel_->runCount() > 0 && i < 0) tabs->setCurrentIndex(tabs->addTab(view, "Training"));
+        else if (trainingPanel_->runCount() == 0 && i >= 0) tabs->removeTab(i);
+    });
     buildReplayDock(trainDock);
     // The first model panel's tab is the raised one (tabbing the hidden Replay dock into the
     // group must not leave another tab current).
@@ -414,7 +432,7 @@ bool MainWindow::openRun(const QString& path) {
     if (auto* dock = qobject_cast<QDockWidget*>(trainingPanel_->parentWidget())) {
         dock->show();
         dock->raise();
-        resizeDocks({dock}, {std::max(560, width() / 2)}, Qt::Horizontal);
+        resizeDocks({dock}, {420}, Qt::Horizontal);   // the charts have the main area
     }
     return true;
 }

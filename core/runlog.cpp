@@ -126,8 +126,27 @@ MetricSeries readRows(const h5::Dataset& ds, int64_t first) {
     h5::Id mem = rowMemType();
     ds.check(H5Dread(ds.id(), mem.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, rows.data()),
              "cannot read the series (expected rows of {step int64, wall_time float64, value float64})");
+    s.steps.reserve(rows.size());
+    s.wallTimes.reserve(rows.size());
+    s.values.reserve(rows.size());
     for (const auto& r : rows) s.append(r.step, r.wall_time, r.value);
     return s;
+}
+
+// Rows [first, n) of one member of the row compound ("step", "wall_time", "value") as doubles:
+// a memory type with that member alone makes HDF5 read (and convert) just that field.
+std::vector<double> readColumn(const h5::Dataset& ds, int64_t first, int64_t n, const char* member) {
+    std::vector<double> out(size_t(n - first));
+    if (out.empty()) return out;
+    const hsize_t start = hsize_t(first), count = hsize_t(n - first);
+    h5::Id fileSpace(H5Dget_space(ds.id()), H5Sclose);
+    H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+    h5::Id memSpace(H5Screate_simple(1, &count, nullptr), H5Sclose);
+    h5::Id mem(H5Tcreate(H5T_COMPOUND, sizeof(double)), H5Tclose);
+    H5Tinsert(mem.get(), member, 0, H5T_NATIVE_DOUBLE);
+    ds.check(H5Dread(ds.id(), mem.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, out.data()),
+             std::string("cannot read the series' ") + member + " (expected rows of {step int64, wall_time float64, value float64})");
+    return out;
 }
 
 void collectDatasets(const h5::Group& g, const std::string& prefix, std::vector<std::string>& out,
@@ -653,6 +672,23 @@ MetricSeries RunLogReader::series(const std::string& series, int64_t firstRow) c
         s.values.resize(keep);
     }
     return s;
+}
+
+SeriesColumns RunLogReader::columns(const std::string& series, int64_t firstRow) const {
+    auto it = impl_->series.find(series);
+    if (it == impl_->series.end()) throw Error(impl_->path + ": run log has no series '" + series + "'");
+    const h5::Dataset& ds = it->second;
+    const auto shape = ds.shape();
+    if (shape.size() != 1) ds.fail("a series must be 1-D, file has " + h5::shapeString(shape));
+    // A stable view: the rows as of the last refresh(), even if more are visible already.
+    const int64_t n = std::min<int64_t>(shape[0], impl_->rows.at(series));
+    const int64_t first = std::clamp<int64_t>(firstRow, 0, std::max<int64_t>(0, n));
+    SeriesColumns c;
+    if (first >= n) return c;
+    c.steps = readColumn(ds, first, n, "step");
+    c.wallTimes = readColumn(ds, first, n, "wall_time");
+    c.values = readColumn(ds, first, n, "value");
+    return c;
 }
 
 const nlohmann::json& RunLogReader::config() const { return impl_->root.config; }

@@ -271,6 +271,13 @@ private Q_SLOTS:
         QVERIFY(panel2.startButton()->isEnabled());
         panel2.pollNow();
         QCOMPARE(panel2.charts()->chart("loss/train")->pointCount(0), 2);
+        // The stopped run (checkpoint.h5, no model.h5 yet) opened in a panel previews its checkpoint.
+        app::TrainingPanel viewer2(nullptr);
+        QSignalSpy viewer2Preview(&viewer2, &app::TrainingPanel::previewUpdated);
+        QVERIFY(viewer2.openRun(out2 + "/run.h5"));
+        QVERIFY(viewer2Preview.wait(60000));
+        QVERIFY2(viewer2.previewCaption().startsWith("checkpoint.h5 (step 2)"), qPrintable(viewer2.previewCaption()));
+        QCOMPARE(viewer2.previewImage().width(), 4 * 40);
         // Resume continues from the checkpoint to the end.
         panel2.resumeButton()->click();
         QVERIFY(finished2.wait(120000));

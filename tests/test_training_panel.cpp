@@ -2,6 +2,11 @@
 // written by another process; one written by a TrainingJob's worker thread), the job's
 // start / pause / stop / resume, and the model preview. Offscreen platform.
 #include <QApplication>
+#include <QComboBox>
+#include <QLineEdit>
+#include <QScrollArea>
+#include <QSlider>
+#include <QTabWidget>
 #include <QFileInfo>
 #include <QPen>
 #include <QProcess>
@@ -23,6 +28,8 @@
 #include <thread>
 
 #include "app/letr/trainer.h"
+#include "app/mainwindow.h"
+#include "app/training/training_view.h"
 #include "app/training/training_job.h"
 #include "app/training/training_panel.h"
 #include "core/io/demo_image.h"
@@ -185,7 +192,10 @@ private Q_SLOTS:
         QVERIFY(c);
         QVERIFY(!panel.charts()->chart("task_weight/breakout"));   // grouped, not a chart per game
         QVERIFY(panel.charts()->chart("task losses"));
-        QCOMPARE(panel.charts()->layoutOrder().front(), QString("task weights"));
+        // Losses first (the target's, then the tasks'), then the task weights' group.
+        const QStringList order = panel.charts()->layoutOrder();
+        QCOMPARE(order.mid(0, 3), QStringList({"loss", "task losses", "task weights"}));
+        QCOMPARE(panel.charts()->groupTitles(), QStringList({"Losses", "Task weights"}));
         QCOMPARE(c->runs().size(), 3);
         QMap<QString, int> line;
         for (int k : c->runs()) line[c->runLabel(k).section(' ', 0, 0)] = k;
@@ -207,6 +217,130 @@ private Q_SLOTS:
         w.finish();
         panel.closeRuns();
         QVERIFY(c->runs().isEmpty());
+    }
+
+    // Opening a run sets the form to the run's own model, config and dataset, read-only (Start
+    // and Resume wait until Close runs); closing it brings back what the user had typed.
+    void fieldsFollowTheOpenedRun() {
+        QDir().mkpath(dir_.filePath("coatrun"));
+        RunLog log;
+        log.status = RunStatus::Finished;
+        log.config = {{"trainer", "coat"}, {"data", "fashion-mnist:/data/fm"}, {"total_steps", 4}};
+        for (int i = 1; i <= 4; ++i) log.series["loss/train"].append(i, i, 1.0 / i);
+        log.series["val/acc"].append(4, 4, 0.75);
+        log.save(file("coatrun/run.h5"));
+        TrainingJob job([](const TrainingSpec&, train::Control&, const train::ProgressFn&) {});
+        TrainingPanel panel(&job);
+        panel.setDataSpec("procedural:5");
+        panel.setOutDir(dir_.filePath("mine"));
+        QCOMPARE(panel.model(), QString("letr"));
+        QVERIFY(panel.startButton()->isEnabled());
+        QVERIFY(!panel.fieldsFollowRun());
+        const QString path = dir_.filePath("coatrun/run.h5");
+        QVERIFY(panel.openRun(path));
+        QVERIFY(panel.fieldsFollowRun());
+        QCOMPARE(panel.model(), QString("coat"));
+        QCOMPARE(panel.configPath(), path);   // its config is the one its log records
+        QCOMPARE(panel.dataSpec(), QString("fashion-mnist:/data/fm"));
+        QCOMPARE(panel.outDir(), QFileInfo(path).absolutePath());
+        QVERIFY(!panel.findChild<QComboBox*>()->isEnabled());
+        for (QLineEdit* e : panel.findChildren<QLineEdit*>())
+            if (e->text() == path || e->text() == "fashion-mnist:/data/fm") QVERIFY(e->isReadOnly());
+        QVERIFY(!panel.startButton()->isEnabled());
+        QVERIFY(!panel.resumeButton()->isEnabled());
+        // The view groups its charts as CoaT's registry entry says.
+        QCOMPARE(panel.chartsView()->family(), QString("coat"));
+        QCOMPARE(panel.charts()->layoutOrder(), QStringList({"loss/train", "val/acc"}));
+        panel.closeRuns();
+        QVERIFY(!panel.fieldsFollowRun());
+        QCOMPARE(panel.model(), QString("letr"));
+        QCOMPARE(panel.dataSpec(), QString("procedural:5"));
+        QCOMPARE(panel.outDir(), dir_.filePath("mine"));
+        QVERIFY(panel.findChild<QComboBox*>()->isEnabled());
+        QVERIFY(panel.startButton()->isEnabled());
+    }
+
+    // The view's tool row drives every chart: the smoothing slider (the EMA the formula gives),
+    // the run regex, the x axis.
+    void viewToolsDriveTheCharts() {
+        for (int k = 0; k < 2; ++k) {
+            RunLog log;
+            log.status = RunStatus::Finished;
+            log.config = {{"trainer", "letr"}};
+            log.startTime = 1.7e9 + 100 * k;
+            for (int i = 0; i < 30; ++i) {
+                log.series["loss/total"].append(i, 2.0 * i, (i % 3) + k);
+                log.series["lr"].append(i, 2.0 * i, 1e-4);
+            }
+            log.save(file(QStringLiteral("tools%1.h5").arg(k)));
+        }
+        TrainingPanel panel(nullptr);
+        QVERIFY(panel.openRun(dir_.filePath("tools0.h5")));
+        QVERIFY(panel.openRun(dir_.filePath("tools1.h5")));
+        TrainingView* view = panel.chartsView();
+        auto* loss = panel.charts()->chart("loss/total");
+        view->smoothingSlider()->setValue(90);
+        QCOMPARE(loss->smoothing(), 0.9);
+        std::vector<double> y;
+        for (int i = 0; i < 30; ++i) y.push_back(i % 3);
+        const auto ref = widgets::emaSmooth(y, 0.9);
+        const QVector<double> sm = loss->smoothedValues(0);
+        for (int i = 0; i < 30; ++i) QVERIFY(std::abs(sm[i] - ref[size_t(i)]) < 1e-12);
+        view->runFilterEdit()->setText("tools1");
+        QVERIFY(!loss->lineVisible(0) && loss->lineVisible(1));
+        view->runFilterEdit()->setText("");
+        QVERIFY(loss->lineVisible(0));
+        view->xAxisBox()->setCurrentIndex(1);   // relative time: the rows' wall times
+        QCOMPARE(loss->xRange(), QPointF(0, 58));
+        view->xAxisBox()->setCurrentIndex(2);   // wall time: the runs' own start times added
+        QCOMPARE(loss->xRange(), QPointF(1.7e9, 1.7e9 + 158));
+    }
+
+    // In the main window the charts are a central tab that fills the main area; they resize
+    // with the window, one chart maximizes with a double-click and comes back with Escape.
+    void chartsFillTheMainArea() {
+        RunLog log;
+        log.status = RunStatus::Finished;
+        log.config = {{"trainer", "letr"}};
+        for (const char* s : {"loss/total", "loss/cls", "loss/l1", "val/sAP10", "lr", "throughput"})
+            for (int i = 0; i < 50; ++i) log.series[s].append(i * 10, i, 1.0 / (1 + i));
+        log.save(file("main.h5"));
+        app::MainWindow w;
+        w.resize(1280, 860);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto* tabs = qobject_cast<QTabWidget*>(w.centralWidget());
+        QVERIFY(tabs);
+        QVERIFY(tabs->tabBar()->isHidden());   // the image alone: no tab bar
+        QVERIFY(w.openRun(dir_.filePath("main.h5")));
+        TrainingView* view = w.trainingPanel()->chartsView();
+        QCOMPARE(tabs->currentWidget(), static_cast<QWidget*>(view));
+        QTRY_VERIFY(view->isVisible());
+        QTRY_VERIFY(view->width() >= tabs->width() - 8 && view->height() >= tabs->height() - tabs->tabBar()->height() - 8);
+        auto* grid = view->grid();
+        QTRY_VERIFY(grid->width() >= view->width() - 40);
+        const auto charts = grid->charts();
+        QCOMPARE(charts.size(), 6);
+        QTRY_VERIFY(charts.front()->isVisible() && charts.front()->width() >= 300);
+        const int cols = grid->columns();
+        QVERIFY(cols >= 2);
+        w.resize(1900, 1000);
+        QTRY_VERIFY(grid->columns() > cols);
+        w.resize(1280, 860);
+        QTRY_COMPARE(grid->columns(), cols);
+        if (qEnvironmentVariableIsSet("GLIMPSE_TEST_SHOTS"))
+            w.grab().save(QDir(qEnvironmentVariable("GLIMPSE_TEST_SHOTS")).filePath("training_view.png"));
+        widgets::LiveChart* lr = grid->chart("lr");
+        QTest::mouseDClick(lr, Qt::LeftButton, Qt::NoModifier, lr->rect().center());
+        QCOMPARE(grid->maximized(), QString("lr"));
+        QTRY_VERIFY(lr->width() >= view->width() - 40 && lr->height() >= view->height() * 0.7);
+        QTRY_VERIFY(!grid->chart("loss/total")->isVisible());
+        QTest::keyClick(lr, Qt::Key_Escape);
+        QCOMPARE(grid->maximized(), QString());
+        QTRY_VERIFY(grid->chart("loss/total")->isVisible());
+        // Close runs: the tab goes, the image is the main area again.
+        w.trainingPanel()->closeRuns();
+        QCOMPARE(tabs->indexOf(view), -1);
     }
 
     void openRunErrorsNameTheFile() {
@@ -452,10 +586,15 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(panel->progressText().contains("/ 1000000") && panel->progressText().contains("ETA"),
                                  60000);
         QVERIFY(panel->progressValue() >= 0);
-        // Headline charts first: total loss, then validation.
+        // Headline charts first: total loss, then the loss terms, then validation (sAP10 first),
+        // then optimizer and system charts - the groups of the family registry.
         const QStringList order = panel->charts()->layoutOrder();
         QCOMPARE(order.value(0), QString("loss/total"));
-        QCOMPARE(order.value(1), QString("val/sAP10"));
+        QCOMPARE(panel->charts()->groupTitles().mid(0, 2), QStringList({"Losses", "Validation metrics"}));
+        const int firstVal = int(order.indexOf("val/sAP10"));
+        QVERIFY(firstVal > 0);
+        for (int i = 0; i < firstVal; ++i) QVERIFY2(order[i].startsWith("loss/"), qPrintable(order[i]));
+        QVERIFY(order.indexOf("lr") > firstVal);
 
         // Closing the panel does not stop the run; its charts keep following.
         panel->close();

@@ -20,6 +20,8 @@ ModelFamily coatFamily() {
     f.training = {"CoaT (image classification)", "coat_fmnist_train.json", "fashion-mnist",
                   "fashion-mnist, fashion-mnist:DIR or a folder of class folders"};
     f.training.preview = coatTrainingPreview;
+    f.training.losses = {"loss/train", "loss/*"};
+    f.training.metrics = {"val/acc", "train/acc", "val/loss", "val/*"};
     f.commands = cli::coatCommands();
     return f;
 }

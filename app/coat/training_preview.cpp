@@ -1,7 +1,9 @@
-// The Training panel's preview of a CoaT run: its model.h5 (written when the run ends) on the
-// first validation images of the run's dataset.
+// The Training panel's preview of a CoaT run: its newest weights - model.h5 (written when the
+// run ends) or the checkpoint.h5 training state (written every checkpoint_every steps) - on
+// the first validation images of the run's dataset.
 #include "app/family.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <opencv2/imgproc.hpp>
@@ -9,22 +11,68 @@
 #include "core/data/classification.h"
 #include "core/error.h"
 #include "core/models/coat/model.h"
+#include "core/models/coat/train.h"
+#include "core/train/state.h"
 
 namespace glimpse::app {
 
 namespace {
 constexpr int kCoatPreviewCount = 8;
+
+struct LoadedCoat {
+    std::shared_ptr<coat::CoatModel> model;
+    std::string used;   // "model.h5" or "checkpoint.h5 (step N)"
+    std::string dataSpec;
+};
+
+// The run's training state as a model: the config from its meta, the classes from the data.
+LoadedCoat loadCheckpoint(const std::string& path, const std::string& dataSpec) {
+    auto st = train::loadTrainState(path, "coat-train");
+    if (!st.meta.contains("config")) throw Error(path + ": no training config in the checkpoint");
+    const auto cfg = coat::CoatTrainConfig::fromJson(st.meta["config"], path);
+    std::string spec = dataSpec;
+    if (spec.empty() && st.meta.contains("data") && st.meta["data"].is_string()) spec = st.meta["data"].get<std::string>();
+    if (spec.empty()) throw Error(path + ": the checkpoint does not name its dataset");
+    const auto splits = data::openClassificationDataset(spec, int(cfg.holdoutEvery));
+    LoadedCoat r;
+    r.model = std::make_shared<coat::CoatModel>(cfg.modelConfig(splits.train->classNames()), cfg.seed);
+    train::loadModuleTensors(*r.model, st.model, path);
+    r.used = "checkpoint.h5 (step " + std::to_string(st.meta.value("step", int64_t(0))) + ")";
+    r.dataSpec = spec;
+    return r;
 }
+
+// The newest of model.h5 / checkpoint.h5 that loads.
+LoadedCoat loadLatest(const std::string& dir, const std::string& dataSpec) {
+    namespace fs = std::filesystem;
+    std::vector<fs::path> candidates;
+    for (const char* name : {"model.h5", "checkpoint.h5"})
+        if (fs::exists(fs::path(dir) / name)) candidates.push_back(fs::path(dir) / name);
+    std::stable_sort(candidates.begin(), candidates.end(), [](const fs::path& a, const fs::path& b) {
+        return fs::last_write_time(a) > fs::last_write_time(b);
+    });
+    std::string errors;
+    for (const auto& p : candidates) {
+        try {
+            if (p.filename() == "checkpoint.h5") return loadCheckpoint(p.string(), dataSpec);
+            return LoadedCoat{coat::loadCoat(p.string()), "model.h5", dataSpec};
+        } catch (const std::exception& e) {
+            errors += std::string(errors.empty() ? "" : "; ") + e.what();
+        }
+    }
+    throw Error(candidates.empty() ? "no model.h5 or checkpoint.h5 in " + dir + " yet" : errors);
+}
+
+} // namespace
 
 // A grid of the first kCoatPreviewCount validation images, each framed green (right) or red
 // (wrong), with the count in the caption.
 TrainingPreview coatTrainingPreview(const std::string& dir, const std::string& dataSpec) {
-    const std::string path = (std::filesystem::path(dir) / "model.h5").string();
-    if (!std::filesystem::exists(path)) throw Error("model.h5 is written when the run ends");
-    auto model = coat::loadCoat(path);
+    const LoadedCoat loaded = loadLatest(dir, dataSpec);
+    auto model = loaded.model;
     torch::NoGradGuard ng;
     model->eval();
-    const auto splits = data::openClassificationDataset(dataSpec);
+    const auto splits = data::openClassificationDataset(loaded.dataSpec);
     const auto& val = *splits.val;
     const int n = int(std::min<int64_t>(kCoatPreviewCount, val.size()));
     if (n == 0) throw Error("the validation split of " + dataSpec + " is empty");
@@ -52,7 +100,7 @@ TrainingPreview coatTrainingPreview(const std::string& dir, const std::string& d
     }
     TrainingPreview r;
     r.image = QImage(canvas.data, canvas.cols, canvas.rows, int(canvas.step), QImage::Format_RGB888).copy();
-    r.caption = QStringLiteral("model.h5: %1 / %2 validation images right").arg(correct).arg(n);
+    r.caption = QStringLiteral("%1: %2 / %3 validation images right").arg(QString::fromStdString(loaded.used)).arg(correct).arg(n);
     return r;
 }
 

@@ -23,6 +23,8 @@ ModelFamily constellationFamily() {
                   "procedural[:SEED], fashion-mnist[:DIR] or a mini-ImageNet-style folder (train/ val/ test/ class "
                   "folders)"};
     f.training.preview = constellationTrainingPreview;
+    f.training.losses = {"loss/train", "loss/*"};
+    f.training.metrics = {"val/acc", "val/ci95", "train/acc", "val/*"};
     f.commands = cli::constellationCommands();
     return f;
 }

@@ -16,6 +16,8 @@ ModelFamily efficientZeroFamily() {
     QString games;
     for (const auto& g : rl::envNames()) games += (games.isEmpty() ? "" : ", ") + QString::fromStdString(g);
     f.training = {"EfficientZero (game self-play)", "", "breakout", "game: " + games, "runlog.h5"};
+    f.training.losses = {"loss", "loss_*"};
+    f.training.metrics = {"episode_return", "normalized_score", "episode_length"};
     f.commands = cli::efficientZeroCommands();
     return f;
 }

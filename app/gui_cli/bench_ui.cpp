@@ -1,16 +1,29 @@
 // glimpse bench ui: the UI thread's event-loop latency (app/ui_latency.h) in the real main
 // window through the three scenarios of app/ui_latency_scenarios.h; docs/ui-latency.md.
 #include <QApplication>
+#include <QDir>
+#include <QPainter>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QScrollArea>
 #include <QTemporaryDir>
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <thread>
 
 #include "core/util/threads.h"
 #include "app/cli/cli.h"
 #include "app/letr/view.h"
 #include "app/mainwindow.h"
+#include "app/training/training_panel.h"
+#include "app/training/training_view.h"
+#include "core/runlog.h"
+#include "widgets/live_chart.h"
 #include "app/ui_latency.h"
 #include "app/ui_latency_scenarios.h"
 #include "core/error.h"
@@ -23,6 +36,7 @@ const char* kUsage =
     "usage: glimpse bench ui [--seconds S] [--repeat N] [--scenarios letr,follow,scrub]\n"
     "                        [--checkpoint C.h5] [--image I.png] [--episode-steps N]\n"
     "                        [--rows-per-second R] [--interval MS] [--work-dir DIR]\n"
+    "                        [--chart-steps N] [--chart-series S]\n"
     "Opens the main window (on the current display; without one, Qt's offscreen platform, where\n"
     "the Vulkan viewport draws nothing) and measures how late a 5 ms timer on the UI thread is\n"
     "handled (--interval) while: letr - LETR runs on the image (default the demo scene) again\n"
@@ -31,7 +45,12 @@ const char* kUsage =
     "d 256, 6+6 decoder layers, 300 lines); follow - the Training panel follows a run log that\n"
     "a second thread writes for S seconds (R steps/s, default 500, 8 series) until it finishes;\n"
     "scrub - the replay viewer's slider is dragged through every frame of an N-step (default\n"
-    "1500) 210x160 episode, then 200 random seeks. Prints per scenario the ticks and the mean,\n"
+    "1500) 210x160 episode, then 200 random seeks; charts (only when named in --scenarios) - a\n"
+    "thread writes a live run log of --chart-steps (default 1000000) steps x --chart-series\n"
+    "(default 20) series, the window opens it (timed: open + first paint of the charts tab),\n"
+    "then the writer goes on at R steps/s while every 100 ms the UI thread reads the new rows\n"
+    "and repaints the charts tab (timed per refresh: p50 / p95 / max), and all the charts are\n"
+    "drawn once offscreen (every chart, not only those on screen). Prints per scenario the ticks and the mean,\n"
     "99th percentile and maximum lateness in ms (a UI-thread stall of B ms shows as B - interval\n"
     "to B); for the worst tick the UI thread's CPU time and run-queue wait (runnable, but the\n"
     "cores were busy) in its gap; 'own': lateness minus run-queue wait (what the UI thread\n"
@@ -58,7 +77,151 @@ struct Worst {
     }
 };
 
-void runOnce(const app::UiScenarioOptions& o, const std::string& scenarios, Worst& worst) {
+struct ChartsOptions {
+    int64_t steps = 1000000;
+    int series = 20;
+};
+
+double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v[size_t(std::min<double>(double(v.size() - 1), std::floor(q * double(v.size()))))];
+}
+
+// What this machine charges for fresh memory (page faults), for reading the open time: the
+// charts keep 3 doubles a row (step, wall time, value).
+void printMemoryCost(size_t doubles) {
+    QElapsedTimer t;
+    t.start();
+    std::vector<double> touch(doubles, 1.0);
+    std::printf("charts: this machine fills %.0f MB of new memory in %.0f ms\n", double(touch.size()) * 8 / 1e6,
+                t.nsecsElapsed() / 1e6);
+}
+
+// Every chart drawn once at 480 x 300 (what an export of all the charts costs).
+void printOffscreenDraw(const QList<widgets::LiveChart*>& charts) {
+    QImage img(480, 300, QImage::Format_RGB32);
+    std::vector<double> each;
+    for (auto* c : charts) {
+        QElapsedTimer t;
+        t.start();
+        QPainter p(&img);
+        c->draw(p, img.rect());
+        p.end();
+        each.push_back(t.nsecsElapsed() / 1e6);
+    }
+    double sum = 0;
+    for (double v : each) sum += v;
+    std::printf("charts: all %zu charts drawn offscreen in %.1f ms (per chart p50 %.2f max %.2f ms)\n", each.size(), sum,
+                percentile(each, 0.5), percentile(each, 1.0));
+    std::fflush(stdout);
+}
+
+// Training charts at scale (issue 55): a run log of o.steps x o.series rows opened, then
+// followed live; the UI thread's cost of opening it and of each refresh.
+void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app::UiScenarioOptions& uo,
+                       const ChartsOptions& o) {
+    const QString path = QDir(uo.workDir).filePath("charts_run.h5");
+    QFile::remove(path);
+    std::vector<std::string> names;
+    for (int k = 0; k < o.series; ++k)
+        names.push_back(k == 0 ? "loss/total" : k < 6 ? "loss/term" + std::to_string(k) : k < 9 ? "val/metric" + std::to_string(k)
+                                                                                             : "sys/series" + std::to_string(k));
+    std::atomic<bool> prefilled{false}, stop{false}, done{false};
+    std::atomic<int64_t> written{0};
+    std::string error;
+    const auto value = [](int k, int64_t i) {   // a decaying loss with noise and rare spikes
+        const double noise = std::sin(double(i) * 12.9898 + k * 78.233) * 43758.5453;
+        return (1.0 + k) / (1.0 + double(i) * 1e-4) * (1.0 + 0.1 * (noise - std::floor(noise))) + (i % 99991 == 7 ? 5.0 : 0.0);
+    };
+    QElapsedTimer prefillClock;
+    prefillClock.start();
+    std::thread writer([&] {
+        try {
+            RunLogWriter::Options opts;
+            opts.flushInterval = 0.25;
+            auto log = RunLogWriter::create(path.toStdString(), {{"trainer", "letr"}, {"total_steps", o.steps * 2}}, names, opts);
+            int64_t i = 0;
+            for (; i < o.steps; ++i)
+                for (int k = 0; k < o.series; ++k) log.append(names[size_t(k)], i, value(k, i), double(i) * 0.01);
+            log.flush();
+            written = i;
+            prefilled = true;
+            const auto t0 = std::chrono::steady_clock::now();
+            while (!stop) {   // live: rowsPerSecond steps per second
+                const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                const int64_t want = o.steps + int64_t(el * uo.rowsPerSecond);
+                for (; i < want; ++i)
+                    for (int k = 0; k < o.series; ++k) log.append(names[size_t(k)], i, value(k, i), double(i) * 0.01);
+                written = i;
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            }
+            log.finish();
+        } catch (const std::exception& e) {
+            error = e.what();
+            prefilled = true;
+        }
+        done = true;
+    });
+    app::pumpUntil([&] { return prefilled.load(); }, 600000);
+    std::printf("charts: wrote %lld steps x %d series in %.1f s\n", (long long)o.steps, o.series,
+                prefillClock.elapsed() / 1000.0);
+    if (!error.empty()) {
+        stop = true;
+        writer.join();
+        throw Error("bench ui charts: run log writer: " + error);
+    }
+    printMemoryCost(size_t(o.steps) * size_t(o.series) * 3);
+    app::TrainingPanel* panel = w.trainingPanel();
+    app::TrainingView* view = panel->chartsView();
+    QElapsedTimer clock;
+    clock.start();
+    const bool opened = w.openRun(path);
+    const double openMs = clock.nsecsElapsed() / 1e6;
+    view->repaint();
+    const double firstPaintMs = clock.nsecsElapsed() / 1e6 - openMs;
+    if (!opened) {
+        stop = true;
+        writer.join();
+        throw Error("bench ui charts: cannot open " + path.toStdString() + ": " + w.lastError().toStdString());
+    }
+    int shown = 0;
+    for (auto* c : view->grid()->charts()) shown += !c->visibleRegion().isEmpty();
+    std::printf("charts: open %.0f ms (read and load %lld rows) + first paint %.1f ms (%d of %d charts on screen) = %.0f ms\n",
+                openMs, (long long)(o.steps * o.series), firstPaintMs, shown, int(view->grid()->charts().size()),
+                openMs + firstPaintMs);
+    std::fflush(stdout);
+    std::vector<double> refresh, paint;
+    probe.start();
+    const double liveSeconds = uo.seconds;
+    QElapsedTimer live;
+    live.start();
+    while (live.elapsed() < liveSeconds * 1000) {
+        app::pumpEvents(100);
+        QElapsedTimer t;
+        t.start();
+        panel->pollNow();
+        const double pollMs = t.nsecsElapsed() / 1e6;
+        view->repaint();
+        const double all = t.nsecsElapsed() / 1e6;
+        refresh.push_back(all);
+        paint.push_back(all - pollMs);
+    }
+    probe.stop();
+    stop = true;
+    app::pumpUntil([&] { return done.load(); }, 60000);
+    writer.join();
+    std::printf("charts: %zu live refreshes (read new rows + repaint) p50 %.1f p95 %.1f max %.1f ms; repaint alone p50 %.1f p95 %.1f max %.1f ms\n",
+                refresh.size(), percentile(refresh, 0.5), percentile(refresh, 0.95), percentile(refresh, 1.0),
+                percentile(paint, 0.5), percentile(paint, 0.95), percentile(paint, 1.0));
+    const app::LatencyStats s = probe.stats();
+    std::printf("charts: probe meanwhile: %d ticks, lateness mean %.2f p99 %.2f max %.1f ms; %lld steps written in all\n",
+                s.ticks, s.meanMs, s.p99Ms, s.maxMs, (long long)written.load());
+    printOffscreenDraw(view->grid()->charts());
+    panel->closeRuns();
+}
+
+void runOnce(const app::UiScenarioOptions& o, const std::string& scenarios, Worst& worst, const ChartsOptions& co) {
     app::MainWindow w;
     w.resize(1280, 900);
     w.show();
@@ -92,6 +255,7 @@ void runOnce(const app::UiScenarioOptions& o, const std::string& scenarios, Wors
         worst.add("follow", r.all);
     }
     std::fflush(stdout);
+    if (want("charts")) runChartsScenario(w, probe, o, co);
     if (want("scrub")) {
         const auto r = app::runScrubScenario(w, probe, o);
         printRow("scrub", r.all, fmt("%.0f seeks (slider call max %.1f ms), %.0f frames shown", double(r.seeks),
@@ -111,7 +275,7 @@ int benchUi(const std::vector<std::string>& args) {
         return 0;
     }
     a.checkKnown({"--seconds", "--repeat", "--scenarios", "--checkpoint", "--image", "--episode-steps",
-                  "--rows-per-second", "--interval", "--work-dir"});
+                  "--rows-per-second", "--interval", "--work-dir", "--chart-steps", "--chart-series"});
     app::UiScenarioOptions o;
     o.seconds = a.getDouble("--seconds", 6);
     const long long repeat = a.getInt("--repeat", 1);
@@ -125,6 +289,10 @@ int benchUi(const std::vector<std::string>& args) {
         throw Error("--episode-steps must be at least 2, --rows-per-second and --interval at least 1");
     const std::string scenarios = a.get("--scenarios", "letr,follow,scrub");
     o.log = [](const QString& s) { std::printf("%s\n", s.toStdString().c_str()); };
+    ChartsOptions co;
+    co.steps = a.getInt("--chart-steps", 1000000);
+    co.series = int(a.getInt("--chart-series", 20));
+    if (co.steps < 1 || co.series < 1 || co.series > 1000) throw Error("--chart-steps must be positive, --chart-series in 1..1000");
 
     if (qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") &&
         qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
@@ -143,7 +311,7 @@ int benchUi(const std::vector<std::string>& args) {
     Worst worst;
     for (long long i = 0; i < repeat; ++i) {
         if (repeat > 1) std::printf("-- repetition %lld / %lld\n", i + 1, repeat);
-        runOnce(o, scenarios, worst);
+        runOnce(o, scenarios, worst, co);
     }
     std::string which, whichOwn;
     double overall = -1, overallOwn = -1;

@@ -14,11 +14,13 @@ ModelFamily letrFamily() {
     f.title = "LETR";
     f.makePanel = panelFactory<LetrInspector>();
     f.runShortcut = QKeySequence("Ctrl+R");
-    f.defaultCheckpoint = "letr_demo.h5";   // loaded by main() (the demo runs LETR on its scene)
+    f.defaultCheckpoint = "letr_demo.h5";   // loaded for the demo scene, else on the panel's first use
     f.trainer = letrRunner();
     f.training = {"LETR (line segments)", "letr_demo_train.json", "procedural:2000",
                   "data.json, dataset folder, procedural:COUNT[:SEED[:WxH[:SCENES]]], lsd:PHOTOS or mix:A+B"};
     f.training.preview = letrTrainingPreview;
+    f.training.losses = {"loss/total", "loss/*"};
+    f.training.metrics = {"val/sAP10", "val/sAP15", "val/APH", "val/*"};
     f.commands = cli::letrCommands();
     for (auto& c : cli::guiCommands())   // bench inspector
         if (c.subject == "inspector") f.commands.push_back(c);

@@ -33,7 +33,7 @@ RunFollower::Update RunFollower::poll(bool mustExist) {
         const int64_t n = reader_->rowCount(name);
         int64_t& seen = rows_[qn];
         if (n == seen) continue;
-        const MetricSeries s = reader_->series(name, seen);
+        SeriesColumns s = reader_->columns(name, seen);
         if (progressSeries_.isEmpty()) {
             const auto& names = reader_->seriesNames();
             const bool hasTotal = std::find(names.begin(), names.end(), "loss/total") != names.end();
@@ -42,7 +42,7 @@ RunFollower::Update RunFollower::poll(bool mustExist) {
         if (qn == progressSeries_) {
             if (seen == 0) recent_.clear();
             for (size_t i = 0; i < s.size(); ++i) {
-                recent_.push_back({s.steps[i], s.wallTimes[i]});
+                recent_.push_back({int64_t(s.steps[i]), s.wallTimes[i]});
                 if (recent_.size() > 50) recent_.pop_front();
             }
         }
@@ -54,9 +54,10 @@ RunFollower::Update RunFollower::poll(bool mustExist) {
                 rankThroughput_[rank] = s.values.back();
             }
         }
-        QVector<QPointF>& pts = u.points[qn];
-        pts.reserve(int(s.size()));
-        for (size_t i = 0; i < s.size(); ++i) pts.push_back(QPointF(double(s.steps[i]), s.values[i]));
+        Rows& rows = u.rows[qn];
+        rows.steps = std::move(s.steps);   // moved on to the charts, not copied (a long run's rows)
+        rows.wallTimes = std::move(s.wallTimes);
+        rows.values = std::move(s.values);
         seen = n;
     }
     const RunLiveness live = reader_->liveness();
@@ -122,6 +123,18 @@ QString RunFollower::statusMessage() const {
 QString RunFollower::configText() const {
     return reader_ ? QString::fromStdString(reader_->config().dump(2)) : QString();
 }
+
+QString RunFollower::family() const {
+    if (!reader_) return {};
+    const auto& c = reader_->config();
+    for (const char* key : {"trainer", "family"}) {
+        auto it = c.find(key);
+        if (it != c.end() && it->is_string()) return QString::fromStdString(it->get<std::string>());
+    }
+    return {};
+}
+
+double RunFollower::startTime() const { return reader_ ? reader_->startTime() : 0.0; }
 
 QMap<QString, QString> RunFollower::gameCategories() const {
     QMap<QString, QString> out;

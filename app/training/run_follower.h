@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace glimpse {
 class RunLogReader;
@@ -21,8 +22,14 @@ public:
     explicit RunFollower(QString path);
     ~RunFollower();
 
+    // New rows of one series, column-wise: steps, wall times (seconds since the run started)
+    // and values.
+    struct Rows {
+        std::vector<double> steps, wallTimes, values;
+        int size() const { return int(steps.size()); }
+    };
     struct Update {
-        QMap<QString, QVector<QPointF>> points;   // new (step, value) rows per series
+        QMap<QString, Rows> rows;                 // new rows per series
         bool statusChanged = false;
         bool opened = false;                      // the file was opened by this poll
         bool reset = false;   // the file was replaced by one with fewer rows (a run resumed
@@ -39,6 +46,10 @@ public:
     QString status() const;
     QString statusMessage() const;   // for "dead": "stopped responding at ...; ... resume with --resume"
     QString configText() const;      // the run's config JSON, pretty-printed
+    // The family that wrote the run: the config's "trainer" (LETR, CoaT, ConstellationNet,
+    // XTRA) or "family" (EfficientZero); "" when the log does not say or is not open.
+    QString family() const;
+    double startTime() const;        // Unix time of the run's start (0 when unknown)
     std::string dataSpec() const;
     // XTRA: the config's "game_categories" (game -> "shooter" / "maze"), empty if absent.
     QMap<QString, QString> gameCategories() const;    // config's "data" (or "data_spec") string, "" if none

@@ -26,6 +26,7 @@
 
 #include "app/training/run_follower.h"
 #include "app/training/training_job.h"
+#include "app/training/training_view.h"
 #include "core/error.h"
 #include "core/runlog.h"
 #include "widgets/live_chart.h"
@@ -84,8 +85,11 @@ constexpr int kGamesPerRun = 64;
 
 } // namespace
 
-void TrainingPanel::appendRunPoints(Run& r, const QMap<QString, QVector<QPointF>>& points) {
-    for (auto it = points.begin(); it != points.end(); ++it) {
+void TrainingPanel::appendRunPoints(Run& r, QMap<QString, RunFollower::Rows>& rows) {
+    const double start = r.follower->startTime();
+    if (!rows.isEmpty()) charts_->setRunStart(r.index, start);
+    for (auto it = rows.begin(); it != rows.end(); ++it) {
+        RunFollower::Rows& v = it.value();
         QString group, game;
         for (const auto& g : kGameGroups)
             if (it.key().startsWith(g.first)) {
@@ -93,15 +97,16 @@ void TrainingPanel::appendRunPoints(Run& r, const QMap<QString, QVector<QPointF>
                 game = it.key().mid(g.first.size());
             }
         if (group.isEmpty()) {
-            charts_->appendPoints(it.key(), r.index, it.value());
+            charts_->appendRows(it.key(), r.index, std::move(v.steps), std::move(v.wallTimes), std::move(v.values));
             continue;
         }
         if (!r.games.contains(game)) r.games << game;
         const int gi = int(r.games.indexOf(game));
         if (gi >= kGamesPerRun) continue;
         const int key = kGameLineBase + r.index * kGamesPerRun + gi;
-        charts_->appendPoints(group, key, it.value());
+        charts_->appendRows(group, key, std::move(v.steps), std::move(v.wallTimes), std::move(v.values));
         widgets::LiveChart* chart = charts_->chart(group);
+        chart->setRunStart(key, start);
         const QMap<QString, QString> categories = r.follower->gameCategories();
         const QString category = categories.value(game);
         int k = 0;   // the game's rank among its category's games in this run
@@ -240,29 +245,109 @@ QHBoxLayout* TrainingPanel::buildButtons() {
 }
 
 QHBoxLayout* TrainingPanel::buildChartsAndPreview() {
-    charts_ = new widgets::ChartGrid(this, 2);
-    // The headline charts first: total loss, validation, then the other loss terms and rates.
-    charts_->setOrder({"loss/total", "task weights", "episode_return", "loss", "loss_offline", "val/sAP10", "val/sAP15", "val/APH", "loss/cls", "loss/l1", "lr",
-                       "throughput", "grad_norm", "phase"});
-    auto* scroll = new QScrollArea(this);
-    scroll->setWidgetResizable(true);
-    scroll->setWidget(charts_);
-    previewLabel_ = new QLabel(this);
+    view_ = new TrainingView(this);
+    charts_ = view_->grid();
+    // The per-game lines of XTRA's charts belong to their run (the run filter matches its name).
+    charts_->setRunOf([](int key) { return key >= kGameLineBase ? (key - kGameLineBase) / kGamesPerRun : key; });
+    connect(view_, &TrainingView::message, this, &TrainingPanel::message);
+    connect(view_, &TrainingView::errorOccurred, this, &TrainingPanel::errorOccurred);
+    // The preview column: a fixed box and its caption below it, in a widget of its own whose
+    // height follows the caption's wrapped text (the caption never runs over the image).
+    auto* previewColumn = new QWidget(this);
+    previewColumn->setFixedWidth(184);
+    previewLabel_ = new QLabel(previewColumn);
     previewLabel_->setFixedSize(176, 132);
     previewLabel_->setAlignment(Qt::AlignCenter);
     previewLabel_->setText("no preview yet");
     previewLabel_->setFrameShape(QFrame::StyledPanel);
-    previewCaption_ = new QLabel(this);
+    previewCaption_ = new QLabel(previewColumn);
     previewCaption_->setWordWrap(true);
-    previewCaption_->setMaximumWidth(176);
-    auto* previewBox = new QVBoxLayout;
+    previewCaption_->setFixedWidth(176);
+    previewCaption_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+    previewCaption_->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Minimum);
+    auto* previewBox = new QVBoxLayout(previewColumn);
+    previewBox->setContentsMargins(0, 0, 0, 0);
+    previewBox->setSpacing(4);
     previewBox->addWidget(previewLabel_);
     previewBox->addWidget(previewCaption_);
     previewBox->addStretch();
-    auto* bottom = new QHBoxLayout;
-    bottom->addWidget(scroll, 1);
-    bottom->addLayout(previewBox);
-    return bottom;
+    body_ = new QHBoxLayout;
+    body_->addWidget(view_, 1);
+    body_->addWidget(previewColumn, 0, Qt::AlignTop);
+    return body_;
+}
+
+TrainingView* TrainingPanel::detachChartsView() {
+    if (body_->indexOf(view_) >= 0) {
+        body_->removeWidget(view_);
+        body_->insertStretch(0, 1);
+        view_->hide();   // until its new parent (a tab) shows it
+    }
+    return view_;
+}
+
+void TrainingPanel::setPreviewCaption(const QString& text) {
+    previewCaption_->setText(text);
+    previewCaption_->setMinimumHeight(previewCaption_->heightForWidth(previewCaption_->width()));
+}
+
+QString TrainingPanel::dataSpec() const { return data_->text(); }
+QString TrainingPanel::outDir() const { return outDir_->text(); }
+
+void TrainingPanel::followFields() {
+    // The job's run (started here) keeps the job's settings, read-only while it runs; an opened
+    // run (another process, or finished) shows its own, read-only until Close runs.
+    const Run* opened = nullptr;
+    bool jobRun = job_ && job_->running();
+    for (const auto& r : runs_) {
+        if (r->live && job_) jobRun = true;
+        else if (!opened && r->follower->isOpen()) opened = r.get();
+    }
+    QString model, config, data, out, tip;
+    bool follow = false;
+    if (jobRun) {
+        const TrainingSpec& spec = job_->spec();
+        view_->setFamily(spec.model);
+        follow = job_->running();
+        model = spec.model;
+        config = spec.configPath;
+        data = spec.dataSpec;
+        out = spec.outDir;
+        tip = "The running job's settings";
+    } else if (opened) {
+        follow = true;
+        model = opened->follower->family();
+        view_->setFamily(model);
+        // The run's own config is the one recorded in its log (trainers write no config file).
+        config = opened->follower->path();
+        data = QString::fromStdString(opened->follower->dataSpec());
+        out = QFileInfo(opened->follower->path()).absolutePath();
+        tip = "The followed run's own settings (its config is the one recorded in " + opened->follower->path() +
+              "); Close runs to edit them and start a run.\n\n" + opened->follower->configText().left(1500);
+    }
+    followingOpened_ = follow && !jobRun;
+    if (followingOpened_ && !following_) userFields_ = {this->model(), config_->text(), data_->text(), outDir_->text()};
+    if (followingOpened_) {
+        const int i = model_->findData(model);
+        if (i >= 0) model_->setCurrentIndex(i);
+        config_->setText(config);
+        data_->setText(data);
+        outDir_->setText(out);
+    } else if (following_ && !jobRun) {   // the opened runs were closed: the user's values again
+        setModel(userFields_.model);
+        config_->setText(userFields_.config);
+        data_->setText(userFields_.data);
+        outDir_->setText(userFields_.out);
+    }
+    following_ = follow;
+    model_->setEnabled(!follow);
+    for (QLineEdit* e : {config_, data_, outDir_}) {
+        e->setReadOnly(follow);
+        e->setToolTip(follow ? tip : QString());
+    }
+    for (QPushButton* b : findChildren<QPushButton*>())
+        if (b->text() == "...") b->setEnabled(!follow);
+    updateButtons();
 }
 
 void TrainingPanel::connectJob() {
@@ -285,7 +370,7 @@ void TrainingPanel::connectJob() {
         progressLabel_->setText(p ? base + "  (paused)" : base);
     });
     connect(job_, &TrainingJob::finished, this, [this](bool ok, const QString& msg) {
-        updateButtons();
+        followFields();
         pollNow();
         refreshPreview();
         if (ok) {
@@ -331,8 +416,13 @@ int TrainingPanel::nextRunIndex() const {
 void TrainingPanel::updateButtons() {
     const bool running = job_ && job_->running();
     const bool available = job_ && job_->available();
-    start_->setEnabled(available && !running);
-    resume_->setEnabled(available && !running);
+    start_->setEnabled(available && !running && !followingOpened_);
+    resume_->setEnabled(available && !running && !followingOpened_);
+    const QString busy = followingOpened_ ? QStringLiteral("The form shows a followed run: Close runs to start one") : QString();
+    if (available) {
+        start_->setToolTip(busy);
+        resume_->setToolTip(busy.isEmpty() ? QStringLiteral("Continue the stopped run in the output directory from its checkpoint") : busy);
+    }
     pause_->setEnabled(running);
     stop_->setEnabled(running);
     if (!running) pause_->setChecked(false);
@@ -383,6 +473,7 @@ void TrainingPanel::followJobRun() {
     charts_->setRunLabel(run->index, run->label);
     runs_.push_back(std::move(run));
     rebuildRunList();
+    followFields();
     Q_EMIT runsChanged();
 }
 
@@ -400,9 +491,10 @@ bool TrainingPanel::openRun(const QString& path, QString* error) {
     const QFileInfo fi(path);
     run->label = fi.dir().dirName() + "/" + fi.fileName();
     charts_->setRunLabel(run->index, run->label);
-    appendRunPoints(*run, u.points);
+    appendRunPoints(*run, u.rows);
     runs_.push_back(std::move(run));
     rebuildRunList();
+    followFields();
     showFollowedProgress();
     Q_EMIT message("Opened run " + path);
     Q_EMIT runsChanged();
@@ -421,6 +513,7 @@ void TrainingPanel::closeRuns() {
         it = runs_.erase(it);
     }
     rebuildRunList();
+    followFields();
     Q_EMIT runsChanged();
 }
 
@@ -448,13 +541,13 @@ void TrainingPanel::pollNow() {
         // resumed run replaces a stopped run's log, and the job's follower may have opened the
         // old log just before its trainer replaced it.
         try {
-            const RunFollower::Update u = r->follower->poll();
+            RunFollower::Update u = r->follower->poll();
             if (u.reset) {
                 clearRunCharts(*r);
                 charts_->setRunLabel(r->index, r->label);
             }
-            appendRunPoints(*r, u.points);
-            changed |= !u.points.isEmpty();
+            appendRunPoints(*r, u.rows);
+            changed |= !u.rows.isEmpty();
             if (u.statusChanged || u.opened) listDirty = true;
             if (!r->error.isEmpty()) {
                 r->error.clear();
@@ -535,23 +628,19 @@ void TrainingPanel::refreshPreview() {
     const QString dir = previewDir();
     if (dir.isEmpty()) return;
     const bool jobRun = job_ && !job_->spec().outDir.isEmpty();
-    const QString logPath = !jobRun && !runs_.empty() ? runs_.front()->follower->path() : QString();
     std::string family = jobRun ? job_->spec().model.toStdString() : std::string();
     std::string dataSpec = jobRun ? job_->spec().dataSpec.toStdString() : std::string();
     if (!jobRun) {
-        // An opened run: its run log says which trainer wrote it (and on which dataset).
-        try {
-            const RunLog runLog = RunLog::load(logPath.toStdString());
-            // LETR, CoaT and ConstellationNet logs name their "trainer", EfficientZero its "family".
-            family = runLog.config.value("trainer", runLog.config.value("family", std::string("letr")));
-            dataSpec = runLog.config.value("data", "");
-        } catch (const std::exception&) {
-            family = "letr";   // not readable (yet): the LETR preview reports what is missing
-        }
+        // An opened run: its run log says which trainer wrote it (and on which dataset); read
+        // from the follower's open reader (loading the whole log here would stall the UI thread
+        // on a long run).
+        const RunFollower& fl = *runs_.front()->follower;
+        family = fl.family().isEmpty() ? std::string("letr") : fl.family().toStdString();
+        dataSpec = fl.dataSpec();
     }
     const ModelFamily* f = findFamily(family);
     if (!f || !f->training.preview) {
-        previewCaption_->setText(QStringLiteral("no preview for %1 runs").arg(f ? f->title : QString::fromStdString(family)));
+        setPreviewCaption(QStringLiteral("no preview for %1 runs").arg(f ? f->title : QString::fromStdString(family)));
         return;
     }
     previewBusy_ = true;
@@ -560,13 +649,13 @@ void TrainingPanel::refreshPreview() {
         [this](Outcome<TrainingPreview> r) {
             previewBusy_ = false;
             if (!r.ok()) {
-                previewCaption_->setText("no preview: " + r.error);
+                setPreviewCaption("no preview: " + r.error);
             } else {
                 preview_ = r.value.image;
                 previewLabel_->setPixmap(QPixmap::fromImage(r.value.image)
                                              .scaled(previewLabel_->size(), Qt::KeepAspectRatio,
                                                      Qt::SmoothTransformation));
-                previewCaption_->setText(r.value.caption);
+                setPreviewCaption(r.value.caption);
             }
             Q_EMIT previewUpdated();
         });

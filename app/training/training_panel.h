@@ -1,14 +1,19 @@
 #pragma once
 // The Training panel (a dock of the main window): trainer config, dataset and output
 // directory; Start / Pause / Stop / Resume of the main window's TrainingJob; progress with
-// ETA; live charts of every series of the run's RunLog (polled on a timer, new rows only);
-// a preview of the latest model's predictions on a fixed validation image, computed on a
-// worker thread; and any number of opened run logs overlaid on the same charts.
+// ETA; live charts of every series of the run's RunLog (polled on a timer, new rows only) in
+// a TrainingView (the main window shows it as a central tab; without one it sits in this
+// panel); a preview of the latest model's predictions on a fixed validation image, computed
+// on a worker thread; and any number of opened run logs overlaid on the same charts. While a
+// run is followed, the form shows that run's own model, config, dataset and directory, read-only.
 #include <QImage>
+#include <QMap>
 #include <QString>
 #include <QWidget>
 #include <memory>
 #include <vector>
+
+#include "app/training/run_follower.h"
 
 class QComboBox;
 class QFormLayout;
@@ -26,8 +31,8 @@ class ChartGrid;
 
 namespace glimpse::app {
 
-class RunFollower;
 class TrainingJob;
+class TrainingView;
 
 class TrainingPanel : public QWidget {
     Q_OBJECT
@@ -44,6 +49,16 @@ public:
     QString runStatus(int i) const;
     QString runListText(int i) const;   // the run's line in the list (label, status, ranks, path)
     widgets::ChartGrid* charts() const { return charts_; }
+    TrainingView* chartsView() const { return view_; }
+    // Takes the charts out of this panel's layout (the main window puts them in a tab of their
+    // own); the panel keeps driving them.
+    TrainingView* detachChartsView();
+    // Whether the form shows a followed run's fields (read-only) instead of the user's.
+    bool fieldsFollowRun() const { return following_; }
+    QString dataSpec() const;
+    QString outDir() const;
+    QLabel* previewCaptionLabel() const { return previewCaption_; }
+    QLabel* previewImageLabel() const { return previewLabel_; }
     QImage previewImage() const { return preview_; }
     QString previewCaption() const;
 
@@ -80,6 +95,10 @@ private:
     QFormLayout* buildForm();
     QHBoxLayout* buildButtons();
     QHBoxLayout* buildChartsAndPreview();
+    // The form follows the first followed run (the job's while it runs): its model, config,
+    // dataset and directory, read-only; with no run, the user's own values come back.
+    void followFields();
+    void setPreviewCaption(const QString& text);
     void connectJob();
     void followJobRun();
     void showFollowedProgress();   // progress / ETA of a followed run when no job is running
@@ -87,7 +106,7 @@ private:
     void rebuildRunList();
     // A run's new points into the charts; XTRA's per-game series go into one chart per quantity
     // ("task weights", ...), one line per game coloured by its category.
-    void appendRunPoints(Run& r, const QMap<QString, QVector<QPointF>>& points);
+    void appendRunPoints(Run& r, QMap<QString, RunFollower::Rows>& rows);   // moves the rows on
     void clearRunCharts(Run& r);   // every line of the run, the per-game ones too
 
     TrainingJob* job_;
@@ -103,6 +122,13 @@ private:
     QLabel* progressLabel_ = nullptr;
     QListWidget* runList_ = nullptr;
     widgets::ChartGrid* charts_ = nullptr;
+    TrainingView* view_ = nullptr;
+    QHBoxLayout* body_ = nullptr;
+    bool following_ = false;
+    bool followingOpened_ = false;   // an opened run (not the job's) drives the form
+    struct Fields {
+        QString model, config, data, out;
+    } userFields_;   // what the user had typed before the form followed a run
     QLabel* previewLabel_ = nullptr;
     QLabel* previewCaption_ = nullptr;
     QTimer* pollTimer_ = nullptr;

@@ -45,6 +45,10 @@ ModelFamily xtraFamily() {
     f.training = {"XTRA (finetune with offline tasks)", "", "shared:demon",
                   "target game in the shared space (shared:GAME); the config file lists the offline tasks and the student",
                   "runlog.h5"};
+    // The offline tasks' charts group by quantity, one line per game (the Training panel).
+    f.training.losses = {"loss", "loss_offline", "task losses", "task policy losses", "loss_*"};
+    f.training.metrics = {"episode_return", "normalized_score", "episode_length"};
+    f.training.tasks = {"task weights", "task similarities"};
     f.commands = cli::xtraCommands();
     return f;
 }
