@@ -127,7 +127,17 @@ private Q_SLOTS:
             QVERIFY(cam.min().item<float>() >= 0.0f);
             const float mx = cam.max().item<float>();
             QVERIFY(mx == 0.0f || std::abs(mx - 1.0f) < 1e-6);
+            // ... and at every scale, on that scale's grid (issue 56, item 1).
+            for (int s = 0; s < 4; ++s) {
+                QVERIFY(trace.hasCamScale(s));
+                const auto cs = trace.cam(i, s);
+                const Grid g = trace.grid(s);
+                QCOMPARE(cs.sizes().vec(), (std::vector<int64_t>{g[0], g[1]}));
+                QVERIFY(maxDiff(cs, gradCam(m, img.tensor, trace.camClass(i), s)) < 1e-5);
+                QVERIFY(maxDiff(trace.camForClass(trace.camClass(i), s), cs) == 0.0);
+            }
         }
+        QVERIFY(contains(errorOf([&] { gradCam(m, img.tensor, 0, 4); }), {"scale 5"}));
         QVERIFY(contains(errorOf([&] { gradCam(m, img.tensor, 7); }), {"class 7"}));
         // Extra classes asked for at capture: kept after the top-5 (a top-5 class is not repeated).
         const int64_t last = std::get<1>(probs.sort(0, true))[6].item<int64_t>();
@@ -140,11 +150,12 @@ private Q_SLOTS:
     }
 
     // Grad-CAM computed another way: the forward pass rebuilt in the test from the model's
-    // blocks, the tokens entering the last scale-4 block made a leaf, d(class score)/d(feature
+    // blocks, the tokens entering a scale's last block made a leaf (each scale in turn), d(class score)/d(feature
     // map) by autograd, and the textbook formula on the [C, h4, w4] feature map: w_c = spatial
     // mean of the gradient, CAM = ReLU(sum_c w_c A_c), divided by its maximum. Equal to gradCam().
     void gradCamAgainstHandComputation() {
-        for (bool parallel : {false, true}) {
+        for (bool parallel : {false, true})
+        for (int camScale = 0; camScale < 4; ++camScale) {   // every scale's Grad-CAM (issue 56, item 1)
             CoatModel m(smallConfig(parallel), 21);
             m.eval();
             std::map<std::string, torch::Tensor> p;
@@ -160,7 +171,8 @@ private Q_SLOTS:
                     auto t = m.patchEmbed(s)->forward(x, grids[size_t(s)]);
                     t = torch::cat({m.clsToken(s).expand({1, 1, t.size(2)}), t}, 1);
                     for (int i = 0; i < m.numSerialBlocks(s); ++i) {
-                        if (!parallel && s == 3 && i == m.numSerialBlocks(s) - 1) t = A = t.detach().requires_grad_(true);
+                        if ((!parallel || camScale == 0) && s == camScale && i == m.numSerialBlocks(s) - 1)
+                            t = A = t.detach().requires_grad_(true);
                         t = m.serialBlock(s, i)->forward(t, grids[size_t(s)]);
                     }
                     xs[size_t(s)] = t;
@@ -178,7 +190,8 @@ private Q_SLOTS:
                     const std::array<Grid, 3> g{grids[1], grids[2], grids[3]};
                     for (int i = 0; i < m.numParallelBlocks(); ++i) {
                         for (int k = 0; k < 3; ++k) t[size_t(k)] = m.cpe(k + 1)->forward(t[size_t(k)], g[size_t(k)]);
-                        if (i == m.numParallelBlocks() - 1) t[2] = A = t[2].detach().requires_grad_(true);
+                        if (camScale > 0 && i == m.numParallelBlocks() - 1)
+                            t[size_t(camScale - 1)] = A = t[size_t(camScale - 1)].detach().requires_grad_(true);
                         t = m.parallelBlock(i)->forward(t, g);
                     }
                     auto clsTokens = torch::stack({norm(t[0], "norm2").select(1, 0), norm(t[1], "norm3").select(1, 0),
@@ -193,7 +206,7 @@ private Q_SLOTS:
                     QVERIFY(maxDiff(logits.detach(), m.forward(image.unsqueeze(0)).logits) < 1e-5);
                 }
                 auto grad = torch::autograd::grad({logits[0][cls]}, {A})[0];
-                const Grid g4 = grids[3];
+                const Grid g4 = grids[size_t(camScale)];   // the differentiated scale's grid
                 const int64_t C = A.size(2);
                 auto toMap = [&](const torch::Tensor& tokens) {   // [1, 1+h*w, C] -> [C, h, w]
                     return tokens[0].narrow(0, 1, g4[0] * g4[1]).transpose(0, 1).reshape({C, g4[0], g4[1]});
@@ -204,13 +217,14 @@ private Q_SLOTS:
                 const float mx = cam.max().item<float>();
                 cam = mx > 0 ? cam / mx : torch::zeros_like(cam);
                 nonZero += mx > 0;
-                auto ours = gradCam(m, image, cls);
+                auto ours = gradCam(m, image, cls, camScale);
                 QCOMPARE(ours.sizes().vec(), cam.sizes().vec());
                 const double d = maxDiff(ours, cam);
-                QVERIFY2(d < 1e-5, qPrintable(QString("%1 class %2: max difference %3")
+                QVERIFY2(d < 1e-5, qPrintable(QString("%1 scale %4 class %2: max difference %3")
                                                   .arg(parallel ? "CoaT" : "CoaT-Lite")
                                                   .arg(cls)
-                                                  .arg(d)));
+                                                  .arg(d)
+                                                  .arg(camScale + 1)));
             }
             QVERIFY(nonZero > 0);   // the comparison saw real maps, not only all-zero ones
         }

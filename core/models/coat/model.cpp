@@ -398,7 +398,7 @@ CoatOutput CoatModel::forward(const torch::Tensor& images, const CoatForwardOpti
         t = torch::cat({cls_[size_t(s)].expand({B, 1, t.size(2)}), t}, 1);
         const int n = numSerialBlocks(s);
         for (int i = 0; i < n; ++i) {
-            if (opts.keepCamTokens && lite && s == 3 && i == n - 1) out.camTokens = t;
+            if (opts.keepCamTokens && i == n - 1) out.scaleCamTokens[size_t(s)] = t;
             t = serial_[size_t(s)][size_t(i)](t, g, addRecord(s, "serial_blocks" + std::to_string(s + 1) + "." + std::to_string(i)));
         }
         xs[size_t(s)] = t;
@@ -406,6 +406,7 @@ CoatOutput CoatModel::forward(const torch::Tensor& images, const CoatForwardOpti
             x = t.narrow(1, 1, g[0] * g[1]).transpose(1, 2).reshape({B, t.size(2), g[0], g[1]});
     }
     if (lite) {
+        out.camTokens = out.scaleCamTokens[3];
         out.logits = head_(finalNorm_[2](xs[3]).select(1, 0));
         return out;
     }
@@ -414,7 +415,8 @@ CoatOutput CoatModel::forward(const torch::Tensor& images, const CoatForwardOpti
     for (size_t i = 0; i < parallel_.size(); ++i) {
         if (cpe_[1])
             for (size_t k = 0; k < 3; ++k) p[k] = cpe_[k + 1](p[k], pg[k]);
-        if (opts.keepCamTokens && i + 1 == parallel_.size()) out.camTokens = p[2];
+        if (opts.keepCamTokens && i + 1 == parallel_.size())
+            for (size_t k = 0; k < 3; ++k) out.scaleCamTokens[k + 1] = p[k];
         std::array<AttnRecord, 3> recs;
         p = parallel_[i](p, pg, opts.record ? &recs : nullptr);
         if (opts.record)
@@ -424,6 +426,7 @@ CoatOutput CoatModel::forward(const torch::Tensor& images, const CoatForwardOpti
                 out.attention.push_back(recs[size_t(k)]);
             }
     }
+    out.camTokens = out.scaleCamTokens[3];
     std::vector<torch::Tensor> cls;
     for (size_t k = 0; k < 3; ++k) cls.push_back(finalNorm_[k](p[k]).select(1, 0));
     auto stacked = torch::stack(cls, 1);                   // [B, 3, C]

@@ -153,7 +153,7 @@ struct CoatImage {
 
 struct CoatForwardOptions {
     bool record = false;       // keep AttnRecords of every conv-attentional module
-    bool keepCamTokens = false;// keep the tokens entering the last scale-4 block (for Grad-CAM)
+    bool keepCamTokens = false;// keep the tokens entering each scale's last block (for Grad-CAM)
 };
 
 struct CoatOutput {
@@ -161,6 +161,10 @@ struct CoatOutput {
     std::array<Grid, 4> grids{};           // token grids of scales 1..4
     std::vector<AttnRecord> attention;     // in execution order (record = true)
     torch::Tensor camTokens;               // [B, 1+h4*w4, C4] (keepCamTokens = true)
+    // With keepCamTokens, per scale s: the tokens [B, 1+h*w, C_s] entering the scale's last
+    // block (its last serial block; for CoaT scales 2..4 the last parallel group), what
+    // Grad-CAM at that scale differentiates. camTokens is scaleCamTokens[3].
+    std::array<torch::Tensor, 4> scaleCamTokens;
 };
 
 // ---- the model ----------------------------------------------------------------------------

@@ -118,6 +118,11 @@ void CoatTrace::validate() const {
     const Grid g4 = grid(3);
     trace_.get("cam/maps", {-1, g4[0], g4[1]});
     trace_.get("cam/classes", {trace_.get("cam/maps").size(0)});
+    for (int s = 0; s < 3; ++s)
+        if (hasCamScale(s)) {
+            const Grid g = grid(s);
+            trace_.get(camKey(s), {trace_.get("cam/maps").size(0), g[0], g[1]});
+        }
     const auto& top = m["top5"];
     const int64_t classes = trace_.get("output/probs").size(0);
     for (size_t i = 0; i < top.size(); ++i) {
@@ -285,8 +290,13 @@ std::vector<CoatPrediction> CoatTrace::top5() const {
 
 torch::Tensor CoatTrace::probs() const { return trace_.get("output/probs"); }
 
-torch::Tensor CoatTrace::cam(int k) const {
-    const auto& maps = trace_.get("cam/maps");
+bool CoatTrace::hasCamScale(int scale) const { return scale == 3 || (scale >= 0 && scale < 3 && trace_.has(camKey(scale))); }
+
+torch::Tensor CoatTrace::cam(int k, int scale) const {
+    if (!hasCamScale(scale))
+        throw Error("CoaT trace: no class activation maps at scale " + std::to_string(scale + 1) +
+                    " (a trace written before they were kept; run CoaT again)");
+    const auto& maps = trace_.get(camKey(scale));
     if (k < 0 || k >= maps.size(0)) throw Error("CoaT trace: CAM index " + std::to_string(k) + " out of range");
     return maps[k].clone();
 }
@@ -299,28 +309,30 @@ int64_t CoatTrace::camClass(int k) const {
 
 int CoatTrace::numCams() const { return int(trace_.get("cam/classes").size(0)); }
 
-torch::Tensor CoatTrace::camForClass(int64_t classIndex) const {
+torch::Tensor CoatTrace::camForClass(int64_t classIndex, int scale) const {
     const auto& c = trace_.get("cam/classes");
     std::string have;
     for (int64_t i = 0; i < c.size(0); ++i) {
-        if (c[i].item<int64_t>() == classIndex) return cam(int(i));
+        if (c[i].item<int64_t>() == classIndex) return cam(int(i), scale);
         have += (have.empty() ? "" : ", ") + std::to_string(c[i].item<int64_t>());
     }
     throw Error("CoaT trace: no class activation map for class " + std::to_string(classIndex) + " (stored: " + have +
                 "; glimpse infer --cam-class adds more)");
 }
 
-torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t classIndex) {
+torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t classIndex, int scale) {
     if (classIndex < 0 || classIndex >= model.config().numClasses)
         throw Error("CoaT: class " + std::to_string(classIndex) + " out of range 0.." +
                     std::to_string(model.config().numClasses - 1));
+    if (scale < 0 || scale > 3) throw Error("CoaT: Grad-CAM scale " + std::to_string(scale + 1) + " is not 1..4");
     TrainingFlagGuard guard(model);
     model.eval();
     torch::AutoGradMode grad(true);
     auto in = image.unsqueeze(0).to(model.device()).requires_grad_(true);
     auto out = model.forward(in, {false, true});
-    auto g = torch::autograd::grad({out.logits[0][classIndex]}, {out.camTokens})[0];
-    return camFrom(out.camTokens[0].detach().cpu(), g[0].cpu(), out.grids[3]);
+    const auto& tokens = out.scaleCamTokens[size_t(scale)];
+    auto g = torch::autograd::grad({out.logits[0][classIndex]}, {tokens})[0];
+    return camFrom(tokens[0].detach().cpu(), g[0].cpu(), out.grids[size_t(scale)]);
 }
 
 CoatTrace CoatTrace::capture(CoatModel& model, const CoatImage& image, const std::vector<int64_t>& camClasses) {
@@ -384,12 +396,14 @@ CoatTrace CoatTrace::capture(CoatModel& model, const CoatImage& image, const std
     }
     for (int64_t c : camClasses)
         if (std::find(camFor.begin(), camFor.end(), c) == camFor.end()) camFor.push_back(c);
-    std::vector<torch::Tensor> cams;
+    std::array<std::vector<torch::Tensor>, 4> cams;   // per scale
+    const std::vector<torch::Tensor> tokens(out.scaleCamTokens.begin(), out.scaleCamTokens.end());
     for (int64_t c : camFor) {
-        auto g = torch::autograd::grad({out.logits[0][c]}, {out.camTokens}, {}, /*retain_graph=*/true)[0];
-        cams.push_back(camFrom(out.camTokens[0].detach().cpu(), g[0].cpu(), out.grids[3]));
+        const auto g = torch::autograd::grad({out.logits[0][c]}, tokens, {}, /*retain_graph=*/true);
+        for (size_t s = 0; s < 4; ++s)
+            cams[s].push_back(camFrom(tokens[s][0].detach().cpu(), g[s][0].cpu(), out.grids[s]));
     }
-    tr.set("cam/maps", torch::stack(cams, 0));
+    for (int s = 0; s < 4; ++s) tr.set(ct.camKey(s), torch::stack(cams[size_t(s)], 0));
     tr.set("cam/classes", torch::tensor(camFor, torch::kLong));
     tr.meta() = meta;
     ct.validate();

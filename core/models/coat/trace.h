@@ -13,6 +13,8 @@
 //   output/logits, output/probs         float32 [num_classes]
 //   cam/maps                  float32 [K, h4, w4]  Grad-CAMs (max 1): the top-5 classes, then
 //   cam/classes               int64   [K]          any extra classes asked for at capture
+//   cam/maps_s1 .. maps_s3    float32 [K, hs, ws]  the same classes' Grad-CAMs at scales 1..3
+//                                                  (absent in traces written before them)
 // meta: {"model": "coat", "config": {...}, "original_size": [H0, W0], "input_size": [S, S],
 //        "grids": [[h1, w1], ..., [h4, w4]], "num_heads", "head_dims": [C1..C4],
 //        "blocks": [{"name": "serial_blocks1.0", "scale": 0, "grid": [h, w]}, ...],
@@ -24,9 +26,11 @@
 //   CRPE window term of token i: t_d = sum_c q_ic W_c[d] v_(i+d),c over the kernel offsets d,
 //   plus the bias term sum_c q_ic b_c (sum of the window + bias = sum over channels of CRPE_i).
 //   With direct cross-layer attention the cross-scale terms are not part of these views.
-// CAM: Grad-CAM on the tokens entering the last scale-4 block (last serial block for CoaT-Lite,
-// last parallel group for CoaT): alpha_c = mean over image tokens of d logit_k / d x_jc,
+// CAM: Grad-CAM on the tokens entering a scale's last block (its last serial block; for CoaT
+// scales 2..4 the last parallel group): alpha_c = mean over image tokens of d logit_k / d x_jc,
 // cam_j = ReLU(sum_c alpha_c x_jc), divided by its maximum (all zero when the maximum is 0).
+// Scale 4 is the classic choice; at small inputs (32 px: a 1x1 grid) it has no spatial extent
+// and is constant by construction, so every scale's map is kept.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -103,23 +107,29 @@ public:
 
     std::vector<CoatPrediction> top5() const;
     torch::Tensor probs() const;   // [num_classes]
-    // Grad-CAM map [h4, w4] of the k-th stored CAM (0..4: the top-5 classes, best first).
-    torch::Tensor cam(int k) const;
+    // Grad-CAM map [h, w] of the k-th stored CAM (0..4: the top-5 classes, best first) at
+    // `scale` (0..3; 3 = the last scale, [h4, w4]).
+    torch::Tensor cam(int k, int scale = 3) const;
+    // Whether the trace holds Grad-CAMs at `scale` (always for 3; older traces only there).
+    bool hasCamScale(int scale) const;
     int64_t camClass(int k) const;
     int numCams() const;
-    // The stored Grad-CAM of class `classIndex`; Error listing the stored classes if absent.
-    torch::Tensor camForClass(int64_t classIndex) const;
+    // The stored Grad-CAM of class `classIndex` at `scale`; Error listing the stored classes if
+    // absent, or saying the trace has no maps at that scale.
+    torch::Tensor camForClass(int64_t classIndex, int scale = 3) const;
 
 private:
     void validate() const;
     void checkBlock(int b, int head) const;
     std::string key(int b, const char* what) const { return "block_" + std::to_string(b) + "/" + what; }
+    static std::string camKey(int scale) { return scale == 3 ? "cam/maps" : "cam/maps_s" + std::to_string(scale + 1); }
 
     Trace trace_{"coat"};
 };
 
-// Grad-CAM of `classIndex` for a preprocessed image (definition above), [h4, w4], max 1.
-torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t classIndex);
+// Grad-CAM of `classIndex` for a preprocessed image (definition above) at `scale` (0..3),
+// [h, w] of that scale's grid, max 1.
+torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t classIndex, int scale = 3);
 
 // Preprocesses `rgb`, captures the trace (see CoatTrace::capture).
 CoatTrace runCoat(CoatModel& model, const cv::Mat& rgb, const std::vector<int64_t>& camClasses = {});
