@@ -6,6 +6,7 @@
 #include <QLineEdit>
 #include <QProcess>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -104,6 +105,39 @@ private Q_SLOTS:
         r = run({"train", "coat", "--data", tmp_.filePath("nothing"), "--out", out});
         QCOMPARE(r.code, 1);
         QVERIFY2(r.err.contains("nothing"), qPrintable(r.err));
+    }
+
+    // Without --config, `glimpse train coat` trains with the Training panel's recipe
+    // (coat_fmnist_train.json: the shipped model's small CoaT, not CoaT-Lite Tiny), says so,
+    // validates early (first_eval) and shows the training accuracy on its progress line.
+    void defaultsToThePanelsRecipe() {
+        const QString out = tmp_.filePath("recipe");
+        Result r = run({"train", "coat", "--data", spec_, "--out", out, "--steps", "2"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.err.contains("coat_fmnist_train.json"), qPrintable(r.err));
+        QVERIFY2(r.err.contains(QRegularExpression("loss [0-9.]+ acc [0-9.]+% val")), qPrintable(r.err));
+        const std::string recipe = std::string(GLIMPSE_SOURCE_DIR) + "/resources/coat_fmnist_train.json";
+        const auto want = glimpse::coat::CoatTrainConfig::fromFile(recipe);
+        QVERIFY(want.firstEval > 0 && want.firstEval < want.evalEvery);
+        const RunLog log = RunLog::load(out.toStdString() + "/run.h5");
+        nlohmann::json got = log.config.value("config", log.config);
+        QVERIFY2(got.value("first_eval", -1) == want.firstEval, got.dump().c_str());
+        QVERIFY2(got["model"]["embed_dims"] == want.model["embed_dims"], got.dump().c_str());
+        QCOMPARE(got["steps"].get<int64_t>(), want.steps);
+
+        // first_eval: a validation at that step besides every eval_every (here none until the end).
+        const QString cfg = tmp_.filePath("early.json");
+        std::ofstream(cfg.toStdString()) << R"({
+          "model": {"variant": "custom", "embed_dims": [16, 16, 16, 16], "serial_depths": [1, 1, 1, 1],
+                    "mlp_ratios": [2, 2, 2, 2], "image_size": 32, "resize": 32},
+          "batch_size": 8, "steps": 4, "warmup_steps": 1, "eval_every": 0, "first_eval": 1,
+          "checkpoint_every": 2, "val_subset": 8, "threads": 1})";
+        const QString out2 = tmp_.filePath("early");
+        r = run({"train", "coat", "--config", cfg, "--data", spec_, "--out", out2});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const RunLog done = RunLog::load(out2.toStdString() + "/run.h5");
+        const auto& val = done.series.at("val/acc");
+        QCOMPARE(val.steps, (std::vector<int64_t>{1, 4}));   // the early point and the final validation
     }
 
     void ablationTableAndInfer() {

@@ -71,6 +71,7 @@ void CoatTrainConfig::validate() const {
     if (padCrop < 0 || padCrop > 64) bad("augment.pad_crop must be in 0..64");
     if (trainSubset < 0 || valSubset < 0) bad("train_subset / val_subset must be >= 0");
     if (evalEvery < 0) bad("eval_every must be >= 0 (0: only at the end)");
+    if (firstEval < 0) bad("first_eval must be >= 0 (0: none)");
     if (checkpointEvery < 1) bad("checkpoint_every must be >= 1");
     if (evalBatch < 1 || evalBatch > 4096) bad("eval_batch must be in 1..4096");
     if (holdoutEvery < 2 || holdoutEvery > 1000) bad("holdout_every must be in 2..1000");
@@ -97,6 +98,7 @@ nlohmann::json CoatTrainConfig::toJson() const {
     j["train_subset"] = trainSubset;
     j["val_subset"] = valSubset;
     j["eval_every"] = evalEvery;
+    j["first_eval"] = firstEval;
     j["checkpoint_every"] = checkpointEvery;
     j["eval_batch"] = evalBatch;
     j["holdout_every"] = holdoutEvery;
@@ -109,8 +111,8 @@ CoatTrainConfig CoatTrainConfig::fromJson(const nlohmann::json& j, const std::st
     using train::readKey;
     checkKeys(j, {"model", "seed", "batch_size", "steps", "warmup_steps", "lr", "min_lr", "weight_decay",
                   "label_smoothing", "mixup", "cutmix", "mix_prob", "switch_prob", "clip_max_norm", "augment",
-                  "train_subset", "val_subset", "eval_every", "checkpoint_every", "eval_batch", "holdout_every",
-                  "threads"},
+                  "train_subset", "val_subset", "eval_every", "first_eval", "checkpoint_every", "eval_batch",
+                  "holdout_every", "threads"},
               source);
     CoatTrainConfig c;
     if (j.contains("model")) {
@@ -139,6 +141,7 @@ CoatTrainConfig CoatTrainConfig::fromJson(const nlohmann::json& j, const std::st
     readKey(j, "train_subset", c.trainSubset, source);
     readKey(j, "val_subset", c.valSubset, source);
     readKey(j, "eval_every", c.evalEvery, source);
+    readKey(j, "first_eval", c.firstEval, source);
     readKey(j, "checkpoint_every", c.checkpointEvery, source);
     readKey(j, "eval_batch", c.evalBatch, source);
     readKey(j, "holdout_every", c.holdoutEvery, source);
@@ -227,8 +230,8 @@ ClassEval evaluateClassifier(CoatModel& model, const data::ClassificationDataset
 namespace {
 
 // Keys of the training config a resumed run may change (they do not affect the weights).
-const std::vector<std::string> kResumeMayChange = {"checkpoint_every", "eval_every", "val_subset", "eval_batch",
-                                                   "threads"};
+const std::vector<std::string> kResumeMayChange = {"checkpoint_every", "eval_every", "first_eval", "val_subset",
+                                                   "eval_batch", "threads"};
 
 double sampleBeta(double alpha, std::mt19937_64& rng) {
     std::gamma_distribution<double> g(alpha, 1.0);
@@ -387,7 +390,8 @@ std::map<std::string, double> trainStep(CoatRun& run, train::AdamW& opt, const s
     m["grad_norm"] = gn;
     m["throughput"] = double(cfg.batchSize) / std::max(dt, 1e-9);
     m["epoch"] = double(run.step * cfg.batchSize) / double(run.trainSize);
-    if (cfg.evalEvery > 0 && run.step % cfg.evalEvery == 0 && run.step < cfg.steps && run.rank == 0) {
+    const bool evalDue = (cfg.evalEvery > 0 && run.step % cfg.evalEvery == 0) || run.step == cfg.firstEval;
+    if (evalDue && run.step < cfg.steps && run.rank == 0) {
         rep.notify("validating");
         auto ev = evaluateClassifier(*run.model, run.valSet(), cfg.valSubset, cfg.evalBatch, false);
         m["val/acc"] = ev.acc;

@@ -28,6 +28,7 @@
 //     "val_subset": 2000,       // periodic validation on a fixed subset (0: all); the final
 //                               //   validation always uses the whole validation split
 //     "eval_every": 250, "checkpoint_every": 250,
+//     "first_eval": 0,          // also validate at this step (an early point; 0: none)
 //     "eval_batch": 256, "holdout_every": 10,   // class folders without train/ + val/
 //     "threads": 0              // LibTorch intra-op threads (0: leave as is)
 //   }
@@ -66,6 +67,7 @@ struct CoatTrainConfig {
     int64_t padCrop = 2;
     int64_t trainSubset = 0, valSubset = 2000;
     int64_t evalEvery = 250, checkpointEvery = 250, evalBatch = 256, holdoutEvery = 10;
+    int64_t firstEval = 0;   // an extra early validation at this step (0: none)
     int threads = 0;
 
     static nlohmann::json defaultModelJson();
