@@ -213,7 +213,7 @@ private Q_SLOTS:
         r.dropBlock = 0.1;
         ConstellationModel res(r);
         QCOMPARE(res.constellationModules().size(), size_t(4));   // layers 1, 7, 8, 9
-        QCOMPARE(res.constellationModules()[1].name, std::string("branch1.2.conv1"));
+        QCOMPARE(res.constellationModules()[1].name, std::string("branch1.2.mergeblock1"));
         res.train();
         auto ro = res.forward(torch::randn({2, 3, 32, 32}), {true, -1});
         QCOMPARE(ro.maps[0].sizes().vec(), (std::vector<int64_t>{2, 16, 2, 2}));

@@ -42,7 +42,7 @@ LoadedRun loadCheckpoint(const std::string& path, const std::string& dataSpec) {
     const auto splits = data::openFewShotDataset(spec, int(size));
     LoadedRun r;
     r.model = std::make_shared<glimpse::constellation::ConstellationModel>(cfg.modelConfig(splits.base->classNames(), size));
-    train::loadModuleTensors(*r.model, st.model, path);
+    train::loadModuleTensors(*r.model, glimpse::constellation::officialTensorNames(r.model->config(), st.model), path);
     r.step = st.meta.value("step", int64_t(0));
     return r;
 }

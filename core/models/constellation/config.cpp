@@ -40,7 +40,7 @@ void checkLayers(const std::vector<int64_t>& layers, int64_t n, const char* key)
 
 std::vector<int64_t> ConstellationConfig::blockChannels() const {
     if (!channels.empty()) return channels;
-    if (backbone == "resnet12") return {64, 128, 256, 512};
+    if (backbone == "resnet12") return {64, 128, 256, 290};   // the official widths
     if (multiBranch) return {64, 64, 42, 42};
     return {64, 64, 64, 64};
 }

@@ -8,7 +8,7 @@
 //     "backbone": "conv4",          // "conv4" (4 conv blocks) or "resnet12" (4 residual blocks
 //                                   //   of 3 convs each)
 //     "channels": [64, 64, 64, 64], // per block (default: conv4 64,64,64,64; resnet12
-//                                   //   64,128,256,512; with multi_branch the two branch blocks
+//                                   //   64,128,256,290 as the official code; with multi_branch the two branch blocks
 //                                   //   of conv4 default to 42 channels so the parameter count
 //                                   //   stays near the single-branch model's)
 //     "constellation": true,        // constellation modules where the paper places them:

@@ -1,6 +1,7 @@
 #include "core/models/constellation/model.h"
 
 #include <cmath>
+#include <regex>
 
 #include <opencv2/imgproc.hpp>
 
@@ -30,20 +31,26 @@ torch::Tensor dropBlock(const torch::Tensor& x, double prob, int64_t size) {
     return x * keep * (double(keep.numel()) / keep.sum().clamp_min(1.0));
 }
 
-// A ResNet-12 block: three conv units (LeakyReLU 0.1 between), a 1x1-conv shortcut, LeakyReLU,
-// max-pool 2.
+// A ResNet-12 block (the official Block): three merge blocks (conv + optional constellation
+// module + merge) each followed by its BN (bn1..bn3), LeakyReLU 0.1 between, a 1x1-conv
+// shortcut, LeakyReLU, max-pool 2. Registration order = the official one (and the order the
+// seeded initialization walks).
 class ResBlockImpl : public torch::nn::Module {
 public:
     ResBlockImpl(int64_t in, int64_t out, const std::vector<bool>& cluster, const std::vector<bool>& relation,
                  const ConstellationConfig& cfg) {
-        conv1 = register_module("conv1", ConvUnit(in, out, cluster[0], relation[0], cfg));
-        conv2 = register_module("conv2", ConvUnit(out, out, cluster[1], relation[1], cfg));
-        conv3 = register_module("conv3", ConvUnit(out, out, cluster[2], relation[2], cfg));
+        mergeblock1 = register_module("mergeblock1", ConvUnit(in, out, cluster[0], relation[0], cfg, false));
+        bn1 = register_module("bn1", torch::nn::BatchNorm2d(out));
+        mergeblock2 = register_module("mergeblock2", ConvUnit(out, out, cluster[1], relation[1], cfg, false));
+        bn2 = register_module("bn2", torch::nn::BatchNorm2d(out));
+        mergeblock3 = register_module("mergeblock3", ConvUnit(out, out, cluster[2], relation[2], cfg, false));
+        bn3 = register_module("bn3", torch::nn::BatchNorm2d(out));
         downsample = register_module(
             "downsample", torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).bias(false)),
                                                 torch::nn::BatchNorm2d(out)));
     }
-    ConvUnit conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+    ConvUnit mergeblock1{nullptr}, mergeblock2{nullptr}, mergeblock3{nullptr};
+    torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
     torch::nn::Sequential downsample{nullptr};
 };
 TORCH_MODULE(ResBlock);
@@ -67,22 +74,38 @@ torch::Tensor CellClusteringImpl::centers() const {
 
 torch::Tensor CellClusteringImpl::forward(const torch::Tensor& x) {
     const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-    auto u = F::normalize(x.permute({0, 2, 3, 1}).reshape({B * H * W, C}), F::NormalizeFuncOptions().dim(-1));
-    auto sim = u.mm(centers().detach().t());   // [N, K]
-    if (is_training()) updateCenters(u.detach());
+    auto sim = forwardCells(x.permute({0, 2, 3, 1}).reshape({B * H * W, C}));
     return sim.view({B, H, W, -1}).permute({0, 3, 1, 2}).contiguous();
+}
+
+torch::Tensor CellClusteringImpl::forwardCells(const torch::Tensor& cells) {
+    // cos(x_i, v_k) = (x_i . v_k) / |x_i| for unit centers v_k: the cells are never normalized
+    // into a copy (whose division and its backward cost more than the product itself); 1 / |x_i|
+    // scales the [N, K] product instead (F::normalize's eps 1e-12 kept).
+    auto rnorm = cells.norm(2, {1}, true).clamp_min(1e-12).reciprocal();   // [N, 1]
+    auto sim = cells.mm(centers().detach().t()).mul(rnorm);                 // [N, K]
+    // The step reuses this similarity (computed before the centers move, as in the reference).
+    if (is_training()) updateFromSimilarity(cells.detach(), sim.detach(), rnorm.detach());
+    return sim;
 }
 
 void CellClusteringImpl::updateCenters(const torch::Tensor& u) {
     torch::NoGradGuard noGrad;
-    auto sim = u.mm(centers().t());
-    auto m = torch::softmax(beta * sim, -1);                  // [N, K]
+    updateFromSimilarity(u, u.mm(centers().t()), {});
+}
+
+void CellClusteringImpl::updateFromSimilarity(const torch::Tensor& x, const torch::Tensor& sim, const torch::Tensor& rnorm) {
+    torch::NoGradGuard noGrad;
+    auto m = torch::softmax(sim * beta, -1);                  // [N, K] (sim itself is left as is)
     auto delta = m.sum(0);                                    // [K]
+    // sum_i m_ik u_i = sum_i (m_ik / |x_i|) x_i: the scale goes on m (in place), not on a copy of x.
+    if (rnorm.defined()) m.mul_(rnorm);
     // v'_k (a cluster no cell reached, delta_k = 0, keeps its center: eta_k = 0 and v'_k = 0).
-    auto batchCenters = m.t().mm(u) / delta.clamp_min(1e-12).unsqueeze(1);
+    auto batchCenters = m.t().mm(x).div_(delta.clamp_min(1e-12).unsqueeze(1));
     auto count = V_count_buffer + delta.to(torch::kFloat64);
     auto eta = (lambda * delta.to(torch::kFloat64) / count).to(torch::kFloat).unsqueeze(1);
-    V_buffer.copy_((1 - eta) * V_buffer + eta * batchCenters);
+    // V = (1 - eta) V + eta v' = V + eta (v' - V), in place.
+    V_buffer.add_(batchCenters.sub_(V_buffer).mul_(eta));
     V_count_buffer.copy_(count);
 }
 
@@ -134,18 +157,22 @@ CellRelationImpl::CellRelationImpl(int64_t dim_, int64_t heads, double p) : dim(
 
 torch::Tensor CellRelationImpl::forward(const torch::Tensor& s, torch::Tensor* weights) {
     const int64_t B = s.size(0), K = s.size(1), H = s.size(2), W = s.size(3);
-    auto x = s.permute({0, 2, 3, 1});                                        // [B, H, W, K]
-    auto pos = sinePositionEncoding(H, W, K / 2).to(s.device()).unsqueeze(0);
-    auto qk = (x + pos).reshape({B, H * W, K});
-    auto v = x.reshape({B, H * W, K});
-    auto y = norm1(v + dropout1(mhatt(qk, qk, v, weights)));
-    y = norm2(y + dropout2(linear2(dropout(torch::relu(linear1(y))))));
+    auto y = forwardCells(s.permute({0, 2, 3, 1}).reshape({B, H * W, K}), H, W, weights);
     return y.view({B, H, W, K}).permute({0, 3, 1, 2}).contiguous();
+}
+
+torch::Tensor CellRelationImpl::forwardCells(const torch::Tensor& v, int64_t H, int64_t W, torch::Tensor* weights) {
+    const int64_t K = v.size(2);
+    auto pos = sinePositionEncoding(H, W, K / 2).to(v.device()).view({1, H * W, K});
+    auto qk = v + pos;
+    auto y = norm1(v + dropout1(mhatt(qk, qk, v, weights)));
+    return norm2(y + dropout2(linear2(dropout(torch::relu(linear1(y))))));
 }
 
 // ---- conv unit ----------------------------------------------------------------------------
 
-ConvUnitImpl::ConvUnitImpl(int64_t in, int64_t out, bool cluster, bool relation_, const ConstellationConfig& cfg) {
+ConvUnitImpl::ConvUnitImpl(int64_t in, int64_t out, bool cluster, bool relation_, const ConstellationConfig& cfg,
+                           bool withBn) {
     conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
     if (cluster) {
         feat_cluster = register_module("feat_cluster", CellClustering(out, cfg.clusters, cfg.beta, cfg.lambda));
@@ -158,20 +185,29 @@ ConvUnitImpl::ConvUnitImpl(int64_t in, int64_t out, bool cluster, bool relation_
         merge = register_module("merge",
                                 torch::nn::Conv2d(torch::nn::Conv2dOptions(out + cfg.clusters, out, 1).bias(false)));
     }
-    bn = register_module("bn", torch::nn::BatchNorm2d(out));
+    if (withBn) bn = register_module("bn", torch::nn::BatchNorm2d(out));
 }
 
 torch::Tensor ConvUnitImpl::forward(const torch::Tensor& x, std::vector<CellRecord>* records, const std::string& name,
                                     int64_t layer, int branch) {
     auto y = conv(x);
     if (feat_cluster) {
-        auto sim = feat_cluster(y);
+        // Everything in cells-by-channels layout [B*H*W, C] (a view when y is channels-last, one
+        // copy otherwise): the similarity, the relation and the 1x1 merge as matrix products,
+        // merge(cat(y, side)) = y W_y^T + side W_s^T, without the concatenated copy.
+        const int64_t B = y.size(0), C = y.size(1), H = y.size(2), W = y.size(3), N = B * H * W;
+        auto cells = y.permute({0, 2, 3, 1}).reshape({N, C});
+        auto sim = feat_cluster->forwardCells(cells);   // [N, K]
+        const int64_t K = sim.size(1);
         torch::Tensor att, side = sim;
-        if (relation) side = relation(sim, records ? &att : nullptr);
-        if (records) records->push_back({name, layer, branch, sim.detach(), att});
-        y = merge(torch::cat({y, side}, 1));
+        if (relation) side = relation->forwardCells(sim.view({B, H * W, K}), H, W, records ? &att : nullptr).reshape({N, K});
+        if (records)
+            records->push_back({name, layer, branch, sim.detach().view({B, H, W, K}).permute({0, 3, 1, 2}).contiguous(), att});
+        auto w = merge->weight.view({C, C + K});
+        auto merged = torch::addmm(side.mm(w.narrow(1, C, K).t()), cells, w.narrow(1, 0, C).t());   // [N, C]
+        y = merged.view({B, H, W, C}).permute({0, 3, 1, 2});   // channels-last memory
     }
-    return bn(y);
+    return bn ? bn(y) : y;
 }
 
 // ---- model --------------------------------------------------------------------------------
@@ -222,7 +258,7 @@ void ConstellationModel::resetParameters(uint64_t seed) {
         if (name == "temp") v.fill_(10.0);
         else if (p.dim() == 4) v.normal_(0.0, std::sqrt(2.0 / double(p.size(0) * p.size(2) * p.size(3))), gen);
         else if (p.dim() == 2) v.uniform_(-1.0 / std::sqrt(double(p.size(1))), 1.0 / std::sqrt(double(p.size(1))), gen);
-        else if (name.find(".bn.") != std::string::npos || name.find("norm") != std::string::npos ||
+        else if (name.find(".bn") != std::string::npos || name.find("norm") != std::string::npos ||
                  name.find("downsample.1") != std::string::npos)
             v.fill_(name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 ? 1.0 : 0.0);
         else {   // linear biases: U(+-1/sqrt(fan_in)) of their weight
@@ -293,9 +329,9 @@ torch::Tensor ConstellationModel::runStage(torch::nn::ModuleList blocks, torch::
         }
         auto blk = blocks[i]->as<ResBlockImpl>();
         const int64_t l0 = b * 3 + 1;
-        auto y = leaky(blk->conv1->forward(x, records, name + ".conv1", l0, branch));
-        y = leaky(blk->conv2->forward(y, records, name + ".conv2", l0 + 1, branch));
-        y = blk->conv3->forward(y, records, name + ".conv3", l0 + 2, branch);
+        auto y = leaky(blk->bn1(blk->mergeblock1->forward(x, records, name + ".mergeblock1", l0, branch)));
+        y = leaky(blk->bn2(blk->mergeblock2->forward(y, records, name + ".mergeblock2", l0 + 1, branch)));
+        y = blk->bn3(blk->mergeblock3->forward(y, records, name + ".mergeblock3", l0 + 2, branch));
         x = F::max_pool2d(leaky(y + blk->downsample->forward(x)), F::MaxPool2dFuncOptions(2));
         if (b >= 2 && is_training()) x = dropBlock(x, config_.dropBlock, config_.dropBlockSize);
     }
@@ -383,8 +419,8 @@ std::vector<ConstellationModel::ModuleInfo> ConstellationModel::constellationMod
             std::vector<std::pair<std::string, std::shared_ptr<ConvUnitImpl>>> units;
             if (resnet) {
                 auto blk = list[i]->as<ResBlockImpl>();
-                units = {{name + ".conv1", blk->conv1.ptr()}, {name + ".conv2", blk->conv2.ptr()},
-                         {name + ".conv3", blk->conv3.ptr()}};
+                units = {{name + ".mergeblock1", blk->mergeblock1.ptr()}, {name + ".mergeblock2", blk->mergeblock2.ptr()},
+                         {name + ".mergeblock3", blk->mergeblock3.ptr()}};
             } else {
                 units = {{name, std::dynamic_pointer_cast<ConvUnitImpl>(list[i])}};
             }
@@ -417,9 +453,31 @@ std::shared_ptr<ConstellationModel> loadConstellation(const std::string& path) {
                     " checkpoint, not a ConstellationNet one");
     auto cfg = ConstellationConfig::fromJsonString(ck.configJson, path);
     auto model = std::make_shared<ConstellationModel>(cfg);
+    ck.tensors = officialTensorNames(cfg, std::move(ck.tensors));
     applyCheckpoint(ck, *model, kFamily, path);
     model->eval();
     return model;
+}
+
+std::map<std::string, torch::Tensor> officialTensorNames(const ConstellationConfig& config,
+                                                         std::map<std::string, torch::Tensor> tensors, int* renamed) {
+    if (renamed) *renamed = 0;
+    if (config.backbone != "resnet12") return tensors;
+    // encoder.<stage>.<block>.conv<N>.<rest>: the part after "encoder.<stage>.<block>.".
+    static const std::regex old(R"(^(encoder\.(?:stem|branch1|branch2)\.\d+\.)conv([123])\.(.*)$)");
+    std::map<std::string, torch::Tensor> out;
+    for (auto& [name, t] : tensors) {
+        std::smatch m;
+        std::string to = name;
+        if (std::regex_match(name, m, old)) {
+            const std::string rest = m[3].str();
+            to = rest.rfind("bn.", 0) == 0 ? m[1].str() + "bn" + m[2].str() + "." + rest.substr(3)
+                                           : m[1].str() + "mergeblock" + m[2].str() + "." + rest;
+            if (renamed) ++*renamed;
+        }
+        out[to] = std::move(t);
+    }
+    return out;
 }
 
 void saveConstellation(const ConstellationModel& model, const std::string& path) {

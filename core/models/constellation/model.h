@@ -20,11 +20,15 @@
 // Few-shot logits: prototypes = mean of the shots' features; cosine similarity of each query
 // to each prototype; the weighted sum over the feature sources (ConstellationConfig::testWeights).
 //
-// Parameter names follow the official code: encoder.{stem,branch1,branch2}.<block>.…
+// Parameter names follow the official code (mlpc-ucsd/ConstellationNet), so that its state dicts
+// load after installer/convert_constellation.py: encoder.{stem,branch1,branch2}.<block>.…
 // (conv4 block: conv, feat_cluster.{V_buffer,V_count_buffer}, transformer.layers.0.{mhatt.
-// linear_{q,k,v,merge}, norm1, norm2, linear1, linear2}, merge, bn; resnet12 block: conv1..3 with
-// the same children, downsample.{0,1}), classifier.linear, temp.
+// linear_{q,k,v,merge}, norm1, norm2, linear1, linear2}, merge, bn; resnet12 block:
+// mergeblock1..3 with the same children but bn, then bn1..3 and downsample.{0,1}),
+// classifier.linear, temp. Checkpoints written before the ResNet-12 renaming (convN.* and
+// convN.bn.*) still load (officialTensorNames).
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,8 +48,13 @@ public:
     // x [B, C, H, W] -> cosine similarity map [B, K, H, W]. In training mode the centers move
     // by one mini-batch soft k-means step (after the similarities are computed).
     torch::Tensor forward(const torch::Tensor& x);
+    // Cells [N, C] (not normalized) -> cosine similarity [N, K]; moves the centers in training.
+    torch::Tensor forwardCells(const torch::Tensor& cells);
     // One soft k-means step on L2-normalized cells u [N, C] (no gradient). Public for tests.
     void updateCenters(const torch::Tensor& u);
+    // The same step from cells x [N, C] and their similarity to the current centers sim [N, K];
+    // x = u (normalized) when rnorm is undefined, else u = x * rnorm (rnorm [N, 1] = 1 / |x_i|).
+    void updateFromSimilarity(const torch::Tensor& x, const torch::Tensor& sim, const torch::Tensor& rnorm);
     // The centers, L2-normalized [K, C].
     torch::Tensor centers() const;
     torch::Tensor V_buffer;        // [K, C] float
@@ -75,6 +84,8 @@ public:
     CellRelationImpl(int64_t dim, int64_t heads, double dropout);
     // s [B, K, H, W] -> [B, K, H, W]; `weights` receives the attention [B, heads, HW, HW].
     torch::Tensor forward(const torch::Tensor& s, torch::Tensor* weights = nullptr);
+    // The same on cells v [B, H*W, K] of an H x W grid -> [B, H*W, K].
+    torch::Tensor forwardCells(const torch::Tensor& v, int64_t H, int64_t W, torch::Tensor* weights = nullptr);
     MultiHeadAttention mhatt{nullptr};
     torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
     torch::nn::Linear linear1{nullptr}, linear2{nullptr};
@@ -85,24 +96,26 @@ TORCH_MODULE(CellRelation);
 
 // What a constellation module computed (kept when recording).
 struct CellRecord {
-    std::string name;          // e.g. "stem.0", "branch1.3.conv2"
+    std::string name;          // e.g. "stem.0", "branch1.3.mergeblock2"
     int64_t layer = 0;         // 1-based conv layer number in the backbone
     int branch = 0;            // 0: stem or single branch, 1 / 2: Y branches
     torch::Tensor similarity;  // [B, K, H, W] cosine similarity of each cell to each center
     torch::Tensor attention;   // [B, heads, HW, HW] cell relation weights (undefined without)
 };
 
-// A 3x3 conv (no bias), its optional constellation module and merge conv, then BN.
+// A 3x3 conv (no bias), its optional constellation module and merge conv, then BN (Conv-4's
+// block; without `withBn`, ResNet-12's "mergeblock", whose BN is the block's bnN).
 class ConvUnitImpl : public torch::nn::Module {
 public:
-    ConvUnitImpl(int64_t in, int64_t out, bool cluster, bool relation, const ConstellationConfig& cfg);
+    ConvUnitImpl(int64_t in, int64_t out, bool cluster, bool relation, const ConstellationConfig& cfg,
+                 bool withBn = true);
     torch::Tensor forward(const torch::Tensor& x, std::vector<CellRecord>* records, const std::string& name,
                           int64_t layer, int branch);
     torch::nn::Conv2d conv{nullptr}, merge{nullptr};
     CellClustering feat_cluster{nullptr};
     std::shared_ptr<torch::nn::Module> transformer;   // "transformer.layers.0" = relation
     CellRelation relation{nullptr};
-    torch::nn::BatchNorm2d bn{nullptr};
+    torch::nn::BatchNorm2d bn{nullptr};   // null without withBn
 };
 TORCH_MODULE(ConvUnit);
 
@@ -203,6 +216,13 @@ torch::Tensor cosinePrototypeLogits(const torch::Tensor& support, const torch::T
 // Errors name the file: another family, a config that does not validate, tensors that do not
 // match the config (e.g. another cluster count).
 std::shared_ptr<ConstellationModel> loadConstellation(const std::string& path);
+// Tensor names of checkpoints written before ResNet-12 took the official names, mapped to them:
+// encoder.<stage>.<i>.convN.bn.* -> encoder.<stage>.<i>.bnN.*, encoder.<stage>.<i>.convN.* ->
+// encoder.<stage>.<i>.mergeblockN.* (N = 1..3; resnet12 only, other names unchanged). `renamed`
+// counts the names mapped.
+std::map<std::string, torch::Tensor> officialTensorNames(const ConstellationConfig& config,
+                                                         std::map<std::string, torch::Tensor> tensors,
+                                                         int* renamed = nullptr);
 void saveConstellation(const ConstellationModel& model, const std::string& path);
 
 } // namespace glimpse::constellation

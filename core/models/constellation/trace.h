@@ -61,6 +61,7 @@ public:
     static ConstellationTrace load(const std::string& path);
     void save(const std::string& path) const { trace_.save(path); }
     const Trace& raw() const { return trace_; }
+    Trace& raw() { return trace_; }   // e.g. to add provenance to meta() before saving
     int64_t bytes() const { return trace_.bytes(); }
 
     int numModules() const { return int(modules_.size()); }

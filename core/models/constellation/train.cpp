@@ -339,7 +339,7 @@ train::TrainState resumeState(Run& run) {
                         std::to_string(run.mcfg.clusters));
     }
     st = train::loadResumeState(run.files.checkpoint, kTrainFamily, run.cfgJson, kResumeMayChange, run.dataSpec);
-    train::loadModuleTensors(*run.model, st.model, run.files.checkpoint);
+    train::loadModuleTensors(*run.model, officialTensorNames(run.mcfg, st.model), run.files.checkpoint);
     run.step = st.meta.value("step", int64_t(0));
     train::noteResumed(run.files.checkpoint, run.step);
     if (run.step < 0 || run.step > run.cfg.steps)
