@@ -375,7 +375,7 @@ private Q_SLOTS:
     void gridGroupsMaximizeAndFilter() {
         ChartGrid g;
         g.setGrouping(threeGroups);
-        g.resize(1000, 700);
+        g.resize(800, 700);
         g.setRunLabel(0, "letr-alpha");
         g.setRunLabel(1, "coat-beta");
         for (const char* s : {"lr", "val/acc", "loss/cls", "loss/total", "throughput"})
@@ -384,7 +384,7 @@ private Q_SLOTS:
         QCOMPARE(g.groupTitles(), QStringList({"Losses", "Validation metrics", "Optimizer and system"}));
         g.show();
         QVERIFY(QTest::qWaitForWindowExposed(&g));
-        QTRY_COMPARE(g.columns(), 2);   // 1000 px: two charts a row
+        QTRY_COMPARE(g.columns(), 2);   // 800 px: two charts a row
         for (LiveChart* c : g.charts()) QVERIFY(c->isVisible());
         // Collapse the losses: their charts hide, the others stay.
         auto* head = g.findChild<QToolButton*>("chartgroup:Losses");

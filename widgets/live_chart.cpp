@@ -663,7 +663,7 @@ void LiveChart::drawAxes(QPainter& p, const Axes& a) const {
                 }
         std::sort(yt.begin(), yt.end());
     } else {
-        const double iv = niceTickInterval(a.y1 - a.y0, std::max(2, int(a.plot.height() / (fm.height() * 2.2))));
+        const double iv = niceTickInterval(a.y1 - a.y0, std::max(2, int(a.plot.height() / (fm.height() * 1.6))));
         for (double v = std::ceil(a.y0 / iv) * iv; v <= a.y1 + iv * 1e-9; v += iv) yt << (std::abs(v) < iv * 1e-9 ? 0 : v);
     }
     for (double v : yt) {
@@ -1035,7 +1035,7 @@ void ChartGrid::restore() {
 
 int ChartGrid::fitColumns() const {
     if (columns_ > 0) return columns_;
-    return std::clamp(width() / 380, 1, 4);
+    return std::clamp(width() / 330, 1, 4);
 }
 
 void ChartGrid::resizeEvent(QResizeEvent* e) {
