@@ -520,3 +520,7 @@ void fillClassTable(QTableWidget* table, const std::vector<ClassRow>& rows) {
 }
 
 } // namespace glimpse::app
+    // Nor a horizontal scroll bar, which would take the fifth row's place in a narrow dock: the
+    // name column stretches and elides instead.
+    table->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    table->setTextElideMode(Qt::ElideRight);

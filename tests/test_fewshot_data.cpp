@@ -13,7 +13,9 @@
 #include <opencv2/imgproc.hpp>
 
 #include "core/data/classification.h"
+#include "core/data/domain.h"
 #include "core/data/fewshot.h"
+#include "core/error.h"
 #include "tests/support.h"
 
 using namespace glimpse;
@@ -93,6 +95,66 @@ class TestFewShotData : public QObject {
     std::string path(const std::string& name) { return tmp_.filePath(QString::fromStdString(name)).toStdString(); }
 
 private Q_SLOTS:
+    // Out-of-domain statistics (core/data/domain.h; issue 56, item 2): image statistics against
+    // values worked out by hand, a profile of the procedural base classes, and the warnings: none
+    // for a held-out procedural image, size for a photo-sized image, colour for a colour image
+    // against grayscale data, brightness for a white image.
+    void domainStatsAndWarnings() {
+        using namespace glimpse::data;
+        {
+            const ImageStats g = imageStats(cv::Mat(10, 20, CV_8UC1, cv::Scalar(100)));
+            QCOMPARE(g.width, 20);
+            QCOMPARE(g.height, 10);
+            QVERIFY(std::abs(g.brightness - 100.0 / 255.0) < 1e-6);
+            QVERIFY(g.contrast < 1e-6);
+            QCOMPARE(g.chroma, 0.0);
+            cv::Mat rb(10, 20, CV_8UC3, cv::Scalar(255, 0, 0));   // RGB: left half red
+            rb(cv::Rect(10, 0, 10, 10)).setTo(cv::Scalar(0, 0, 255));   // right half blue
+            const ImageStats c = imageStats(rb);
+            QVERIFY(std::abs(c.chroma - 1.0) < 1e-6);
+            const double red = 0.299, blue = 0.114;
+            QVERIFY(std::abs(c.brightness - 0.5 * (red + blue)) < 1e-6);
+            QVERIFY(std::abs(c.contrast - 0.5 * (red - blue)) < 1e-6);
+            QVERIFY_THROWS_EXCEPTION(glimpse::Error, imageStats(cv::Mat()));
+            QVERIFY_THROWS_EXCEPTION(glimpse::Error, imageStats(cv::Mat(4, 4, CV_32FC1, cv::Scalar(0))));
+        }
+        // The procedural base classes (rendered at 32 px), against a novel-class sample.
+        ProceduralFewShotDataset base(0, 0, kProceduralBaseClasses, 20, 32);
+        const DomainProfile p = profileImages(base, "procedural", 400);
+        QCOMPARE(p.samples, int64_t(400));
+        QCOMPARE(p.minSide, 32);
+        QCOMPARE(p.maxSide, 32);
+        QVERIFY(!p.grayscale());
+        QVERIFY(p.describe().rfind("procedural: 32x32, colour", 0) == 0);
+        const cv::Mat novel = renderProceduralFewShot(0, kProceduralBaseClasses + kProceduralValClasses + 3, 5, 32);
+        QVERIFY(domainWarnings(p, imageStats(novel)).empty());
+        cv::Mat big;
+        cv::resize(novel, big, cv::Size(512, 480), 0, 0, cv::INTER_LINEAR);
+        const auto w = domainWarnings(p, imageStats(big));
+        QCOMPARE(int(w.size()), 1);
+        QVERIFY2(w[0].rfind("size: 512x480, the training images are 32x32 (15x smaller)", 0) == 0, w[0].c_str());
+        const auto white = domainWarnings(p, imageStats(cv::Mat(32, 32, CV_8UC3, cv::Scalar(255, 255, 255))));
+        bool bright = false;
+        for (const auto& s : white) bright = bright || s.rfind("brightness 1.00", 0) == 0;
+        QVERIFY(bright);
+        // Grayscale data: a colour image is out of it, the same image in gray is not.
+        std::vector<cv::Mat> grays;
+        for (int i = 0; i < 50; ++i) {
+            cv::Mat g;
+            cv::cvtColor(base.get(i * 7).image, g, cv::COLOR_RGB2GRAY);
+            grays.push_back(g);
+        }
+        const DomainProfile gp = profileImages(grays, "gray");
+        QVERIFY(gp.grayscale());
+        cv::Mat colour = base.get(3).image, gray3;
+        cv::cvtColor(grays[0], gray3, cv::COLOR_GRAY2RGB);
+        QVERIFY(imageStats(colour).chroma > 0.05);
+        bool saidColour = false;
+        for (const auto& s : domainWarnings(gp, imageStats(colour))) saidColour = saidColour || s.rfind("colour: a colour image", 0) == 0;
+        QVERIFY(saidColour);
+        for (const auto& s : domainWarnings(gp, imageStats(gray3))) QVERIFY2(s.rfind("colour", 0) != 0, s.c_str());
+    }
+
     void proceduralIsDeterministic() {
         for (int64_t cls : {0, 17, 63, 80, 99}) {
             const cv::Mat a = renderProceduralFewShot(0, cls, 5, 32);

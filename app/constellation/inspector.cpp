@@ -1,5 +1,6 @@
 #include "app/constellation/inspector.h"
 #include "app/async.h"
+#include "app/domain_check.h"
 #include "app/family.h"
 #include "app/resources.h"
 
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 
+#include "core/data/fewshot.h"
 #include "core/error.h"
 #include "core/models/constellation/model.h"
 #include "widgets/viewport.h"
@@ -166,6 +168,9 @@ void ConstellationInspector::buildViewControls(QFormLayout* form) {
     for (auto ok : {&ModelPanel::checkpointLoaded, &ModelPanel::traceSaved})
         connect(this, ok, problem_, &QLabel::hide);
     connect(this, &ModelPanel::traceReady, problem_, &QLabel::hide);
+    domain_ = new DomainCheck(this);
+    form->addRow("Domain", domain_);
+    connect(domain_, &DomainCheck::profileReady, this, [this] { updateControls(); });   // no longer busy
     shipped_ = new QPushButton("Load the shipped model (constellation_demo.h5)", this);
     shipped_->setToolTip("The small ConstellationNet that ships with Glimpse (trained on the procedural few-shot data)");
     shipped_->hide();
@@ -186,6 +191,12 @@ void ConstellationInspector::buildViewControls(QFormLayout* form) {
     connect(module_, &QComboBox::currentIndexChanged, this, [this](int i) {
         if (!updating_ && i >= 0) setModule(i);
     });
+    // Long module names must not widen the panel past its dock: the boxes elide, the list
+    // shows them whole.
+    for (QComboBox* c : {mode_, module_}) {
+        c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+        c->setMinimumContentsLength(14);
+    }
     addHeatmapControls(form);
     headBox()->setToolTip("Relation attention head (mean: the mean over heads)");
     cell_ = new QLabel("Click a cell of the image to select it.", this);
@@ -243,13 +254,10 @@ QWidget* ConstellationInspector::buildGalleryTab() {
     scan_->setValue(600);
     scan_->setSingleStep(100);
     scan_->setToolTip("Images of the novel split to scan, taken round-robin over its classes");
-    auto* row = new QHBoxLayout;
-    row->addWidget(cluster_);
-    row->addWidget(new QLabel("patches", w));
-    row->addWidget(count_);
-    row->addWidget(new QLabel("scan", w));
-    row->addWidget(scan_);
-    form->addRow("Cluster", row);
+    // One control per row: side by side they made the panel wider than its dock.
+    form->addRow("Cluster", cluster_);
+    form->addRow("Patches", count_);
+    form->addRow("Scan", scan_);
     galleryButton_ = new QPushButton("Show patches", w);
     galleryCancelButton_ = new QPushButton("Cancel", w);
     galleryCancelButton_->setEnabled(false);
@@ -271,7 +279,12 @@ QWidget* ConstellationInspector::buildGalleryTab() {
     gallery_->setMovement(QListView::Static);
     gallery_->setSpacing(2);
     gallery_->setUniformItemSizes(true);
-    gallery_->setMinimumHeight(2 * (kPatchPx + 24) + 8);   // two rows; the panel scrolls
+    // Cells with room for the patch and its label (the labels were clipped).
+    const int labelH = gallery_->fontMetrics().height();
+    gallery_->setGridSize(QSize(std::max(kPatchPx, gallery_->fontMetrics().horizontalAdvance("0.000")) + 10,
+                                kPatchPx + labelH + 10));
+    gallery_->setWordWrap(true);
+    gallery_->setMinimumHeight(2 * (kPatchPx + labelH + 10) + 8);   // two rows; the panel scrolls
     col->addWidget(gallery_, 1);
     connect(cluster_, &QSpinBox::valueChanged, this, [this](int v) {
         if (!updating_) showGallery(v);
@@ -282,7 +295,7 @@ QWidget* ConstellationInspector::buildGalleryTab() {
 }
 
 bool ConstellationInspector::busy() const {
-    return ModelPanel::busy() || galleryPending_ > 0 || (episode_ && episode_->busy());
+    return ModelPanel::busy() || galleryPending_ > 0 || (episode_ && episode_->busy()) || (domain_ && domain_->measuring());
 }
 
 std::shared_ptr<const ConstellationTrace> ConstellationInspector::trace() const {
@@ -327,7 +340,9 @@ void ConstellationInspector::showEvent(QShowEvent* e) {
     ModelPanel::showEvent(e);
     // Offered on first use: the first time the panel is shown without a model, the shipped one
     // loads (when installed; nothing is said when it is not).
-    if (offeredShipped_) return;
+    // Only while it draws the viewport: in the main window a panel shown behind another's tab
+    // has not been used yet (the base loads it when raised, ModelPanel::setActive).
+    if (offeredShipped_ || !active()) return;
     offeredShipped_ = true;
     if (!hasModel() && !modelLoading() && lastFailure().isEmpty() && !defaultConstellationCheckpoint().isEmpty())
         loadShippedModel();
@@ -343,6 +358,18 @@ void ConstellationInspector::modelChanged() {
     updating_ = true;
     cluster_->setRange(0, model ? int(model->config().clusters) - 1 : 0);
     updating_ = false;
+    // The training data, when the checkpoint says which: its class names are the procedural
+    // family's base classes (checkpoints record no dataset; docs/decisions.md "Out-of-domain
+    // warnings").
+    if (!model) return domain_->clear();
+    domain_->loadProfile("procedural (base classes)", [names = model->config().classNames,
+                                                       size = int(model->config().imageSize)] {
+        const auto splits = data::openFewShotDataset("procedural", size);
+        if (!splits.base || splits.base->classNames() != names)
+            throw Error("the checkpoint does not say what it was trained on (its classes are not the procedural "
+                        "family's base classes)");
+        return data::profileImages(*splits.base, "procedural base classes");
+    });
 }
 
 // --- traces ---------------------------------------------------------------------------
@@ -356,6 +383,7 @@ void ConstellationInspector::showTrace(const Erased& erased, bool) {
     view_ = std::make_unique<ConstellationView>(std::static_pointer_cast<const ConstellationTrace>(erased),
                                                 std::max(1, img.width), std::max(1, img.height));
     const auto& t = view_->trace();
+    domain_->check(img);   // how far the image is from the training data
     // A new image: no cell selected, the cluster map.
     settings_.pointX = settings_.pointY = -1;
     settings_.mode = ConstellationMode::Clusters;
@@ -377,6 +405,7 @@ void ConstellationInspector::showTrace(const Erased& erased, bool) {
 
 void ConstellationInspector::dropTrace() {
     view_.reset();
+    domain_->clear();
     scene_ = {};
     hoverText_.clear();
     updating_ = true;

@@ -42,6 +42,8 @@ class ConstellationModel;
 
 namespace glimpse::app {
 
+class DomainCheck;
+
 // constellation_demo.h5 where resources are looked up (app/resources.h), or empty.
 QString defaultConstellationCheckpoint();
 
@@ -83,6 +85,7 @@ public:
     QTabWidget* tabs() const { return tabs_; }
     EpisodeView* episodeView() const { return episode_; }
     QPushButton* shippedModelButton() const { return shipped_; }
+    DomainCheck* domainCheck() const { return domain_; }
 
 public Q_SLOTS:
     void setTrace(std::shared_ptr<const glimpse::constellation::ConstellationTrace> trace);
@@ -157,6 +160,7 @@ private:
     QLabel* galleryStatus_ = nullptr;
     QListWidget* gallery_ = nullptr;
     EpisodeView* episode_ = nullptr;
+    DomainCheck* domain_ = nullptr;
 };
 
 } // namespace glimpse::app
