@@ -17,6 +17,7 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QCheckBox>
 #include <QSlider>
@@ -32,6 +33,7 @@
 #include "app/async.h"
 #include "app/family.h"
 #include "app/file_probe.h"
+#include "app/help.h"
 #include "app/panel.h"
 #include "app/replay/replay_panel.h"
 #include "app/resources.h"
@@ -55,6 +57,39 @@ namespace {
 constexpr int kMaxRecent = 10;
 
 } // namespace
+// A model panel's scroll area: it scrolls vertically only, so it asks for the panel's minimum
+// width (plus its scroll bar) and the dock column never cuts the panel's controls off; a panel
+// whose content grows (a trace's module names) asks again.
+class PanelScroll : public QScrollArea {
+public:
+    using QScrollArea::QScrollArea;
+    QSize minimumSizeHint() const override {
+        QSize s = QScrollArea::minimumSizeHint();
+        if (widget())
+            s.setWidth(std::max(s.width(), widget()->minimumSizeHint().width() + verticalScrollBar()->sizeHint().width() +
+                                               2 * frameWidth()));
+        return s;
+    }
+
+protected:
+    bool eventFilter(QObject* o, QEvent* e) override {
+        if (o == widget() && e->type() == QEvent::LayoutRequest) updateGeometry();
+        return QScrollArea::eventFilter(o, e);
+    }
+};
+
+// The Image dock's Source: the file's name first (bold), then its folder in smaller type with
+// break points after each '/', so that a narrow dock wraps the folder instead of cutting off the
+// name; the full path is the tool tip.
+void showSource(QLabel* label, const QString& path, const QString& suffix = QString()) {
+    const QFileInfo fi(path);
+    QString dir = fi.absolutePath().toHtmlEscaped();
+    dir.replace('/', QStringLiteral("/&#8203;"));
+    label->setText("<b>" + fi.fileName().toHtmlEscaped() + "</b>" + suffix.toHtmlEscaped() + "<br><small>" + dir +
+                   "</small>");
+    label->setToolTip(fi.absoluteFilePath());
+}
+
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setWindowTitle("Glimpse");
@@ -134,6 +169,8 @@ void MainWindow::buildMenus() {
     view->addSeparator();
     for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
     buildModelMenu();
+    addHelpActions(help, this);   // the command line and the keyboard shortcuts (app/help.h)
+    help->addSeparator();
     QMenu* help = menuBar()->addMenu("&Help");
     help->addAction("&About Glimpse", this, [this] {
         QMessageBox::about(this, "About Glimpse",
@@ -153,7 +190,8 @@ void MainWindow::buildFileMenu() {
     });
     open->setShortcut(QKeySequence::Open);
     file->addAction("Open &demo image", this, &MainWindow::openDemoImage);
-    file->addAction("Open r&un...", this, [this] {
+    // "Training run": Model > Run / Cancel inference are the model passes on the shown image.
+    file->addAction("Open training r&un...", this, [this] {
         const QString path = QFileDialog::getOpenFileName(this, "Open run log", QString(),
                                                           "Run logs (*.h5);;All files (*)");
         if (!path.isEmpty()) openRun(path);
@@ -202,7 +240,7 @@ void MainWindow::buildModelMenu() {
         tools->addAction(run);
         model->addSeparator();
     }
-    QAction* cancelAct = model->addAction("&Cancel run", this, [this] {
+    QAction* cancelAct = model->addAction("&Cancel inference", this, [this] {
         for (ModelPanel* p : panels()) p->cancel();
     });
     cancelAct->setShortcut(QKeySequence("Ctrl+."));
@@ -240,7 +278,7 @@ void MainWindow::buildDocks() {
     trainDock->setWidget(trainingPanel_);
     addDockWidget(Qt::RightDockWidgetArea, trainDock);
     tabifyDockWidget(propsDock, trainDock);
-    trainDock->hide();   // View > Training, File > Open run... or a started run shows it
+    trainDock->hide();   // View > Training, File > Open training run... or a started run shows it
     connect(trainingPanel_, &TrainingPanel::message, this, &MainWindow::log);
     connect(trainingPanel_, &TrainingPanel::errorOccurred, this, &MainWindow::reportError);
     // The charts are a central tab while runs are followed; the dock keeps the form, the runs
@@ -278,7 +316,7 @@ void MainWindow::buildReplayDock(QDockWidget* beside) {
         closeVideo();
         currentPath_ = path;
         addRecent(path);
-        propPath_->setText(path + " (episode)");
+        showSource(propPath_, path, " (episode)");
     });
     // While the Replay tab is raised no model panel draws the viewport (the replay does).
     connect(dock, &QDockWidget::visibilityChanged, this, [this](bool visible) {
@@ -311,7 +349,7 @@ void MainWindow::buildPanelDocks(QDockWidget* below) {
         dock->setObjectName(QString::fromStdString("dock." + family.name));
         // In a scroll area: a panel may be tall (selectors, tables, galleries) and must not force
         // the window's minimum height.
-        auto* scroll = new QScrollArea(dock);
+        auto* scroll = new PanelScroll(dock);
         scroll->setWidgetResizable(true);
         scroll->setFrameShape(QFrame::NoFrame);
         scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
@@ -331,14 +369,17 @@ void MainWindow::buildPanelDocks(QDockWidget* below) {
 
 void MainWindow::connectPanel(ModelPanel* panel, QDockWidget* dock) {
     connect(panel, &ModelPanel::failed, this, &MainWindow::reportError);
-    connect(panel, &ModelPanel::message, this, [this](const QString& m) {
+    connect(panel, &ModelPanel::message, this, [this, panel](const QString& m) {
         log(m);
-        statusBar()->showMessage(m, 4000);
+        // The status bar speaks for the panel in view: another panel's news (e.g. its model
+        // finished loading after this one's run) goes to Messages only.
+        if (panel->active()) statusBar()->showMessage(m, 4000);
     });
     connect(panel, &ModelPanel::showImageRequested, this,
             [this, panel](const QString& label, const widgets::RgbImage& image) {
                 closeVideo();
                 currentPath_ = QString();
+                propPath_->setToolTip(QString());
                 propPath_->setText(label + " (" + panel->title() + " trace)");
                 showImage(label, image, panel->sourceKey());
             });
@@ -470,7 +511,7 @@ void MainWindow::openImage(const QString& path) {
             currentPath_ = path;
             addRecent(path);
             showImage(QFileInfo(path).fileName(), std::move(r.value), QFileInfo(path).absoluteFilePath());
-            propPath_->setText(path);
+            showSource(propPath_, path);
             Q_EMIT imageLoaded(path);
         });
 }
@@ -483,6 +524,7 @@ void MainWindow::openDemoImage() {
     Q_EMIT imageLoaded(QString());
 }
 
+    propPath_->setToolTip(QString());
 void MainWindow::startDemo(const QString& checkpoint, int entity) {
     openDemoImage();
     if (checkpoint.isEmpty()) {
@@ -680,7 +722,7 @@ void MainWindow::openVideo(const QString& path) {
         videoPath_ = QFileInfo(path).absoluteFilePath();
         currentPath_ = path;
         addRecent(path);
-        propPath_->setText(path);
+        showSource(propPath_, path);
         {
             const QSignalBlocker b(frameSlider_);
             frameSlider_->setRange(0, video_->frameCount() - 1);

@@ -1,5 +1,17 @@
 // GUI smoke test: the real MainWindow with its Vulkan viewport under Xvfb (lavapipe).
+#include <QDir>
+#include <QDockWidget>
+#include <QComboBox>
 #include <QFile>
+#include <QListWidget>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QTableWidget>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenu>
+#include <QMenuBar>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -10,8 +22,12 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "app/constellation/inspector.h"
+#include "app/help.h"
+#include "app/panel.h"
 #include "app/mainwindow.h"
 #include "core/io/demo_image.h"
+#include "core/models/constellation/model.h"
 #include "core/io/image.h"
 #include "widgets/viewport.h"
 
@@ -51,6 +67,124 @@ private Q_SLOTS:
         QCoreApplication::setOrganizationName("GlimpseTest");
         QCoreApplication::setApplicationName("GlimpseTest");
         QVERIFY(dir_.isValid());
+    }
+
+    // Issue 56, item 14: Help lists the command line and the keyboard shortcuts (read from the
+    // menus), the empty viewport names the menu item as the menu spells it, and "run" names one
+    // thing only (Model > Cancel inference vs File > Open training run...).
+    void helpMenuAndTexts() {
+        MainWindow w;
+        auto menuNamed = [&](const QString& title) -> QMenu* {
+            for (QAction* a : w.menuBar()->actions())
+                if (a->text().remove('&') == title) return a->menu();
+            return nullptr;
+        };
+        auto actionTexts = [](QMenu* m) {
+            QStringList out;
+            for (QAction* a : m->actions()) out << a->text().remove('&');
+            return out;
+        };
+        QMenu* help = menuNamed("Help");
+        QVERIFY(help);
+        const QStringList helpItems = actionTexts(help);
+        QVERIFY2(helpItems.contains("Command line...") && helpItems.contains("Keyboard shortcuts...") &&
+                     helpItems.contains("About Glimpse"),
+                 qPrintable(helpItems.join(", ")));
+        const QString cmd = glimpse::app::commandLineHelpText();
+        QVERIFY2(cmd.contains("glimpse infer") && cmd.contains("--run-coat") && cmd.contains("--layer N"), qPrintable(cmd));
+        const QString keys = glimpse::app::shortcutsHelpText(&w);
+        QVERIFY2(keys.contains(QRegularExpression("Ctrl\\+O +File > Open\\.\\.\\.\n")), qPrintable(keys));
+        QVERIFY2(keys.contains(QRegularExpression("Ctrl\\+\\. +Model > Cancel inference\n")), qPrintable(keys));
+        QVERIFY2(keys.contains("Left / Right") && keys.contains("F2"), qPrintable(keys));
+        // "run": Model's items run models; the training log is a "training run".
+        QMenu* file = menuNamed("File");
+        QMenu* model = menuNamed("Model");
+        QVERIFY(file && model);
+        QVERIFY(actionTexts(file).contains("Open training run..."));
+        QVERIFY(!actionTexts(file).contains("Open run..."));
+        QVERIFY(actionTexts(model).contains("Cancel inference"));
+        QVERIFY(!actionTexts(model).contains("Cancel run"));
+        // The empty viewport points at the File menu's own item.
+        ImageViewport empty;
+        QVERIFY(!empty.overlay().rows.empty());
+        QCOMPARE(empty.overlay().rows.front().second, std::string("none (File > Open...)"));
+        QVERIFY(actionTexts(file).contains("Open..."));
+    }
+
+    // Issue 56, item 11: the Image dock's Source names the file first (it showed the folder and
+    // cut the name off in a narrow dock); the full path is the tool tip.
+    void sourceNamesTheFile() {
+        MainWindow w;
+        QDir(dir_.path()).mkpath("a_rather_long_folder_name/and_another_one_below_it");
+        const QString name = "a_rather_long_folder_name/and_another_one_below_it/photo";
+        QVERIFY(showImage(w, cv::Mat(30, 40, CV_8UC3, cv::Scalar(10, 20, 30)), name));
+        auto* dock = w.findChild<QDockWidget*>("dock.image");
+        QVERIFY(dock);
+        const QString full = QFileInfo(dir_.filePath(name + ".png")).absoluteFilePath();
+        QLabel* source = nullptr;
+        for (QLabel* l : dock->findChildren<QLabel*>())
+            if (l->toolTip() == full) source = l;
+        QVERIFY(source);
+        QVERIFY2(source->text().startsWith("<b>photo.png</b>"), qPrintable(source->text()));
+        QVERIFY(source->wordWrap());
+    }
+
+    // Issue 56, item 11: at the default window size every model panel fits its dock column
+    // after a run (the ConstellationNet panel was wider: combo boxes and Cancel cut off), and a
+    // classifier's top-5 table shows all five rows.
+    void panelsFitTheirDock() {
+        using namespace glimpse::constellation;
+        ConstellationConfig c;
+        c.backbone = "conv4";
+        c.channels = {8, 8, 8, 8};
+        c.clusters = 16;
+        c.heads = 4;
+        c.imageSize = 32;
+        c.numClasses = 6;
+        for (int i = 0; i < 6; ++i) c.classNames.push_back("proc-0" + std::to_string(10 + i) + "-texture");
+        ConstellationModel model(c, 5);
+        const QString ck = dir_.filePath("tiny_constellation.h5");
+        saveConstellation(model, ck.toStdString());
+        MainWindow w;
+        QVERIFY(showImage(w, cv::Mat(64, 96, CV_8UC3, cv::Scalar(30, 60, 90)), "fit"));
+        w.resize(1280, 860);
+        auto* panel = qobject_cast<glimpse::app::ConstellationInspector*>(w.panel("constellation"));
+        QVERIFY(panel);
+        QSignalSpy loaded(panel, &glimpse::app::ModelPanel::checkpointLoaded);
+        QSignalSpy ready(panel, &glimpse::app::ModelPanel::traceReady);
+        panel->loadCheckpoint(ck);
+        QVERIFY(loaded.wait(30000));
+        panel->run(false);   // raises its dock
+        QVERIFY(ready.count() > 0 || ready.wait(60000));
+        QVERIFY(panel->moduleBox()->count() > 0);
+        for (int i = 0; i < 3; ++i) QCoreApplication::processEvents();   // posted layout requests
+        // The raised panel (the other tabs' docks keep stale sizes while hidden).
+        auto* scroll = qobject_cast<QScrollArea*>(panel->parentWidget()->parentWidget());
+        QVERIFY(scroll && scroll->isVisible());
+        QVERIFY2(panel->minimumSizeHint().width() <= scroll->viewport()->width(),
+                 qPrintable(QStringLiteral("needs %1 px, the column has %2")
+                                .arg(panel->minimumSizeHint().width())
+                                .arg(scroll->viewport()->width())));
+        // Every control of the shown panel lies inside the column, Cancel included.
+        for (QWidget* child : panel->findChildren<QWidget*>()) {
+            if (!child->isVisible()) continue;   // e.g. the controls of the other tabs
+            if (!qobject_cast<QPushButton*>(child) && !qobject_cast<QComboBox*>(child)) continue;
+            const QPoint right = child->mapTo(scroll->viewport(), QPoint(child->width(), 0));
+            QVERIFY2(right.x() <= scroll->viewport()->width(),
+                     qPrintable(QStringLiteral("'%1' ends at %2, the column at %3")
+                                    .arg(child->property("text").toString())
+                                    .arg(right.x())
+                                    .arg(scroll->viewport()->width())));
+        }
+        QTableWidget* table = panel->top5Table();
+        QCOMPARE(table->rowCount(), 5);
+        QVERIFY2(table->rowViewportPosition(4) + table->rowHeight(4) <= table->viewport()->height(),
+                 qPrintable(QStringLiteral("row 5 ends at %1, the table shows %2")
+                                .arg(table->rowViewportPosition(4) + table->rowHeight(4))
+                                .arg(table->viewport()->height())));
+        // Gallery cells have room for the patch and its label.
+        QListWidget* gallery = panel->gallery();
+        QVERIFY(gallery->gridSize().height() >= gallery->iconSize().height() + gallery->fontMetrics().height());
     }
 
     void opensImageAndDrawsIt() {
