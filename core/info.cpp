@@ -216,7 +216,7 @@ std::string describeEpisode(const std::string& path) {
     return out.str();
 }
 
-std::string describeH5(const std::string& path) {
+std::string describeH5(const std::string& path, bool tensors) {
     h5::File f = h5::File::open(path);
     std::ostringstream out;
     out << path << "\n";
@@ -228,6 +228,14 @@ std::string describeH5(const std::string& path) {
         out << "\n";
     } else {
         out << "  not a Glimpse file (no 'kind' attribute): a foreign HDF5 file\n";
+    }
+    const bool isString = glimpse && f.attrTypeDescription("kind").rfind("string", 0) == 0;
+    if (isString && f.attrString("kind") == "glimpse.checkpoint") {   // the summary first
+        try {
+            out << describeCheckpoint(path);
+        } catch (const std::exception& e) {
+            out << "  checkpoint summary unavailable: " << e.what() << "\n";
+        }
     }
     attrLines(out, f, "  ", true);
     if (f.hasGroup("meta")) attrLines(out, f.group("meta"), "  ", false);
@@ -282,14 +290,16 @@ std::string describeH5(const std::string& path) {
             out << "  dataset summary unavailable: " << e.what() << "\n";
         }
     }
-    out << "  /\n";
     Totals t;
     h5::WalkGuard walk;
     const h5::WalkGuard::Scope root(walk, f);
-    tree(out, f, 0, t, walk);
+    const bool listTree = tensors || !glimpse;
+    std::ostringstream treeText;
+    tree(treeText, f, 0, t, walk);
+    if (listTree) out << "  /\n" << treeText.str();
     out << "  total: " << t.datasets << (t.datasets == 1 ? " dataset" : " datasets") << " in " << t.groups
         << (t.groups == 1 ? " group" : " groups") << ", " << humanBytes(t.bytes) << " of data, "
-        << humanBytes(t.stored) << " stored\n";
+        << humanBytes(t.stored) << " stored" << (listTree ? "" : " (--tensors lists them)") << "\n";
     return out.str();
 }
 

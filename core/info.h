@@ -8,7 +8,20 @@ namespace glimpse {
 // groups and datasets with dtype, shape and size, and the totals. A foreign HDF5 file (no
 // 'kind' attribute) is listed too, flagged "not a Glimpse file". Throws glimpse::Error naming
 // the file when it is missing, not HDF5, truncated or corrupt.
-std::string describeH5(const std::string& path);
+// `tensors` false (`glimpse info` without --tensors): a Glimpse file's tree is left out (its
+// totals and how to list it stay); a foreign file's tree is always listed (nothing else to say).
+std::string describeH5(const std::string& path, bool tensors = true);
+
+// A checkpoint's (or training state's) summary: family, parameters, tensors, size on disk,
+// architecture (the config's architecture keys), classes, training (the run log beside it:
+// status, steps, data, metrics) and the command that opens it. Throws glimpse::Error naming the
+// file when it cannot be read.
+std::string describeCheckpoint(const std::string& path);
+
+// For a file that is not HDF5: what it is (an image with its size, a video, a PyTorch file, a
+// JSON config) and the command that opens it; *recognized tells whether it was one of those.
+// "" when the file is HDF5 or does not exist (describeH5 reports those).
+std::string describeNotHdf5(const std::string& path, bool* recognized);
 
 // Reads the value of every string attribute of every group and dataset (the root's included),
 // as an opener of the file may: a damaged file whose string declares gigabytes makes libhdf5

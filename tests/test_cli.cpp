@@ -1,4 +1,5 @@
 // The glimpse executable's headless commands, run as a user would (a separate process).
+#include <QDir>
 #include <QFileInfo>
 #include <QImage>
 #include <QJsonArray>
@@ -14,12 +15,14 @@
 #include <vector>
 
 #include <hdf5.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "core/eval/edge_support.h"
 #include "core/io/checkpoint.h"
 #include "core/io/image.h"
 #include "core/models/letr/trace.h"
+#include "core/runlog.h"
 
 class TestCli : public QObject {
     Q_OBJECT
@@ -314,7 +317,7 @@ private Q_SLOTS:
         glimpse::Checkpoint ck = glimpse::checkpointFromModule(*lin, "test", "{\"in\": 3}");
         const QString path = dir_.filePath("ck.h5");
         glimpse::saveCheckpoint(path.toStdString(), ck);
-        Result r = run({"info", path});
+        Result r = run({"info", path, "--tensors"});
         QCOMPARE(r.code, 0);
         QVERIFY2(r.out.contains("glimpse.checkpoint"), qPrintable(r.out));
         QVERIFY2(r.out.contains("weight"), qPrintable(r.out));
@@ -332,6 +335,54 @@ private Q_SLOTS:
         r = run({"info", cut});
         QCOMPARE(r.code, 1);
         QVERIFY2(r.err.contains("cut.h5"), qPrintable(r.err));
+    }
+
+    // `glimpse info` on a file that is not HDF5 says what it is and which command opens it; on a
+    // checkpoint it prints a summary (family, parameters, size, architecture, classes, the
+    // training from the run log beside it) and lists the tensors only with --tensors.
+    void infoSummarizes() {
+        const QString img = dir_.filePath("building.jpg");
+        QImage im(40, 30, QImage::Format_RGB888);
+        im.fill(Qt::gray);
+        QVERIFY(im.save(img));
+        Result r = run({"info", img});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("an image (jpg, 40x30") && r.out.contains("glimpse " + img) &&
+                     r.out.contains("glimpse infer --model"),
+                 qPrintable(r.out));
+
+        const QString runDir = dir_.filePath("run_info");
+        QVERIFY(QDir().mkpath(runDir));
+        const QString ck = runDir + "/model.h5";
+        torch::nn::Linear lin(3, 2);   // 8 parameters
+        const nlohmann::json cfg = {{"backbone", "resnet10"}, {"hidden_dim", 96}, {"num_queries", 60},
+                                    {"class_names", {"wall", "floor"}}, {"dropout", 0.0}};
+        glimpse::saveCheckpoint(ck.toStdString(), glimpse::checkpointFromModule(*lin, "letr", cfg.dump()));
+        r = run({"info", ck});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("LETR checkpoint: 8 parameters in 2 tensors"), qPrintable(r.out));
+        QVERIFY2(r.out.contains("architecture: backbone resnet10, hidden_dim 96, num_queries 60\n"), qPrintable(r.out));
+        QVERIFY2(r.out.contains("classes: 2 (wall, floor)"), qPrintable(r.out));
+        QVERIFY2(r.out.contains("training: not recorded"), qPrintable(r.out));
+        QVERIFY2(r.out.indexOf("architecture:") < r.out.indexOf("config = "), qPrintable(r.out));   // summary first
+        QVERIFY2(!r.out.contains("float32 [2,3]") && r.out.contains("--tensors lists them"), qPrintable(r.out));
+        r = run({"info", "--tensors", ck});
+        QVERIFY2(r.code == 0 && r.out.contains("float32 [2,3]"), qPrintable(r.out + r.err));
+
+        // The run log beside it (the folder `glimpse train` wrote): status, steps, data, metrics.
+        glimpse::RunLog log;
+        log.config = {{"data", "procedural:100"}};
+        log.series["loss"].append(1, 0.1, 2.0);
+        log.series["loss"].append(250, 9.0, 1.0);
+        log.series["val/sAP10"].append(200, 8.0, 0.124);
+        log.eval["final/val_acc"] = torch::tensor(0.876, torch::kDouble);
+        log.status = glimpse::RunStatus::Finished;
+        log.save((runDir + "/run.h5").toStdString());
+        r = run({"info", ck});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("training (" + runDir + "/run.h5): finished at step 250, data procedural:100"),
+                 qPrintable(r.out));
+        QVERIFY2(r.out.contains("metrics: final/val_acc 0.876, val/sAP10 0.124 (step 200)"), qPrintable(r.out));
     }
 
     void infoFlagsForeignHdf5() {

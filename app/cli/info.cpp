@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iostream>
 #include <new>
 
@@ -27,9 +28,9 @@ std::string readError(const std::exception& e) {
     return e.what();
 }
 
-// The files' commands take only --timeout S (seconds > 0; default kReadTimeoutSeconds).
-double readTimeout(const Args& a) {
-    a.checkKnown({"--timeout"});
+// The files' commands take --timeout S (seconds > 0; default kReadTimeoutSeconds); info also --tensors.
+double readTimeout(const Args& a, bool info = false) {
+    a.checkKnown(info ? std::vector<std::string>{"--timeout", "--tensors"} : std::vector<std::string>{"--timeout"});
     const double timeout = a.getDouble("--timeout", kReadTimeoutSeconds);
     if (!(timeout > 0)) throw Error("--timeout: expected seconds > 0");
     return timeout;
@@ -62,10 +63,13 @@ void setRunLogFollower(std::function<int(const std::vector<std::string>&)> follo
 
 int info(const std::vector<std::string>& args) {
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-        std::cerr << "usage: glimpse info FILE.h5 [FILE.h5 ...] [--timeout S]\n"
+        std::cerr << "usage: glimpse info FILE.h5 [FILE.h5 ...] [--tensors] [--timeout S]\n"
                      "       glimpse info --follow RUN.h5 [--interval S] [--timeout S] [--until-ended]\n"
-                     "Describes a Glimpse HDF5 file (checkpoint, trace, run log, episode):\n"
-                     "its kind, version, configuration and every dataset with shape and dtype.\n"
+                     "Describes a Glimpse HDF5 file (checkpoint, trace, run log, episode): a summary first (a\n"
+                     "checkpoint's family, parameters, size, architecture, classes, and its training from the\n"
+                     "run log beside it), then its kind, version and configuration; --tensors also lists every\n"
+                     "dataset with shape and dtype. A file that is not HDF5 (an image, a video, a PyTorch\n"
+                     "checkpoint) is named with the command that opens it.\n"
                      "A run log whose writer was killed is reported dead, not running.\n"
                      "Each file is read in a child process: a damaged file that crashes the HDF5 library,\n"
                      "or keeps it busy for more than S seconds (default 60), is reported, not fatal.\n"
@@ -81,18 +85,38 @@ int info(const std::vector<std::string>& args) {
                             "this glimpse was built headless (GLIMPSE_HEADLESS)");
             return follower()(args);
         }
-    return readEachIsolated(
-        Args(args), "reading the file",
-        [](const std::string& path) {
+    const Args a(args, {"--tensors"});
+    readTimeout(a, true);   // bad usage before anything is read
+    // Not HDF5 (an image, a video, ...): say what it is and which command opens it.
+    std::vector<std::string> rest;
+    int rc = 0;
+    for (const auto& path : a.positional()) {
+        bool recognized = false;
+        const std::string other = describeNotHdf5(path, &recognized);
+        if (other.empty()) rest.push_back(path);
+        else if (recognized) std::cout << other;
+        else {
+            std::cerr << "glimpse info: " << other;
+            rc = 1;
+        }
+    }
+    if (rest.empty()) return rc;
+    std::vector<std::string> h5args = rest;
+    for (const char* k : {"--timeout"})
+        if (auto v = a.get(k)) h5args.insert(h5args.end(), {k, *v});
+    const bool tensors = a.has("--tensors");
+    return std::max(rc, readEachIsolated(
+        Args(h5args), "reading the file",
+        [tensors](const std::string& path) {
             try {
-                std::cout << describeH5(path);
+                std::cout << describeH5(path, tensors);
                 return 0;
             } catch (const std::exception& e) {
                 std::cerr << "glimpse info: " << readError(e) << "\n";
                 return 1;
             }
         },
-        [](const std::string& path, const std::string& why) { std::cerr << "glimpse info: " << path << ": " << why << "\n"; });
+        [](const std::string& path, const std::string& why) { std::cerr << "glimpse info: " << path << ": " << why << "\n"; }));
 }
 
 int checkFile(const std::vector<std::string>& args) {
