@@ -17,9 +17,12 @@ Args::Args(const std::vector<std::string>& args, const std::vector<std::string>&
             } else if (std::find(flags.begin(), flags.end(), a) != flags.end()) {
                 values_[a] = "1";
             } else {
-                if (i + 1 >= args.size())
-                    throw Error(a + ": expected a value after it");
-                values_[a] = args[++i];
+                if (i + 1 >= args.size()) {   // reported by checkKnown or when read
+                    missingValue_ = a;
+                    values_[a] = "";
+                } else {
+                    values_[a] = args[++i];
+                }
             }
         } else {
             positional_.push_back(a);
@@ -27,9 +30,14 @@ Args::Args(const std::vector<std::string>& args, const std::vector<std::string>&
     }
 }
 
+void Args::checkValue(const std::string& key) const {
+    if (!missingValue_.empty() && key == missingValue_) throw UsageError(key + ": expected a value after it");
+}
+
 bool Args::has(const std::string& key) const { return values_.count(key) != 0; }
 
 std::optional<std::string> Args::get(const std::string& key) const {
+    checkValue(key);
     auto it = values_.find(key);
     if (it == values_.end()) return std::nullopt;
     return it->second;
@@ -67,7 +75,8 @@ std::string Args::require(const std::string& key) const {
 void Args::checkKnown(const std::vector<std::string>& known) const {
     for (const auto& kv : values_)
         if (std::find(known.begin(), known.end(), kv.first) == known.end())
-            throw Error("unknown option " + kv.first);
+            throw UsageError("unknown option " + kv.first);
+    checkValue(missingValue_);
 }
 
 } // namespace glimpse::cli

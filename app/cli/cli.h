@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace glimpse::app {
 struct Command;
 }
@@ -42,7 +44,16 @@ int dataResave(const std::vector<std::string>& args);  // glimpse data resave IN
 int checkDevice(const std::vector<std::string>& args); // glimpse check device (app/cli/device_check.cpp)
 int checkFile(const std::vector<std::string>& args);   // glimpse check file FILE.h5 ... (app/cli/info.cpp)
 
+// Bad usage (an unknown option, an option without its value): the dispatcher prints it with
+// the command's name and exits with status 2, where other Errors exit with 1.
+class UsageError : public Error {
+public:
+    using Error::Error;
+};
+
 // Minimal option parser shared by the subcommands: "--key value", "--flag", positionals.
+// An option last on the line without its value is reported by checkKnown() (as unknown when it
+// is, so `--bogus` names itself) or by reading it ("--out: expected a value after it").
 class Args {
 public:
     // `flags` are options that take no value (e.g. "--layers-all").
@@ -55,11 +66,14 @@ public:
     long long getInt(const std::string& key, long long def) const;
     std::string require(const std::string& key) const;            // throws Error when absent
     const std::vector<std::string>& positional() const { return positional_; }
-    // Keys given that are not in `known`: reported as an Error (catches typos).
+    // Keys given that are not in `known`: reported as a UsageError (catches typos), then an
+    // option left without its value.
     void checkKnown(const std::vector<std::string>& known) const;
 
 private:
+    void checkValue(const std::string& key) const;
     std::map<std::string, std::string> values_;
+    std::string missingValue_;   // the option last on the line without its value ("": none)
     std::vector<std::string> positional_;
 };
 

@@ -142,7 +142,14 @@ int runCommand(const std::string& verb, const std::vector<std::string>& args, bo
     std::string why;
     const Command* c = resolve(verb, args, rest, &why);
     if (!c) {
-        if (why.empty()) {   // no subject: say which there are
+        if (why.empty() && wantsHelp(args)) {   // `glimpse train --help`: the verb's commands
+            std::cout << verbUsage(verb) << "Run 'glimpse " << verb << " SUBJECT --help' for one's options.\n";
+            return 0;
+        }
+        if (why.empty() && !args.empty()) {   // `glimpse train --bogus`: no subject given
+            std::cerr << "glimpse " << verb << ": expected one of " << subjects(verb) << " before " << args[0] << "\n"
+                      << verbUsage(verb);
+        } else if (why.empty()) {   // no subject: say which there are
             std::cout << verbUsage(verb);
         } else {
             std::cerr << "glimpse " << verb << ": " << why << "\n" << verbUsage(verb);
@@ -151,8 +158,22 @@ int runCommand(const std::string& verb, const std::vector<std::string>& args, bo
     }
     try {
         // --help anywhere: the command's own help (options never take "--help" as a value).
-        if (wantsHelp(rest)) return c->run({"--help"});
+        if (wantsHelp(rest)) {
+            // A command without a help text of its own (or one that refuses "--help"): its synopsis.
+            int rc = 2;
+            try {
+                rc = c->run({"--help"});
+            } catch (const UsageError&) {
+            }
+            if (rc != 0) std::cout << "usage: " << usageLine(*c) << "\n" << c->summary << "\n";
+            return 0;
+        }
         return c->run(rest);
+    } catch (const UsageError& e) {   // bad usage: status 2, and where the options are listed
+        std::string name = "glimpse " + verb;
+        if (!c->subject.empty()) name += verb == "infer" ? " --model " + c->subject : " " + c->subject;
+        std::cerr << "glimpse " << verb << ": " << e.what() << " ('" << name << " --help' lists the options)\n";
+        return 2;
     } catch (const std::exception& e) {
         std::cerr << "glimpse " << verb << ": " << e.what() << "\n";
         return 1;

@@ -20,6 +20,7 @@ int dataVerify(const std::vector<std::string>& args) {
                      "exit 1 when a file is corrupt, 3 when it reads but parts carry no checksum.\n";
         return args.empty() ? 2 : 0;
     }
+    Args(args).checkKnown({});   // options are refused, not read as file names
     int rc = 0;
     for (const auto& path : args) {
         // In a child process (core/util/isolate.h): a file that crashes or hangs libhdf5 is
