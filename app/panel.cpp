@@ -364,9 +364,11 @@ bool ModelPanel::showComparePane(bool on) {
     compare_->setVisible(on);
     if (!on) return false;
     if (!wasOn) {
-        // Side by side at equal widths, then fit once the panes have their new sizes.
+        // Side by side at equal widths, then fit both panes once they have their new sizes
+        // (the compare pane follows the main one; a fitted view refits when its pane resizes).
         if (auto* split = qobject_cast<QSplitter*>(compare_->parentWidget())) split->setSizes({1, 1});
-        QTimer::singleShot(50, viewport_, &widgets::ImageViewport::fitToWindow);
+        viewport_->fitToWindow();     // at the pane's new (half) width, now
+        viewport_->fitWhenSized();    // and again when it is drawn at it
     }
     const auto& a = compare_->image();
     const auto& b = viewport_->image();

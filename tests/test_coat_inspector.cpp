@@ -5,9 +5,11 @@
 // channel views, the top-5 table, the gallery, the compare pane, trace round trip, bad input.
 #include <QComboBox>
 #include <QFile>
+#include <QFileInfo>
 #include <QListWidget>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStatusBar>
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -22,11 +24,15 @@
 
 #include "app/coat/inspector.h"
 #include "app/coat/view.h"
+#include "app/domain_check.h"
+#include "app/letr/inspector.h"
 #include "app/mainwindow.h"
+#include "core/data/classification.h"
 #include "core/models/coat/model.h"
 #include "core/models/coat/trace.h"
 #include "core/trace.h"
 #include "renderer/colormap.h"
+#include "renderer/view.h"
 #include "widgets/viewport.h"
 
 using glimpse::app::CoatInspector;
@@ -312,8 +318,26 @@ private Q_SLOTS:
         in->top5Table()->selectRow(2);
         QCOMPARE(in->settings().mode, CoatMode::Cam);
         QCOMPARE(in->settings().camClass, top[2].classIndex);
-        QVERIFY(maxAbsDiff(in->view()->map(in->settings()).values, trace->camForClass(top[2].classIndex)) == 0.0);
+        // Grad-CAM at the scale the Scale box shows (issue 56, item 1): on entering it, the
+        // coarsest scale with a grid of 7x7 or more, here scale 2 (8x8) of the 64 px input.
+        QCOMPARE(in->settings().scale, 1);
+        QCOMPARE(in->scaleBox()->currentIndex(), 1);
+        QVERIFY(maxAbsDiff(in->view()->map(in->settings()).values, trace->camForClass(top[2].classIndex, 1)) == 0.0);
         QCOMPARE(vp->scene().heatLabel, std::string("CAM"));
+        auto overlayRow = [&](const std::string& key) {
+            for (const auto& r : vp->scene().overlayRows)
+                if (r.first == key) return r.second;
+            return std::string();
+        };
+        QCOMPARE(overlayRow("scale"), std::string("2 (8x8, Grad-CAM)"));
+        // Another scale in the box: the CAM of that scale, overlay and box in agreement.
+        in->scaleBox()->setCurrentIndex(2);
+        QCOMPARE(in->settings().scale, 2);
+        QVERIFY(maxAbsDiff(in->view()->map(in->settings()).values, trace->camForClass(top[2].classIndex, 2)) == 0.0);
+        QCOMPARE(overlayRow("scale"), std::string("3 (4x4, Grad-CAM)"));
+        in->scaleBox()->setCurrentIndex(1);
+        in->blockBox()->setCurrentIndex(0);   // back to block serial_blocks2.0 (the views below use it)
+        QCOMPARE(in->view()->blockIndex(in->settings()), b);
         // A class outside the top-5: computed on a worker, equal to Grad-CAM from core.
         int64_t other = -1;
         for (int64_t c = 0; c < 7 && other < 0; ++c) {
@@ -326,7 +350,7 @@ private Q_SLOTS:
         QVERIFY(camSpy.count() > 0 || camSpy.wait(30000));
         {
             auto model = loadCoat(checkpoint_.toStdString());
-            const auto expect = gradCam(*model, glimpse::app::coatInputFromTrace(*trace, model->config()), other);
+            const auto expect = gradCam(*model, glimpse::app::coatInputFromTrace(*trace, model->config()), other, 1);
             QVERIFY(maxAbsDiff(in->view()->map(in->settings()).values, expect) < 1e-5);
         }
 
@@ -339,10 +363,34 @@ private Q_SLOTS:
 
         // Side by side: scale 4 in the compare pane, same view mode, synchronized pan/zoom.
         in->modeBox()->setCurrentIndex(int(CoatMode::Attention));
+        vp->zoomIn();   // a single-pane zoom that would crop a half-width pane
+        vp->zoomIn();
         in->compareBox()->setCurrentIndex(4);
         QCOMPARE(in->compareScale(), 3);
         ImageViewport* cmp = w.compareViewport();
         QVERIFY(cmp->isVisible());
+        {
+            // Opening the compare pane fits both panes at their new (half) widths: the whole
+            // image is in view in each, at the fit zoom of the pane's own size (issue 56, item 12).
+            QString why;
+            auto fitted = [&](ImageViewport* pane, const char* name) {
+                pane->requestRedraw();
+                const QImage f = pane->grabFrame();
+                if (f.isNull()) return false;
+                const auto fit = glimpse::render::View::fit(kW, kH, f.width(), f.height());
+                double x0, y0, x1, y1;
+                pane->view().imageToScreen(0, 0, f.width(), f.height(), x0, y0);
+                pane->view().imageToScreen(kW, kH, f.width(), f.height(), x1, y1);
+                why = QStringLiteral("%1: zoom %2, fit %3, frame %4x%5, image at %6,%7 .. %8,%9")
+                          .arg(name).arg(pane->zoom()).arg(fit.zoom).arg(f.width()).arg(f.height())
+                          .arg(x0).arg(y0).arg(x1).arg(y1);
+                // The whole image in view, at (about) the pane's own fit, in a half-width pane.
+                return std::abs(pane->zoom() - fit.zoom) < 0.02 * fit.zoom && x0 >= -1.0 && y0 >= -1.0 &&
+                       x1 <= f.width() + 1.0 && y1 <= f.height() + 1.0 && f.width() < w.width() * 2 / 3;
+            };
+            const bool both = QTest::qWaitFor([&] { return fitted(vp, "main") && fitted(cmp, "compare"); }, 20000);
+            QVERIFY2(both, qPrintable(why));
+        }
         QVERIFY(cmp->scene().hasHeatmap());
         {
             // At scale 4 one token is the whole crop: the query marker (token box and
@@ -367,6 +415,72 @@ private Q_SLOTS:
         QVERIFY(QTest::qWaitFor([&] { return std::abs(cmp->zoom() - vp->zoom()) < 1e-9; }, 5000));
         in->compareBox()->setCurrentIndex(0);
         QVERIFY(!cmp->isVisible());
+    }
+
+    // Issue 56, item 2: a model trained on Fashion-MNIST (its class names say so) shows what it
+    // was trained on, and a warning when the image is far from it: the colour test scene is,
+    // a Fashion-MNIST test image is not. A model with other classes says it cannot tell.
+    void domainWarning() {
+        if (!QFileInfo::exists(QString::fromStdString(glimpse::data::fashionMnistDefaultDir())))
+            QSKIP("Fashion-MNIST is not installed here");
+        CoatConfig c = smallConfig();
+        c.numClasses = 10;
+        c.classNames = glimpse::data::fashionMnistClassNames();
+        c.imageSize = 32;
+        c.resize = 32;
+        CoatModel model(c, 3);
+        const QString fm = dir_.filePath("fm_coat.h5");
+        saveCoat(model, fm.toStdString());
+        const auto test = glimpse::data::openClassificationDataset("fashion-mnist");
+        const QString fmImage = dir_.filePath("fm_sample.png");
+        QVERIFY(cv::imwrite(fmImage.toStdString(), test.val->get(0).image));   // 28x28 grayscale
+        MainWindow w;
+        w.resize(1100, 800);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        CoatInspector* in = w.coatInspector();
+        glimpse::app::DomainCheck* dc = in->domainCheck();
+        QSignalSpy ck(in, &CoatInspector::checkpointLoaded);
+        in->loadCheckpoint(fm);
+        QVERIFY(ck.wait(30000));
+        QVERIFY(QTest::qWaitFor([&] { return !dc->measuring(); }, 60000));
+        QVERIFY(dc->profile());
+        QVERIFY(dc->profile()->grayscale());
+        QVERIFY2(dc->text().contains("Trained on fashion-mnist: 28x28, grayscale"), qPrintable(dc->text()));
+        auto runOnImage = [&](const QString& path) {
+            QSignalSpy loaded(&w, &MainWindow::imageLoaded);
+            QSignalSpy ready(in, &CoatInspector::traceReady);
+            w.openImage(path);
+            if (!loaded.wait(10000)) return false;
+            in->run(false);
+            return ready.wait(60000);
+        };
+        QVERIFY(runOnImage(imagePath_));
+        QVERIFY2(dc->warnings().join(" ").contains("colour: a colour image"), qPrintable(dc->warnings().join("; ")));
+        QVERIFY2(dc->text().contains("Far from the training data"), qPrintable(dc->text()));
+        QVERIFY(runOnImage(fmImage));
+        QVERIFY2(dc->warnings().isEmpty(), qPrintable(dc->warnings().join("; ")));
+        QVERIFY2(dc->text().contains("within the training data"), qPrintable(dc->text()));
+        // Classes that are not Fashion-MNIST's: no claim about the data.
+        in->loadCheckpoint(checkpoint_);
+        QVERIFY(ck.wait(30000));
+        QVERIFY(QTest::qWaitFor([&] { return !dc->measuring(); }, 30000));
+        QVERIFY(!dc->profile());
+        QVERIFY2(dc->text().contains("does not say what it was trained on"), qPrintable(dc->text()));
+    }
+
+    // Issue 56, item 14: after a CoaT run the status bar speaks for CoaT; another panel's news
+    // (LETR's model finishing its load later) goes to Messages only.
+    void statusBarSpeaksForTheShownPanel() {
+        MainWindow w;
+        runOn(w);
+        if (QTest::currentTestFailed()) return;
+        const QString after = w.statusBar()->currentMessage();
+        QVERIFY2(after.startsWith("CoaT finished"), qPrintable(after));
+        Q_EMIT w.letrInspector()->message("LETR model ready: letr_demo.h5");
+        QCOMPARE(w.statusBar()->currentMessage(), after);
+        Q_EMIT w.coatInspector()->message("CoaT says so");
+        QCOMPARE(w.statusBar()->currentMessage(), QString("CoaT says so"));
     }
 
     // Cancel: the running flag drops at once, the worker's result is discarded when it arrives

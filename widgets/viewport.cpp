@@ -1,5 +1,7 @@
 #include "widgets/viewport.h"
 
+#include <QKeyEvent>
+
 #include <QLabel>
 #include <QMouseEvent>
 #include <QStackedLayout>
@@ -64,10 +66,18 @@ public:
 
     void startNextFrame() override {
         const QSize sz = window_->swapChainImageSize();
-        if (owner_->fitPending_ && owner_->hasImage() && sz.width() > 0) {
+        // A fitted view stays fitted when the pane changes size (e.g. the compare pane opens
+        // beside it), until the user zooms or pans.
+        // Fits are made for the pane's size (its widget's, which a layout change sets at once;
+        // the swapchain follows on a later frame).
+        const QSize paneSz = owner_->viewportPixelSize();
+        const bool refit = owner_->fitted_ && paneSz != owner_->fittedSize_;
+        if ((owner_->fitPending_ || refit) && owner_->hasImage() && paneSz.width() > 0 && paneSz.height() > 0) {
             owner_->fitPending_ = false;
+            owner_->fitted_ = true;
+            owner_->fittedSize_ = paneSz;
             owner_->view_ = render::View::fit(owner_->image_.width, owner_->image_.height,
-                                              sz.width(), sz.height());
+                                              paneSz.width(), paneSz.height());
             Q_EMIT owner_->viewChanged(owner_->view_.zoom);
             owner_->updateOverlayRows();
         }
@@ -133,6 +143,11 @@ public:
     QVulkanWindowRenderer* createRenderer() override { return new ViewRenderer(this, owner_); }
 
 protected:
+    // Keys go to whoever draws the viewport (e.g. the LETR panel steps layers with Left/Right).
+    void keyPressEvent(QKeyEvent* e) override {
+        Q_EMIT owner_->keyPressed(e->key(), int(e->modifiers()));
+        QVulkanWindow::keyPressEvent(e);
+    }
     void mousePressEvent(QMouseEvent* e) override {
         if (e->button() == Qt::LeftButton || e->button() == Qt::MiddleButton) {
             dragging_ = true;
@@ -260,6 +275,8 @@ void ImageViewport::setImage(RgbImage image, bool keepView) {
     if (sz.width() > 0 && sz.height() > 0 && window_ && window_->isExposed()) {
         view_ = render::View::fit(image_.width, image_.height, sz.width(), sz.height());
         fitPending_ = false;
+        fitted_ = true;
+        fittedSize_ = sz;
         Q_EMIT viewChanged(view_.zoom);
     } else {
         fitPending_ = true;
@@ -273,6 +290,17 @@ void ImageViewport::setView(const render::View& v) { applyView(v, true); }
 void ImageViewport::followView(const ImageViewport& other) {
     history_ = other.history_;
     applyView(other.view_, false);
+    // Following a fitted pane: fitted too, at the size this pane has now (a later change of its
+    // own size refits it; the panes then follow each other's fit).
+    if (other.fitted_) {
+        fitted_ = true;
+        fittedSize_ = viewportPixelSize();
+    }
+}
+
+void ImageViewport::fitWhenSized() {
+    fitPending_ = true;
+    requestRedraw();
 }
 
 void ImageViewport::setScene(ViewportScene scene) {
@@ -297,6 +325,7 @@ int ImageViewport::lineAtPosition(double x, double y) const {
 void ImageViewport::applyView(const render::View& v, bool record) {
     if (record) pushHistory();
     view_ = v;
+    fitted_ = false;   // fitToWindow sets it again
     view_.zoom = std::clamp(view_.zoom, render::View::kMinZoom, render::View::kMaxZoom);
     fitPending_ = false;
     updateOverlayRows();
@@ -321,6 +350,8 @@ void ImageViewport::fitToWindow() {
     if (!hasImage()) return;
     const QSize sz = viewportPixelSize();
     applyView(render::View::fit(image_.width, image_.height, sz.width(), sz.height()), true);
+    fitted_ = true;
+    fittedSize_ = sz;
 }
 
 void ImageViewport::oneToOne() {
@@ -377,8 +408,8 @@ double ImageViewport::devicePixelRatioF_() const {
 }
 
 QSize ImageViewport::viewportPixelSize() const {
-    if (window_ && window_->swapChainImageSize().isValid() && !window_->swapChainImageSize().isEmpty())
-        return window_->swapChainImageSize();
+    // The widget's size: current as soon as a layout changes it (the swapchain image size only
+    // follows when the next frame is drawn, so a fit made in between used the old size).
     const double dpr = devicePixelRatioF_();
     return QSize(int(std::lround(width() * dpr)), int(std::lround(height() * dpr)));
 }
@@ -403,7 +434,7 @@ QString ImageViewport::valueText(int px, int py) const {
 void ImageViewport::updateOverlayRows() {
     overlay_.rows.clear();
     if (!hasImage()) {
-        overlay_.rows.push_back({"image", "none (File > Open image)"});
+        overlay_.rows.push_back({"image", "none (File > Open...)"});
         return;
     }
     overlay_.rows.push_back({"image", std::to_string(image_.width) + " x " + std::to_string(image_.height)});

@@ -51,6 +51,8 @@ public:
     // Takes `other`'s view and undo history (synchronized split panes), without recording.
     void followView(const ImageViewport& other);
     double zoom() const { return view_.zoom; }
+    // Whether the view is a fit the user has not zoomed or panned since (kept on resizes).
+    bool isFitted() const { return fitted_; }
 
     // Lines, heatmap and overlay rows drawn over the image (replaces the previous scene).
     void setScene(ViewportScene scene);
@@ -94,6 +96,9 @@ public:
 
 public Q_SLOTS:
     void fitToWindow();
+    // Fits on the next frame drawn, at the size the pane has then (a pane about to be resized,
+    // e.g. when the compare pane opens beside it).
+    void fitWhenSized();
     void oneToOne();
     void zoomIn();
     void zoomOut();
@@ -111,6 +116,8 @@ Q_SIGNALS:
     void lineClicked(int id);
     // A click that hit no line, at image pixel (px, py) (-1, -1 outside the image).
     void imageClicked(int px, int py);
+    // A key pressed while the image has the keyboard focus (Qt::Key, Qt::KeyboardModifiers).
+    void keyPressed(int key, int modifiers);
 
 private:
     friend class VulkanViewWindow;
@@ -137,6 +144,10 @@ private:
     int cursorX_ = -1, cursorY_ = -1;
     bool imageDirty_ = false;
     bool fitPending_ = true;
+    // The view is a fit (fitToWindow or the first view of an image) that the user has not
+    // changed since: refitted when the pane's size changes.
+    bool fitted_ = false;
+    QSize fittedSize_;
     int framesDrawn_ = 0;
     long long framesWithUploads_ = 0, uploadWaits_ = 0;
 };

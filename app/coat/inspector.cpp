@@ -1,5 +1,6 @@
 #include "app/coat/inspector.h"
 #include "app/async.h"
+#include "app/domain_check.h"
 #include "app/family.h"
 #include "app/resources.h"
 
@@ -22,6 +23,7 @@
 
 #include <opencv2/core.hpp>
 
+#include "core/data/classification.h"
 #include "core/error.h"
 #include "core/models/coat/model.h"
 #include "renderer/colormap.h"
@@ -102,7 +104,12 @@ CoatInspector::CoatInspector(widgets::ImageViewport* viewport, widgets::ImageVie
 
 CoatInspector::~CoatInspector() = default;
 
+bool CoatInspector::busy() const { return ModelPanel::busy() || camPending_ > 0 || (domain_ && domain_->measuring()); }
+
 void CoatInspector::buildUi() {
+    domain_ = new DomainCheck(this);
+    form()->addRow("Domain", domain_);
+    connect(domain_, &DomainCheck::profileReady, this, [this] { updateControls(); });   // no longer busy
     buildViewControls(form());
     buildLists();
 }
@@ -194,10 +201,28 @@ void CoatInspector::setModel(std::shared_ptr<coat::CoatModel> model, const QStri
     setModelErased(std::move(model), label);
 }
 
+void CoatInspector::modelChanged() {
+    // The training data, when the checkpoint says which: its class names are Fashion-MNIST's
+    // (checkpoints record no dataset; docs/decisions.md "Out-of-domain warnings").
+    const auto model = modelAs<coat::CoatModel>();
+    if (!model) return domain_->clear();
+    if (model->config().classNames != data::fashionMnistClassNames()) {
+        domain_->loadProfile("unknown data", []() -> data::DomainProfile {
+            throw Error("the checkpoint does not say what it was trained on (its classes are not Fashion-MNIST's)");
+        });
+        return;
+    }
+    domain_->loadProfile("fashion-mnist", [] {
+        const auto splits = data::openClassificationDataset("fashion-mnist");
+        return data::profileImages(*splits.train, "fashion-mnist");
+    });
+}
+
 // --- traces ---------------------------------------------------------------------------
 
 void CoatInspector::dropTrace() {
     view_.reset();
+    domain_->clear();
     updating_ = true;
     table_->setRowCount(0);
     gallery_->clear();
@@ -216,6 +241,18 @@ void CoatInspector::showTrace(const Erased& erased, bool shownIsCrop) {
                                        std::max(1, img.width), std::max(1, img.height), shownIsCrop);
     const auto& t = view_->trace();
     if (settings_.camClass >= t.probs().size(0)) settings_.camClass = -1;
+    // How far the image is from the training data (an opened trace shows the crop: its
+    // original size is in the meta).
+    {
+        const auto& meta = t.raw().meta();
+        int ow = 0, oh = 0;
+        if (shownIsCrop && meta.contains("original_size") && meta["original_size"].is_array() &&
+            meta["original_size"].size() == 2) {
+            oh = meta["original_size"][0].get<int>();
+            ow = meta["original_size"][1].get<int>();
+        }
+        domain_->check(img, ow, oh);
+    }
     // A new image: the query starts at the crop's centre.
     settings_.queryX = settings_.queryY = -1;
     galleryKey_.clear();
@@ -226,15 +263,26 @@ void CoatInspector::showTrace(const Erased& erased, bool shownIsCrop) {
 // --- view settings -------------------------------------------------------------------
 
 void CoatInspector::setMode(CoatMode mode) {
+    const bool enteringCam = mode == CoatMode::Cam && settings_.mode != CoatMode::Cam;
     settings_.mode = mode;
     if (mode_->currentIndex() != int(mode)) {
         updating_ = true;
         mode_->setCurrentIndex(int(mode));
         updating_ = false;
     }
+    // Grad-CAM is shown at the scale of the Scale box: on entering it, the scale last chosen
+    // for it, else the model's sensible default (CoatView::defaultCamScale).
+    if (enteringCam && view_) {
+        const int s = camScale_ >= 0 ? camScale_ : view_->defaultCamScale();
+        if (s != settings_.scale) {
+            settings_.scale = s;
+            settings_.block = -1;
+            refillSelectors();
+        }
+    }
     if (mode == CoatMode::Cam && view_) {
         const int64_t c = view_->camClass(settings_);
-        if (!view_->hasCam(c)) requestCam(c);
+        if (!view_->hasCam(c, settings_.scale)) requestCam(c);
     }
     updateControls();
     refresh();
@@ -245,6 +293,11 @@ void CoatInspector::setScale(int scale) {
     settings_.scale = scale;
     settings_.block = -1;
     refillSelectors();
+    if (settings_.mode == CoatMode::Cam && view_) {
+        camScale_ = scale;
+        const int64_t c = view_->camClass(settings_);
+        if (!view_->hasCam(c, scale)) requestCam(c);
+    }
     refresh();
 }
 
@@ -266,7 +319,7 @@ void CoatInspector::setBlock(int block) {
 void CoatInspector::setQuery(double x, double y) {
     if (view_) {
         int64_t ty, tx;
-        if (!view_->tokenAt(settings_.mode == CoatMode::Cam ? 3 : settings_.scale, x, y, ty, tx)) {
+        if (!view_->tokenAt(settings_.scale, x, y, ty, tx)) {
             Q_EMIT message("The query must lie inside the network's input crop (the yellow frame).");
             return;
         }
@@ -288,7 +341,7 @@ void CoatInspector::setCamClass(int64_t cls) {
     }
     if (view_ && settings_.mode == CoatMode::Cam) {
         const int64_t c = view_->camClass(settings_);
-        if (!view_->hasCam(c)) requestCam(c);
+        if (!view_->hasCam(c, settings_.scale)) requestCam(c);
     }
     refresh();
 }
@@ -332,8 +385,8 @@ void CoatInspector::setCompareScale(int scale) {
 void CoatInspector::requestCam(int64_t cls) {
     if (!view_) return;
     if (!hasModel()) {
-        fail(QStringLiteral("Grad-CAM of class %1: not stored in this trace (it holds the top-5) and no CoaT "
-                            "model is loaded to compute it.").arg(cls));
+        fail(QStringLiteral("Grad-CAM of class %1 at scale %2: not stored in this trace (it holds the top-5) and "
+                            "no CoaT model is loaded to compute it.").arg(cls).arg(settings_.scale + 1));
         return;
     }
     if (modelAs<coat::CoatModel>()->config().numClasses != view_->trace().probs().size(0)) {
@@ -342,21 +395,22 @@ void CoatInspector::requestCam(int64_t cls) {
     }
     ++camPending_;
     updateControls();
-    Q_EMIT message(QStringLiteral("Computing the Grad-CAM of class %1 ...").arg(cls));
+    const int scale = settings_.scale;
+    Q_EMIT message(QStringLiteral("Computing the Grad-CAM of class %1 at scale %2 ...").arg(cls).arg(scale + 1));
     auto traceRef = view_->tracePtr();
     runAsync(
         this,
-        [model = modelAs<coat::CoatModel>(), mutex = modelMutex(), traceRef, cls] {
+        [model = modelAs<coat::CoatModel>(), mutex = modelMutex(), traceRef, cls, scale] {
             std::lock_guard<std::mutex> lock(*mutex);
-            return coat::gradCam(*model, coatInputFromTrace(*traceRef, model->config()), cls);
+            return coat::gradCam(*model, coatInputFromTrace(*traceRef, model->config()), cls, scale);
         },
-        [this, cls, traceRef](Outcome<torch::Tensor> r) {
+        [this, cls, scale, traceRef](Outcome<torch::Tensor> r) {
             --camPending_;
             updateControls();
             if (!r.ok()) return fail(QStringLiteral("Grad-CAM of class %1 failed: %2").arg(cls).arg(r.error));
             if (!view_ || view_->tracePtr() != traceRef) return;   // another trace meanwhile
             try {
-                view_->addCam(cls, r.value);
+                view_->addCam(cls, r.value, scale);
             } catch (const std::exception& e) {
                 return fail(QString::fromStdString(e.what()));
             }

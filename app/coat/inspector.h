@@ -34,6 +34,8 @@ class ImageViewport;
 
 namespace glimpse::app {
 
+class DomainCheck;
+
 // coat_fmnist.h5 in $GLIMPSE_RESOURCES, else <exe dir>/../share/glimpse/, else the source
 // tree's resources/; empty when none exists.
 QString defaultCoatCheckpoint();
@@ -44,7 +46,8 @@ public:
     CoatInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare, QWidget* parent = nullptr);
     ~CoatInspector() override;
 
-    bool busy() const override { return ModelPanel::busy() || camPending_ > 0; }
+    // Busy too while the training data's profile is measured (the Domain row waits for it).
+    bool busy() const override;
     std::shared_ptr<const coat::CoatTrace> trace() const;
     const CoatView* view() const { return view_.get(); }
     const CoatViewSettings& settings() const { return settings_; }
@@ -57,6 +60,8 @@ public:
     QSpinBox* classBox() const { return class_; }
     QTableWidget* top5Table() const { return table_; }
     QListWidget* gallery() const { return gallery_; }
+    // What the model was trained on and how far the shown image is from it.
+    DomainCheck* domainCheck() const { return domain_; }
 
 public Q_SLOTS:
     void setModel(std::shared_ptr<coat::CoatModel> model, const QString& label);
@@ -64,7 +69,7 @@ public Q_SLOTS:
     void setTrace(std::shared_ptr<const coat::CoatTrace> trace, bool shownIsCrop = false);
 
     void setMode(CoatMode mode);
-    void setScale(int scale);          // 0..3
+    void setScale(int scale);          // 0..3 (also the Grad-CAM's scale)
     void setBlock(int block);          // index within the scale, -1 = last
     // Query point in shown-image pixels (a viewport click); outside the crop it is ignored.
     void setQuery(double x, double y);
@@ -82,6 +87,7 @@ protected:
     void enableControls(bool haveTrace) override;
     void heatmapStyleChanged() override;
     void compareChosen(int index) override { setCompareScale(index - 1); }
+    void modelChanged() override;
 
 private:
     void buildUi();
@@ -96,6 +102,7 @@ private:
     std::unique_ptr<CoatView> view_;
     CoatViewSettings settings_;
     int compareScale_ = -1;
+    int camScale_ = -1;   // the scale last chosen while showing Grad-CAM (-1: the default)
     int camPending_ = 0;
     bool updating_ = false;
     QString galleryKey_;
@@ -107,6 +114,7 @@ private:
     QSpinBox* channel_ = nullptr;
     QTableWidget* table_ = nullptr;
     QListWidget* gallery_ = nullptr;
+    DomainCheck* domain_ = nullptr;
 };
 
 } // namespace glimpse::app

@@ -145,18 +145,29 @@ int64_t CoatView::camClass(const CoatViewSettings& s) const {
     return top.empty() ? 0 : top.front().classIndex;
 }
 
-bool CoatView::hasCam(int64_t cls) const {
-    if (extraCams_.count(cls)) return true;
+bool CoatView::hasCam(int64_t cls, int scale) const {
+    if (extraCams_.count({cls, scale})) return true;
+    if (!trace_->hasCamScale(scale)) return false;
     for (int k = 0; k < trace_->numCams(); ++k)
         if (trace_->camClass(k) == cls) return true;
     return false;
 }
 
-void CoatView::addCam(int64_t cls, torch::Tensor map) {
-    const coat::Grid g = trace_->grid(3);
+void CoatView::addCam(int64_t cls, torch::Tensor map, int scale) {
+    if (scale < 0 || scale > 3) throw Error("CoaT view: Grad-CAM scale must be 1..4");
+    const coat::Grid g = trace_->grid(scale);
     if (!map.defined() || map.dim() != 2 || map.size(0) != g[0] || map.size(1) != g[1])
-        throw Error("CoaT view: a Grad-CAM must be a [h4, w4] map");
-    extraCams_[cls] = map.to(torch::kFloat32).contiguous();
+        throw Error("CoaT view: a Grad-CAM at scale " + std::to_string(scale + 1) + " must be a [" +
+                    std::to_string(g[0]) + ", " + std::to_string(g[1]) + "] map");
+    extraCams_[{cls, scale}] = map.to(torch::kFloat32).contiguous();
+}
+
+int CoatView::defaultCamScale() const {
+    for (int s = 3; s >= 0; --s) {
+        const coat::Grid g = trace_->grid(s);
+        if (g[0] >= kCamMinSide && g[1] >= kCamMinSide) return s;
+    }
+    return 0;
 }
 
 torch::Tensor CoatView::keyGallery(const CoatViewSettings& s) const {
@@ -165,7 +176,7 @@ torch::Tensor CoatView::keyGallery(const CoatViewSettings& s) const {
 
 CoatView::Map CoatView::map(const CoatViewSettings& s) const {
     Map m;
-    m.scale = s.mode == CoatMode::Cam ? 3 : s.scale;
+    m.scale = s.scale;
     const int b = s.mode == CoatMode::Cam ? -1 : blockIndex(s);
     const auto [ty, tx] = queryToken(s, m.scale);
     switch (s.mode) {
@@ -216,8 +227,8 @@ CoatView::Map CoatView::map(const CoatViewSettings& s) const {
         break;
     case CoatMode::Cam: {
         const int64_t c = camClass(s);
-        auto it = extraCams_.find(c);
-        m.values = it != extraCams_.end() ? it->second : trace_->camForClass(c);
+        auto it = extraCams_.find({c, m.scale});
+        m.values = it != extraCams_.end() ? it->second : trace_->camForClass(c, m.scale);
         m.label = "CAM";
         const auto probs = trace_->probs();
         std::string name = "class " + std::to_string(c);
@@ -252,7 +263,7 @@ widgets::ViewportScene CoatView::scene(const CoatViewSettings& s) const {
     widgets::ViewportScene sc;
     sc.colormap = s.colormap;
     sc.opacity = s.opacity;
-    const int scale = s.mode == CoatMode::Cam ? 3 : s.scale;
+    const int scale = s.scale;
     sc.overlayRows.push_back({"CoaT", coatModeName(s.mode)});
     if (s.mode != CoatMode::Cam) {
         const auto info = trace_->block(blockIndex(s));
@@ -261,7 +272,12 @@ widgets::ViewportScene CoatView::scene(const CoatViewSettings& s) const {
         sc.overlayRows.push_back({"block", info.name});
         sc.overlayRows.push_back({"head", s.head < 0 ? std::string("mean") : std::to_string(s.head + 1)});
     } else {
-        sc.overlayRows.push_back({"scale", "4 (Grad-CAM)"});
+        // The Grad-CAM of the scale the Scale box shows (its grid; 1x1 is flat by construction).
+        const coat::Grid g = trace_->grid(scale);
+        sc.overlayRows.push_back({"scale", std::to_string(scale + 1) + " (" + std::to_string(g[0]) + "x" +
+                                               std::to_string(g[1]) + ", Grad-CAM)"});
+        if (g[0] * g[1] == 1)
+            sc.overlayRows.push_back({"note", "a 1x1 map is constant: choose a finer scale"});
     }
     const bool queryMode = s.mode == CoatMode::Attention || s.mode == CoatMode::Crpe;
     const auto [qx, qy] = queryPoint(s);

@@ -29,7 +29,7 @@ enum class CoatMode {
     Attention = 0,   // effective attention w_j of the query pixel over the scale's tokens
     Crpe,            // the query's CRPE window term (per neighbour), shown separately
     Cls,             // CLS-token effective attention over the scale's tokens
-    Cam,             // Grad-CAM of the chosen class (scale 4 grid)
+    Cam,             // Grad-CAM of the chosen class at the chosen scale
     KeyChannel,      // softmax(K)[:, c]: the per-channel key distribution
 };
 constexpr int kCoatModeCount = 5;
@@ -87,9 +87,15 @@ public:
     int blocksInScale(int scale) const;
     // The class the CAM shows (camClass, or the top-1 class).
     int64_t camClass(const CoatViewSettings& s) const;
-    // Grad-CAM of `cls` is available (stored in the trace or added).
-    bool hasCam(int64_t cls) const;
-    void addCam(int64_t cls, torch::Tensor map);   // [h4, w4]
+    // Grad-CAM of `cls` at `scale` is available (stored in the trace or added).
+    bool hasCam(int64_t cls, int scale = 3) const;
+    void addCam(int64_t cls, torch::Tensor map, int scale = 3);   // [h, w] of the scale's grid
+    // The scale a Grad-CAM is first shown at: the last (coarsest, most semantic) scale whose
+    // grid is at least kCamMinSide on each side (7x7: scale 4 of a 224 px input, the classic
+    // Grad-CAM grid), else scale 1, the finest (a 32 px input: 8x8; its scale 4 is 1x1, a
+    // constant map by construction).
+    static constexpr int64_t kCamMinSide = 7;
+    int defaultCamScale() const;
 
     struct Map {
         torch::Tensor values;   // [h, w] float on the grid of `scale`; NaN = not drawn
@@ -117,7 +123,7 @@ private:
     int shownW_, shownH_;
     int64_t S_ = 0;
     double cropX0_ = 0, cropY0_ = 0, cropW_ = 0, cropH_ = 0;
-    std::map<int64_t, torch::Tensor> extraCams_;
+    std::map<std::pair<int64_t, int>, torch::Tensor> extraCams_;   // (class, scale)
 };
 
 // RGB8 thumbnail (rows tightly packed, width w * zoom) of a [h, w] map normalized to its own
