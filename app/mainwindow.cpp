@@ -56,7 +56,6 @@ namespace {
 
 constexpr int kMaxRecent = 10;
 
-} // namespace
 // A model panel's scroll area: it scrolls vertically only, so it asks for the panel's minimum
 // width (plus its scroll bar) and the dock column never cuts the panel's controls off; a panel
 // whose content grows (a trace's module names) asks again.
@@ -90,6 +89,7 @@ void showSource(QLabel* label, const QString& path, const QString& suffix = QStr
     label->setToolTip(fi.absoluteFilePath());
 }
 
+} // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setWindowTitle("Glimpse");
@@ -169,9 +169,9 @@ void MainWindow::buildMenus() {
     view->addSeparator();
     for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
     buildModelMenu();
+    QMenu* help = menuBar()->addMenu("&Help");
     addHelpActions(help, this);   // the command line and the keyboard shortcuts (app/help.h)
     help->addSeparator();
-    QMenu* help = menuBar()->addMenu("&Help");
     help->addAction("&About Glimpse", this, [this] {
         QMessageBox::about(this, "About Glimpse",
                            QStringLiteral("<b>Glimpse %1</b><p>A desktop lab for attention models "
@@ -379,8 +379,8 @@ void MainWindow::connectPanel(ModelPanel* panel, QDockWidget* dock) {
             [this, panel](const QString& label, const widgets::RgbImage& image) {
                 closeVideo();
                 currentPath_ = QString();
-                propPath_->setToolTip(QString());
                 propPath_->setText(label + " (" + panel->title() + " trace)");
+                propPath_->setToolTip(QString());
                 showImage(label, image, panel->sourceKey());
             });
     connect(panel, &ModelPanel::activateRequested, this, [this, panel, dock] {
@@ -521,10 +521,10 @@ void MainWindow::openDemoImage() {
     currentPath_ = QString();
     showImage("demo", toRgbImage(makeDemoImage()), "demo");
     propPath_->setText("built-in demo scene");
+    propPath_->setToolTip(QString());
     Q_EMIT imageLoaded(QString());
 }
 
-    propPath_->setToolTip(QString());
 void MainWindow::startDemo(const QString& checkpoint, int entity) {
     openDemoImage();
     if (checkpoint.isEmpty()) {

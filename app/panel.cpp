@@ -501,6 +501,10 @@ QTableWidget* makeClassTable(QWidget* parent, bool selectable, const QString& to
     table->setMinimumHeight(h);
     table->setMaximumHeight(h);
     table->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    // Nor a horizontal scroll bar, which would take the fifth row's place in a narrow dock: the
+    // name column stretches and elides instead.
+    table->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    table->setTextElideMode(Qt::ElideRight);
     table->setToolTip(toolTip);
     return table;
 }
@@ -522,7 +526,3 @@ void fillClassTable(QTableWidget* table, const std::vector<ClassRow>& rows) {
 }
 
 } // namespace glimpse::app
-    // Nor a horizontal scroll bar, which would take the fifth row's place in a narrow dock: the
-    // name column stretches and elides instead.
-    table->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    table->setTextElideMode(Qt::ElideRight);
