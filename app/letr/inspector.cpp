@@ -10,6 +10,7 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QSlider>
 #include <QSpinBox>
@@ -32,6 +33,15 @@ namespace glimpse::app {
 namespace {
 
 constexpr int kTraceCacheSize = 32;
+constexpr int kThresholdSteps = 1000;   // the threshold slider's steps over 0..1
+
+// The threshold as it filters (score >= t): every decimal the float holds up to 6, at least 2
+// ("0.50", "0.375"), so that the label never shows a rounded value.
+QString thresholdText(float t) {
+    QString s = QString::number(double(t), 'f', 6);
+    while (s.endsWith('0') && s.size() - s.indexOf('.') > 3) s.chop(1);
+    return s;
+}
 
 // A table item that sorts by its numeric value.
 class NumberItem : public QTableWidgetItem {
@@ -108,6 +118,14 @@ LetrInspector::LetrInspector(widgets::ImageViewport* viewport, widgets::ImageVie
     connect(viewport, &widgets::ImageViewport::lineClicked, this, [this](int id) {
         if (active()) setEntity(id);
     });
+    // The layer keys work while the image (either pane) or this panel has the focus, not only
+    // the stepper (issue 56, item 13).
+    setFocusPolicy(Qt::ClickFocus);
+    for (widgets::ImageViewport* pane : {viewport, compare})
+        if (pane)
+            connect(pane, &widgets::ImageViewport::keyPressed, this, [this](int key, int modifiers) {
+                if (active() && modifiers == Qt::NoModifier) stepKey(key);
+            });
     if (compare)
         connect(compare, &widgets::ImageViewport::lineClicked, this, [this](int id) {
             if (active()) setEntity(id);
@@ -125,14 +143,15 @@ void LetrInspector::buildUi() {
 
     auto* thRow = new QHBoxLayout;
     threshold_ = new QSlider(Qt::Horizontal, this);
-    threshold_->setRange(0, 100);
-    threshold_->setValue(int(settings_.threshold * 100));
+    // Steps of 0.001, so that a stored threshold such as 0.375 sits on the slider exactly.
+    threshold_->setRange(0, kThresholdSteps);
+    threshold_->setValue(int(std::lround(settings_.threshold * kThresholdSteps)));
     thresholdLabel_ = new QLabel(this);
-    thresholdLabel_->setMinimumWidth(36);
+    thresholdLabel_->setMinimumWidth(44);
     thRow->addWidget(threshold_, 1);
     thRow->addWidget(thresholdLabel_);
     form->addRow("Threshold", thRow);
-    connect(threshold_, &QSlider::valueChanged, this, [this](int v) { setThreshold(v / 100.0); });
+    connect(threshold_, &QSlider::valueChanged, this, [this](int v) { setThreshold(v / double(kThresholdSteps)); });
 
     addHeatmapControls(form);
 
@@ -222,7 +241,8 @@ void LetrInspector::afterAutoRun(int entity) {
     }
     if (entity < -1) return;
     if (entity < 0) {
-        const auto best = view_->visible(settings_.position, -std::numeric_limits<float>::infinity());
+        // The best line the threshold lets through (none when it hides them all).
+        const auto best = view_->visible(settings_.position, settings_.threshold);
         if (best.empty()) return;
         entity = best.front().entity;
         setEntity(entity);
@@ -402,14 +422,34 @@ void LetrInspector::setFlips(int views) {
     }
 }
 
+bool LetrInspector::stepKey(int key) {
+    if (!stepper_->isEnabled()) return false;
+    switch (key) {
+    case Qt::Key_Left: stepper_->stepBack(); return true;
+    case Qt::Key_Right: stepper_->stepForward(); return true;
+    case Qt::Key_Home: stepper_->setPosition(0); return true;
+    case Qt::Key_End: stepper_->setPosition(stepper_->count() - 1); return true;
+    default: return false;
+    }
+}
+
+void LetrInspector::keyPressEvent(QKeyEvent* e) {
+    // Keys the focused control did not use (a button, a combo box, the panel itself) come here;
+    // the threshold slider, the entity box and the table keep their own Left/Right.
+    if (e->modifiers() == Qt::NoModifier && stepKey(e->key())) return e->accept();
+    ModelPanel::keyPressEvent(e);
+}
+
 void LetrInspector::setThreshold(double t) {
-    settings_.threshold = float(std::clamp(t, 0.0, 1.0));
-    const int v = int(std::lround(settings_.threshold * 100));
+    // In the slider's steps (0.001): the value shown, in the label and in messages, is the one
+    // that filters (a checkpoint's 0.374733 filters at 0.375, as shown).
+    settings_.threshold = float(std::round(std::clamp(t, 0.0, 1.0) * kThresholdSteps) / kThresholdSteps);
+    const int v = int(std::lround(settings_.threshold * kThresholdSteps));
     if (threshold_->value() != v) {
         const QSignalBlocker b(threshold_);
         threshold_->setValue(v);
     }
-    thresholdLabel_->setText(QString::number(double(settings_.threshold), 'f', 2));
+    thresholdLabel_->setText(thresholdText(settings_.threshold));
     refillTable();
     refresh();
 }
@@ -521,7 +561,7 @@ bool LetrInspector::lsdRunning() const {
 void LetrInspector::enableControls(bool have) {
     for (QWidget* w : {static_cast<QWidget*>(threshold_), static_cast<QWidget*>(entity_), static_cast<QWidget*>(colourBox_)})
         w->setEnabled(have);
-    thresholdLabel_->setText(QString::number(double(settings_.threshold), 'f', 2));
+    thresholdLabel_->setText(thresholdText(settings_.threshold));
 }
 
 } // namespace glimpse::app

@@ -49,6 +49,9 @@ public:
     const LetrViewSettings& settings() const { return settings_; }
     int positionCount() const;
     widgets::LayerStepper* stepper() const { return stepper_; }
+    QSlider* thresholdSlider() const { return threshold_; }
+    // The threshold as the panel shows it (the value that filters, not rounded).
+    QLabel* thresholdLabel() const { return thresholdLabel_; }
     QTableWidget* entityTable() const { return table_; }
     // Entities listed in the table, in the table's current (sorted) order.
     std::vector<int> tableEntities() const;
@@ -91,11 +94,14 @@ protected:
     // A model that stores a display threshold (config "score_threshold") sets the slider.
     void modelChanged() override;
     void compareChosen(int index) override { setCompare(index - 2); }
+    void keyPressEvent(QKeyEvent* e) override;
 
 private:
     LetrInspector(widgets::ImageViewport* viewport, widgets::ImageViewport* compare, QWidget* parent,
                   std::shared_ptr<std::atomic<int>> flips);
     void buildUi();
+    // Left/Right/Home/End step the layer; false for other keys (or without a trace).
+    bool stepKey(int key);
     void refillTable();
     void refreshCompare();
     void requestEdgeField();

@@ -210,7 +210,10 @@ widgets::ViewportScene LetrView::scene(const LetrViewSettings& s) {
     checkPosition(s.position);
     widgets::ViewportScene sc;
     const auto& all = entities(s.position);
-    const bool haveEntity = s.entity >= 0 && s.entity < int(all.size());
+    const bool selected = s.entity >= 0 && s.entity < int(all.size());
+    // A selection the threshold hides is not drawn (neither its line nor its map): the
+    // overlay says why.
+    const bool haveEntity = selected && all[size_t(s.entity)].score >= s.threshold;
     const Lines& vis = visibleLines(s.position, s.threshold, s.lineColour);
     if (s.showLines) {
         sc.lines.reserve(vis.lines.size() + 1);
@@ -257,6 +260,11 @@ widgets::ViewportScene LetrView::scene(const LetrViewSettings& s) {
         std::snprintf(buf, sizeof buf, "%.3f", double(all[size_t(s.entity)].score));
         sc.overlayRows.push_back({"entity", std::to_string(s.entity)});
         sc.overlayRows.push_back({"score", buf});
+    } else if (selected) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%d hidden (score %.3f < threshold %g)", s.entity,
+                      double(all[size_t(s.entity)].score), double(s.threshold));
+        sc.overlayRows.push_back({"entity", buf});
     } else {
         sc.overlayRows.push_back({"entity", "none (click a line)"});
     }

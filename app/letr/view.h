@@ -92,7 +92,8 @@ public:
 
     // The scene for the viewport: visible lines coloured by score or edge support (lowest score
     // drawn first), the
-    // selected entity's line in red on top (even below the threshold), its attention heatmap
+    // selected entity's line in red on top (not when the threshold hides it: then the overlay
+    // says so and nothing of it is drawn), its attention heatmap
     // (0 .. max of the map), and the overlay rows (layer, head, entity, score, lines, and with
     // edge colours how many of the shown lines are on an edge).
     widgets::ViewportScene scene(const LetrViewSettings& s);
