@@ -37,6 +37,7 @@ const char* kGuiOptions =
     "  --run-letr         run LETR on the opened image once the model is loaded\n"
     "  --entity K         then select line entity K (K = -1: the highest-scoring line)\n"
     "  --compare M        then show the compare pane: 'lsd' or a layer position (1-based)\n"
+    "  --layer N          then show layer position N (1-based: coarse 1.., then fine 1..)\n"
     "  --flips N          LETR's lines from a flip ensemble of N views (1, 2 or 4; default 1)\n"
     "                     (with --screenshot, the screenshot waits for the trace)\n"
     "  --threshold T      then show LETR's lines scoring T or more (0-1; default: the checkpoint's)\n"
@@ -67,6 +68,7 @@ struct GuiOptions {
     bool runLetr = false;
     int entity = -2;             // -2: leave the selection, -1: the best line, >= 0: that entity
     std::optional<int> compare;  // -1: LSD, >= 0: a layer position
+    int layer = -1;              // LETR's layer position after the first trace (-1: the last)
     int flips = 1;               // LETR's flip ensemble (1, 2 or 4 views)
     LineColour lineColour = LineColour::Score;
     std::optional<double> threshold;   // LETR's display threshold after the first trace
@@ -169,6 +171,12 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
         const QString m = p.value("compare").trimmed();
         o.compare = m.compare("lsd", Qt::CaseInsensitive) == 0 ? -1 : parseInt("compare", m, 1, 1 << 20) - 1;
     }
+    if (p.isSet("layer")) {
+        o.layer = parseInt("layer", p.value("layer"), 1, 1 << 20) - 1;
+        if (!o.runLetr && !o.files.isEmpty())
+            throw OptionError{QStringLiteral("--layer shows a layer of LETR's trace: add --run-letr (or open the demo "
+                                             "scene)")};
+    }
     if (p.isSet("flips")) {
         o.flips = parseInt("flips", p.value("flips"), 1, 4);
         if (o.flips == 3) throw OptionError{QStringLiteral("--flips: expected 1, 2 or 4, got 3")};
@@ -203,6 +211,7 @@ void addOptions(QCommandLineParser& p) {
                   {"run-letr", "Run LETR on the opened image."},
                   {"entity", "Select this line entity after the run.", "k"},
                   {"compare", "Compare pane after the run: lsd or a layer position.", "m"},
+                  {"layer", "LETR layer position (1-based) after the run.", "n"},
                   {"flips", "LETR flip ensemble: 1, 2 or 4 views.", "n"},
                   {"line-colour", "LETR line colours: score or edges.", "c"},
                   {"threshold", "LETR display threshold after the run (0-1).", "t"},
@@ -225,14 +234,20 @@ void addOptions(QCommandLineParser& p) {
 // After the first LETR trace (--run-letr or the demo's): the threshold (--threshold, over the
 // checkpoint's own) and the compare pane (--compare), checked against the trace's layers.
 void wireLetrOptions(MainWindow& window, const GuiOptions& o) {
-    if (!o.compare && !o.threshold) return;
+    if (!o.compare && !o.threshold && o.layer < 0) return;
     LetrInspector* letr = window.letrInspector();
     const int mode = o.compare.value_or(-2);
-    QObject::connect(letr, &ModelPanel::traceReady, &window, [&window, letr, mode, threshold = o.threshold] {
+    QObject::connect(letr, &ModelPanel::traceReady, &window, [&window, letr, mode, threshold = o.threshold,
+                                                              layer = o.layer] {
         static bool done = false;
         if (done) return;
         done = true;
         if (threshold) letr->setThreshold(*threshold);
+        if (layer >= letr->positionCount())
+            return window.reportError(QStringLiteral("--layer %1: this trace has layer positions 1..%2")
+                                          .arg(layer + 1)
+                                          .arg(letr->positionCount()));
+        if (layer >= 0) letr->setPosition(layer);
         if (mode == -2) return;
         if (mode >= letr->positionCount())
             return window.reportError(QStringLiteral("--compare %1: this trace has layer positions 1..%2")
@@ -266,9 +281,9 @@ void wireCoatOptions(MainWindow& window, const GuiOptions& o) {
         static bool done = false;
         if (done) return;
         done = true;
-        if (o.coatScale >= 0) coat->setScale(o.coatScale);
         if (o.qx >= 0) coat->setQuery(o.qx, o.qy);
         if (o.coatMode) coat->setMode(*o.coatMode);
+        if (o.coatScale >= 0) coat->setScale(o.coatScale);   // after the mode: Grad-CAM picks its own default
         if (o.coatCompare >= 0) coat->setCompareScale(o.coatCompare);
     });
     if (!coat->hasModel() && !coat->modelLoading()) {
