@@ -3,11 +3,13 @@
 // viewport's rendered pixels (selected line, heatmap) and the trace / lines / PNG round trips.
 #include <QComboBox>
 #include <QFile>
+#include <QLabel>
 #include <QProcess>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSignalSpy>
+#include <QSlider>
 #include <QStandardPaths>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -222,6 +224,7 @@ private Q_SLOTS:
             s.position = st.position;
             s.head = st.head;
             s.entity = st.entity;
+            s.threshold = 0.0f;   // a selection the threshold hides shows no map (issue 56, item 3)
             const auto sc = view.scene(s);
             QCOMPARE(sc.heat, got);
         }
@@ -290,7 +293,9 @@ private Q_SLOTS:
             std::vector<int> ids;
             for (auto it = order.rbegin(); it != order.rend(); ++it)
                 if (*it != entity) ids.push_back(*it);
-            if (entity >= 0) ids.push_back(entity);
+            // The selection is drawn only when the threshold lets it through (issue 56, item 3).
+            const bool selShown = entity >= 0 && sco[entity].item<float>() >= threshold;
+            if (selShown) ids.push_back(entity);
             QCOMPARE(sc.lineIds, ids);
             QCOMPARE(sc.lines.size(), ids.size());
             QCOMPARE(sc.lineLabels.size(), ids.size());
@@ -424,6 +429,19 @@ private Q_SLOTS:
         in->loadCheckpoint(checkpoint_);
         QVERIFY(QTest::qWaitFor([&] { return ck.count() > 1; }, 30000));
         QVERIFY(std::abs(in->settings().threshold - 0.37f) < 1e-6);
+        // The panel shows the value that filters, not a rounded one (issue 56, item 3: 0.375
+        // was shown as 0.37), and the slider holds it exactly.
+        QCOMPARE(in->thresholdLabel()->text(), QString("0.37"));
+        in->setThreshold(0.375);
+        QCOMPARE(in->thresholdLabel()->text(), QString("0.375"));
+        QCOMPARE(in->thresholdSlider()->value(), 375);
+        QCOMPARE(in->settings().threshold, 0.375f);
+        in->setThreshold(0.374733);   // the shipped checkpoint's: kept in the slider's steps
+        QCOMPARE(in->settings().threshold, 0.375f);
+        QCOMPARE(in->thresholdLabel()->text(), QString("0.375"));
+        in->thresholdSlider()->setValue(500);
+        QCOMPARE(in->settings().threshold, 0.5f);
+        QCOMPARE(in->thresholdLabel()->text(), QString("0.50"));
     }
 
     void runStepSelectAndRender() {
@@ -458,6 +476,27 @@ private Q_SLOTS:
         QCOMPARE(in->settings().position, 1);
         QTest::keyClick(in->stepper(), Qt::Key_End);
         QCOMPARE(in->settings().position, 4);
+        // The keys work while the image has the focus (after a click on it) and while the panel
+        // has it, not only on the stepper (issue 56, item 13).
+        QTest::keyClick(vp->viewWindow(), Qt::Key_Left);
+        QCOMPARE(in->settings().position, 3);
+        QTest::keyClick(vp->viewWindow(), Qt::Key_Home);
+        QCOMPARE(in->settings().position, 0);
+        QTest::keyClick(vp->viewWindow(), Qt::Key_Right);
+        QCOMPARE(in->settings().position, 1);
+        QTest::keyClick(in, Qt::Key_Right);
+        QCOMPARE(in->settings().position, 2);
+        QTest::keyClick(in, Qt::Key_End);
+        QCOMPARE(in->settings().position, 4);
+        // A control with its own use of the keys keeps it: Left on the threshold slider moves
+        // the threshold, not the layer.
+        {
+            const int before = in->thresholdSlider()->value();
+            in->thresholdSlider()->setFocus();
+            QTest::keyClick(in->thresholdSlider(), Qt::Key_Left);
+            QCOMPARE(in->settings().position, 4);
+            QCOMPARE(in->thresholdSlider()->value(), std::max(0, before - in->thresholdSlider()->singleStep()));
+        }
 
         // Threshold 0: every entity's line is drawn, as LetrTrace::lines reports them.
         in->setThreshold(0.0);
@@ -505,6 +544,27 @@ private Q_SLOTS:
         QCOMPARE(in->settings().entity, expected);
         QVERIFY(!vp->scene().heat.empty());
         QCOMPARE(vp->scene().lineIds.back(), expected);   // selected line drawn last
+        // A threshold above the selected line's score hides it: no red line and no map of it
+        // (issue 56, item 3); the overlay says why; lowering the threshold shows it again.
+        {
+            float selScore = -1;
+            for (const auto& l : trace->lines(Stage::Fine, 2, 0.0f))
+                if (l.entity == expected) selScore = l.score;
+            QVERIFY(selScore >= 0);
+            in->setThreshold(std::min(1.0, double(selScore) + 1e-3));
+            QCOMPARE(in->settings().entity, expected);
+            const auto& hidden = vp->scene();
+            QVERIFY(std::find(hidden.lineIds.begin(), hidden.lineIds.end(), expected) == hidden.lineIds.end());
+            for (const auto& l : hidden.lines) QVERIFY(!(l.r == glimpse::app::kSelectedRgb[0] && l.g == glimpse::app::kSelectedRgb[1]));
+            QVERIFY(!hidden.hasHeatmap());
+            bool said = false;
+            for (const auto& row : hidden.overlayRows)
+                said = said || (row.first == "entity" && row.second.find("hidden") != std::string::npos);
+            QVERIFY(said);
+            in->setThreshold(0.0);
+            QCOMPARE(vp->scene().lineIds.back(), expected);
+            QVERIFY(vp->scene().hasHeatmap());
+        }
 
         // Hovering the line: the overlay names its entity and gives the attention under the cursor.
         QTest::mouseMove(vp->viewWindow(), click + QPoint(40, 40));   // Qt drops moves to the same point
@@ -533,10 +593,22 @@ private Q_SLOTS:
         // Heatmap pixels: gray colour map at full opacity, lines hidden except the selected
         // one; cell centres far from it show attention / max * 255 (sRGB-encoded when the
         // window's swapchain is an sRGB format, as it can be on X11).
+        // The threshold hides every other line and not the selection (issue 56, item 3: one it
+        // hides is not drawn): the best line is selected and the threshold set to its score.
         in->setColormap(glimpse::render::Colormap::Gray);
         in->setOpacity(1.0);
-        in->setThreshold(1.0);
-        QCOMPARE(int(vp->scene().lines.size()), 1);
+        {
+            float bestScore = -1;
+            for (const auto& l : trace->lines(Stage::Fine, 2, 0.0f))
+                if (l.score > bestScore) {
+                    bestScore = l.score;
+                    expected = int(l.entity);
+                }
+            in->setEntity(expected);
+            in->setThreshold(std::floor(double(bestScore) * 1000.0) / 1000.0);   // the slider's steps
+        }
+        QVERIFY(!vp->scene().lines.empty());   // the best line, and any within 0.001 of its score
+        QCOMPARE(vp->scene().lineIds.back(), expected);
         QVERIFY(waitFrames(vp, 2));
         frame = vp->grabFrame();
         const torch::Tensor att = trace->attention(Stage::Fine, 2, -1, expected);
@@ -550,7 +622,9 @@ private Q_SLOTS:
                 const double ix = (j + 0.5) * 200.0 / wd, iy = (i + 0.5) * 150.0 / h;
                 const QPoint p = toScreen(vp, frame, ix, iy);
                 const double zoom = vp->view().zoom;
-                if (segDist(ix, iy, vp->scene().lines.back()) * zoom < 10) continue;
+                bool nearLine = false;   // cells under a drawn line are not the map's colour
+                for (const auto& l : vp->scene().lines) nearLine = nearLine || segDist(ix, iy, l) * zoom < 10;
+                if (nearLine) continue;
                 const double lin = att[i][j].item<float>() / mx;
                 const int want = int(std::lround(lin * 255.0));
                 const double enc = lin <= 0.0031308 ? 12.92 * lin : 1.055 * std::pow(lin, 1 / 2.4) - 0.055;
@@ -572,6 +646,7 @@ private Q_SLOTS:
         in->setHead(-1);
 
         // Stepping layers keeps the entity selected and moves its line to that layer's.
+        in->setThreshold(0.0);
         QTest::keyClick(in->stepper(), Qt::Key_Home);
         QCOMPARE(in->settings().position, 0);
         QCOMPARE(in->settings().entity, expected);
@@ -1148,6 +1223,14 @@ private Q_SLOTS:
         QCOMPARE(runGlimpse({imagePath_, "--checkpoint", checkpoint_, "--run-letr", "--compare", "foo",
                              "--screenshot", shot4}, err), 2);
         QVERIFY2(err.contains("--compare"), qPrintable(err));
+        // --layer N (issue 56, item 13): past the trace's layers it is reported with the range;
+        // 0 or not a number is refused before any window.
+        QCOMPARE(runGlimpse({imagePath_, "--checkpoint", checkpoint_, "--run-letr", "--layer", "99",
+                             "--screenshot", shot4}, err), 1);
+        QVERIFY2(err.contains("--layer 99: this trace has layer positions 1..5"), qPrintable(err));
+        QCOMPARE(runGlimpse({imagePath_, "--checkpoint", checkpoint_, "--run-letr", "--layer", "0",
+                             "--screenshot", shot4}, err), 2);
+        QVERIFY2(err.contains("--layer wants an integer in 1.."), qPrintable(err));
 
         // With --compare lsd the screenshot waits for LSD's lines (computed on a worker thread
         // once LETR's trace is there): the compare pane, the middle third of the window, shows
