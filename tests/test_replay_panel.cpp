@@ -5,6 +5,7 @@
 // truncated file, and the model section (predictions, imagined rollout, saliency) with a small
 // random EfficientZero network on an episode recorded by evaluate().
 #include <QDockWidget>
+#include <QToolButton>
 #include <QScreen>
 #include <QScrollArea>
 #include <QFile>
@@ -29,6 +30,7 @@
 #include "core/replay/episode_reader.h"
 #include "core/rl/env.h"
 #include "core/rl/episode.h"
+#include "renderer/colormap.h"
 #include "widgets/live_chart.h"
 #include "widgets/strip_chart.h"
 #include "tests/ez_support.h"
@@ -124,20 +126,58 @@ class TestReplayPanel : public QObject {
 
     // With GLIMPSE_REPLAY_SCREENSHOT=PNG: the window with the imagined rollout and the saliency
     // heatmap, for looking at (the test asserts nothing about it).
-    void saveScreenshot(MainWindow& w, ReplayModelView* m) {
-        const QString out = qEnvironmentVariable("GLIMPSE_REPLAY_SCREENSHOT");
+    // A tag goes before the extension (several tests may save one).
+    void saveScreenshot(MainWindow& w, ReplayModelView* m, const QString& tag = QString()) {
+        QString out = qEnvironmentVariable("GLIMPSE_REPLAY_SCREENSHOT");
         if (out.isEmpty()) return;
+        if (!tag.isEmpty()) {
+            if (out.endsWith(".png")) out.chop(4);
+            out += tag + ".png";
+        }
         QWidget* p = m;
         while (p && !qobject_cast<QScrollArea*>(p)) p = p->parentWidget();
         if (auto* scroll = qobject_cast<QScrollArea*>(p)) {
             QTest::qWait(0);
-            scroll->ensureWidgetVisible(m->valueChart());
+            QWidget* target = m->saliencyScale()->isVisible()  ? static_cast<QWidget*>(m->saliencyScale())
+                              : m->valueChart()->isVisible() ? static_cast<QWidget*>(m->valueChart())
+                                                             : static_cast<QWidget*>(m);
+            scroll->ensureWidgetVisible(target);
         }
         const int drawn = w.viewport()->framesDrawn();
         QTRY_VERIFY_WITH_TIMEOUT((w.viewport()->requestRedraw(), w.viewport()->framesDrawn() > drawn + 2) ||
                                      !w.viewport()->vulkanError().isEmpty(),
                                  10000);
         QVERIFY(w.screen()->grabWindow(w.winId()).save(out, "PNG"));
+    }
+
+    // The timeline's button labelled `text` (exactly).
+    static QToolButton* button(ReplayPanel* r, const QString& text) {
+        for (auto* b : r->findChildren<QToolButton*>())
+            if (b->text() == text) return b;
+        return nullptr;
+    }
+
+    // A small random EfficientZero network saved as `name`, and one breakout episode played and
+    // recorded with it by evaluate() (the episode records the checkpoint's path).
+    QString recordedEpisodeWithNetwork(const QString& name) {
+        torch::manual_seed(3);
+        efficientzero::Network net(glimpse::testing::tinyEfficientZeroConfig("breakout"));
+        {
+            torch::NoGradGuard g;
+            for (auto& p : net.parameters()) p.add_(torch::randn_like(p) * 0.5);
+        }
+        net.train(false);
+        const std::string ck = path(name + ".h5").toStdString();
+        saveCheckpoint(ck, checkpointFromModule(net.module(), "efficientzero", net.config().toJson().dump()));
+        efficientzero::EvalOptions o;
+        o.episodes = 1;
+        o.parallel = 1;
+        o.simulations = 4;
+        o.env.maxEpisodeSteps = 12;
+        o.recordDir = path(name + "_episodes").toStdString();
+        o.checkpointPath = ck;
+        const auto result = efficientzero::evaluate(net, "breakout", o);
+        return result.recorded.size() == 1 ? QString::fromStdString(result.recorded[0]) : QString();
     }
 
 private Q_SLOTS:
@@ -426,6 +466,210 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(r->episodePath(), QFileInfo(path_).absoluteFilePath(), 20000);
         QTRY_VERIFY_WITH_TIMEOUT(!chart->isVisible(), 10000);
         QVERIFY(!r->stepText().contains("task weights"));
+    }
+
+    // Issue 56 item 8: |< and >| go to the first and last step (from anywhere, step 5 included),
+    // < and > step, and the reward / life-loss jumps are their own labelled buttons, enabled only
+    // when there is such an event in their direction; Home and End in the viewport too.
+    void transportMeansFirstPreviousNextLast() {
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        openEpisode(w);
+        ReplayPanel* r = w.replayPanel();
+        QToolButton* first = button(r, "|<");
+        QToolButton* back = button(r, "<");
+        QToolButton* forward = button(r, ">");
+        QToolButton* last = button(r, ">|");
+        QToolButton* prevReward = button(r, "< Reward");
+        QToolButton* nextReward = button(r, "Reward >");
+        QToolButton* prevLife = button(r, "< Life lost");
+        QToolButton* nextLife = button(r, "Life lost >");
+        for (QToolButton* b : {first, back, forward, last, prevReward, nextReward, prevLife, nextLife}) QVERIFY(b);
+        QVERIFY(!button(r, "<<") && !button(r, ">>"));
+        QVERIFY(first->toolTip().contains("First step") && last->toolTip().contains("Last step"));
+        // At step 0 nothing lies before.
+        QVERIFY(!first->isEnabled() && !back->isEnabled() && !prevReward->isEnabled() && !prevLife->isEnabled());
+        QVERIFY(forward->isEnabled() && last->isEnabled() && nextReward->isEnabled() && nextLife->isEnabled());
+        r->seek(5);
+        expectFrame(w, 5);
+        QVERIFY(first->isEnabled());
+        QVERIFY(!prevLife->isEnabled());   // the only life loss is at 15
+        QTest::mouseClick(first, Qt::LeftButton);
+        expectFrame(w, 0);
+        QTest::mouseClick(last, Qt::LeftButton);
+        expectFrame(w, kT - 1);
+        QVERIFY(!forward->isEnabled() && !last->isEnabled() && !nextReward->isEnabled() && !nextLife->isEnabled());
+        QTest::mouseClick(back, Qt::LeftButton);
+        expectFrame(w, kT - 2);
+        QTest::mouseClick(forward, Qt::LeftButton);
+        expectFrame(w, kT - 1);
+        // The labelled jumps: rewards at 7 and 20, a life lost at 15.
+        QTest::mouseClick(prevReward, Qt::LeftButton);
+        expectFrame(w, 20);
+        QTest::mouseClick(prevLife, Qt::LeftButton);
+        expectFrame(w, 15);
+        QTest::mouseClick(prevReward, Qt::LeftButton);
+        expectFrame(w, 7);
+        QTest::mouseClick(nextLife, Qt::LeftButton);
+        expectFrame(w, 15);
+        QTest::mouseClick(nextReward, Qt::LeftButton);
+        expectFrame(w, 20);
+        // Home and End where the viewport has focus.
+        if (QWindow* vw = w.viewport()->viewWindow()) {
+            QTest::keyClick(vw, Qt::Key_Home);
+            expectFrame(w, 0);
+            QTest::keyClick(vw, Qt::Key_End);
+            expectFrame(w, kT - 1);
+        }
+        QTest::mouseClick(first, Qt::LeftButton);
+        expectFrame(w, 0);
+    }
+
+    // Issue 56 item 9: an episode that records its checkpoint opens with that network loaded,
+    // without pressing "Recorded"; a recorded checkpoint that is missing or does not fit the
+    // episode is said in the Model section, not raised as an error.
+    void loadsRecordedNetworkOnOpen() {
+        const QString episode = recordedEpisodeWithNetwork("auto");
+        QVERIFY(!episode.isEmpty());
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        ReplayPanel* r = w.replayPanel();
+        ReplayModelView* m = r->modelView();
+        QSignalSpy loaded(m, &ReplayModelView::networkLoaded);
+        QSignalSpy failed(m, &ReplayModelView::failed);
+        w.openImage(episode);
+        QTRY_VERIFY_WITH_TIMEOUT(m->hasNetwork(), 30000);
+        QCOMPARE(loaded.count(), 1);
+        QCOMPARE(QFileInfo(m->checkpoint()).fileName(), QString("auto.h5"));
+        QVERIFY2(m->modelText().contains("auto.h5") && m->modelText().contains("recorded in the episode"),
+                 qPrintable(m->modelText()));
+        QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), 30000);
+        // The network works at once: a prediction at the shown step.
+        QSignalSpy predicted(m, &ReplayModelView::predicted);
+        m->predict();
+        QVERIFY(predicted.wait(30000));
+        saveScreenshot(w, m, "_autoload");
+        // The synthetic episode records "none.h5", which does not exist: no network, said why.
+        w.openImage(path_);
+        QTRY_COMPARE_WITH_TIMEOUT(r->episodePath(), QFileInfo(path_).absoluteFilePath(), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), 30000);
+        QVERIFY(!m->hasNetwork());
+        QVERIFY2(m->modelText().contains("none.h5") && m->modelText().contains("not found"), qPrintable(m->modelText()));
+        // A recorded checkpoint that exists but does not fit (this episode has no observations).
+        rl::Episode e = syntheticEpisode();
+        e.model.checkpoint = path("auto.h5").toStdString();
+        const QString misfit = path("misfit.h5");
+        rl::writeEpisode(misfit.toStdString(), e);
+        w.openImage(misfit);
+        QTRY_COMPARE_WITH_TIMEOUT(r->episodePath(), QFileInfo(misfit).absoluteFilePath(), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(m->modelText().contains("does not fit"), 30000);
+        QVERIFY(!m->hasNetwork());
+        QCOMPARE(failed.count(), 0);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), 30000);
+    }
+
+    // Issue 56 item 10: the saliency heatmap is drawn in a chosen colour map over 0 .. the 99th
+    // percentile of its values (computed here by sorting), with that range in an overlay row
+    // and a colour scale in the panel whose ends are the colour map's ends.
+    void saliencyHasColourMapAndRange() {
+        const QString episode = recordedEpisodeWithNetwork("salient");
+        QVERIFY(!episode.isEmpty());
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        ReplayPanel* r = w.replayPanel();
+        ReplayModelView* m = r->modelView();
+        w.openImage(episode);
+        QTRY_VERIFY_WITH_TIMEOUT(m->hasNetwork(), 30000);
+        r->seek(3);
+        QTRY_COMPARE_WITH_TIMEOUT(r->shownStep(), 3, 10000);
+        QSignalSpy salient(m, &ReplayModelView::saliencyReady);
+        m->setSaliency(true);
+        QVERIFY(salient.wait(30000));
+        QVERIFY(m->hasSaliency(3));
+        const auto& scene = w.viewport()->scene();
+        QVERIFY(scene.hasHeatmap());
+        QCOMPARE(int(scene.colormap), int(render::Colormap::Viridis));
+        std::vector<float> sorted = scene.heat;
+        std::sort(sorted.begin(), sorted.end());
+        const float p99 = sorted[size_t(std::ceil(0.99 * double(sorted.size()))) - 1];
+        QVERIFY(p99 > 0);
+        QCOMPARE(scene.heatMin, 0.f);
+        QCOMPARE(scene.heatMax, p99);
+        QCOMPARE(m->saliencyMax(3), sorted.back());
+        bool row = false;
+        for (const auto& [label, value] : scene.overlayRows)
+            if (label == "saliency") {
+                row = true;
+                QVERIFY2(QString::fromStdString(value).contains(QString::number(double(p99), 'g', 3)), value.c_str());
+            }
+        QVERIFY(row);
+        // The colour scale: visible, the same range, the colour map's ends at its ends.
+        widgets::ColourScale* scale = m->saliencyScale();
+        QTRY_VERIFY_WITH_TIMEOUT(scale->isVisible(), 5000);
+        QCOMPARE(scale->low(), 0.0);
+        QCOMPARE(scale->high(), double(p99));
+        auto endColours = [](render::Colormap c) {
+            const auto t = render::colormapTable(c);
+            return std::make_pair(QColor(t[0], t[1], t[2]), QColor(t[255 * 4], t[255 * 4 + 1], t[255 * 4 + 2]));
+        };
+        auto checkScalePixels = [&](render::Colormap c) {
+            QVERIFY(scale->width() > 60);
+            const QImage img = scale->grab().toImage();
+            const auto [lo, hi] = endColours(c);
+            // Scan the middle row of the bar for its first and last pixels of the map's end colours.
+            const int y = int((img.height() - 1) * 0.75);
+            bool seenLo = false, seenHi = false;
+            for (int x = 0; x < img.width(); ++x) {
+                const QColor px = img.pixelColor(x, y);
+                seenLo = seenLo || px == lo;
+                seenHi = seenHi || px == hi;
+            }
+            QVERIFY2(seenLo && seenHi, render::colormapName(c));
+        };
+        checkScalePixels(render::Colormap::Viridis);
+        m->setSaliencyColormap(render::Colormap::Jet);
+        QCOMPARE(int(w.viewport()->scene().colormap), int(render::Colormap::Jet));
+        QCOMPARE(scale->colours().front(), endColours(render::Colormap::Jet).first);
+        QCOMPARE(scale->colours().back(), endColours(render::Colormap::Jet).second);
+        checkScalePixels(render::Colormap::Jet);
+        m->setSaliencyOpacity(0.3);
+        QCOMPARE(w.viewport()->scene().opacity, 0.3f);
+        m->setSaliencyOpacity(0.6);
+        saveScreenshot(w, m, "_saliency");
+        // Off: no heatmap, no scale.
+        m->setSaliency(false);
+        QVERIFY(!w.viewport()->scene().hasHeatmap());
+        QVERIFY(!scale->isVisible());
+        QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), 30000);
+    }
+
+    // Issue 56 item 10: the strip charts' y labels are never cut: the plot starts right of the
+    // widest label, and no label ink touches the widget's left edge.
+    void stripChartLabelsFit() {
+        for (const QVector<double>& values : {QVector<double>{0.0, 0.000738}, QVector<double>{-0.000738, 0.000738},
+                                             QVector<double>{-12345.6, 98765.4}}) {
+            widgets::StripChart chart("value");
+            chart.addLine({"v", QColor(40, 110, 220), values});
+            chart.resize(320, 84);
+            chart.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&chart));
+            const QFontMetrics fm(chart.labelFont());
+            for (const QString& label : chart.yLabels())
+                QVERIFY2(fm.horizontalAdvance(label) < chart.plotRect().left(), qPrintable(label));
+            const QImage img = chart.grab().toImage();
+            const QColor base = chart.palette().base().color();
+            const QRect plot = chart.plotRect();
+            int ink = 0;
+            for (int y = plot.top() - 2; y < std::min(img.height(), plot.bottom() + 1); ++y) {
+                for (int x = 0; x < 2; ++x)
+                    QVERIFY2(img.pixelColor(x, y) == base, qPrintable(QStringLiteral("ink at %1,%2").arg(x).arg(y)));
+                for (int x = 2; x < plot.left(); ++x) ink += img.pixelColor(x, y) != base;
+            }
+            QVERIFY(ink > 10);   // the labels are drawn
+        }
     }
 
     // With a checkpoint: predictions, an imagined rollout, saliency over the frame, cancel.

@@ -11,10 +11,21 @@
 namespace glimpse::widgets {
 
 namespace {
-constexpr int kLeft = 44, kRight = 6, kTop = 16, kBottom = 4;
+constexpr int kMinLeft = 28, kLabelGap = 6, kRight = 6, kTop = 16, kBottom = 4;
 
 QString shortNumber(double v) { return QString::number(v, 'g', 3); }
 } // namespace
+
+QFont StripChart::labelFont() const {
+    QFont f = font();
+    f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.85));
+    return f;
+}
+
+QStringList StripChart::yLabels() const {
+    const auto [lo, hi] = yRange();
+    return {shortNumber(hi), shortNumber(lo)};
+}
 
 StripChart::StripChart(const QString& title, QWidget* parent) : QWidget(parent), title_(title) {
     setMouseTracking(false);
@@ -55,8 +66,13 @@ void StripChart::setCursor(int step) {
     update();
 }
 
+// The plot starts right of the widest y label, so labels such as "0.000738" are never cut.
 QRect StripChart::plotRect() const {
-    return QRect(kLeft, kTop, std::max(1, width() - kLeft - kRight), std::max(1, height() - kTop - kBottom));
+    const QFontMetrics fm(labelFont());
+    int left = kMinLeft;
+    for (const QString& label : yLabels()) left = std::max(left, fm.horizontalAdvance(label) + 4 + kLabelGap);
+    left = std::min(left, std::max(kMinLeft, width() / 2));
+    return QRect(left, kTop, std::max(1, width() - left - kRight), std::max(1, height() - kTop - kBottom));
 }
 
 int StripChart::stepAt(int x) const {
@@ -129,14 +145,11 @@ void StripChart::paintEvent(QPaintEvent*) {
     const QRect r = plotRect();
     const auto [lo, hi] = yRange();
     p.setPen(palette().text().color());
-    QFont f = font();
-    f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.85));
-    p.setFont(f);
+    p.setFont(labelFont());
     // Title and legend on the top line.
     QString head = title_;
-    int x = kLeft;
     p.drawText(QRect(4, 0, width() - 8, kTop), Qt::AlignLeft | Qt::AlignVCenter, head);
-    x = kLeft + p.fontMetrics().horizontalAdvance(head) + 12;
+    int x = 4 + p.fontMetrics().horizontalAdvance(head) + 16;
     for (const Line& l : lines_) {
         if (lines_.size() < 2) break;
         p.setPen(QPen(l.color, 2, l.style));
@@ -145,8 +158,8 @@ void StripChart::paintEvent(QPaintEvent*) {
         p.drawText(QRect(x + 17, 0, 200, kTop), Qt::AlignLeft | Qt::AlignVCenter, l.name);
         x += 24 + p.fontMetrics().horizontalAdvance(l.name);
     }
-    p.drawText(QRect(0, r.top() - 2, kLeft - 4, 14), Qt::AlignRight | Qt::AlignTop, shortNumber(hi));
-    p.drawText(QRect(0, r.bottom() - 12, kLeft - 4, 14), Qt::AlignRight | Qt::AlignBottom, shortNumber(lo));
+    p.drawText(QRect(0, r.top() - 2, r.left() - kLabelGap, 14), Qt::AlignRight | Qt::AlignTop, shortNumber(hi));
+    p.drawText(QRect(0, r.bottom() - 12, r.left() - kLabelGap, 14), Qt::AlignRight | Qt::AlignBottom, shortNumber(lo));
     p.setPen(QPen(palette().mid().color(), 1));
     p.drawRect(r.adjusted(0, 0, -1, -1));
     if (lo < 0 && hi > 0) {
@@ -242,6 +255,60 @@ void BarChart::paintEvent(QPaintEvent*) {
         p.setPen(palette().text().color());
         const QString name = p.fontMetrics().elidedText(names_[c], Qt::ElideRight, int(slot));
         p.drawText(QRectF(x0, r.bottom() + 1, slot, labelH), Qt::AlignHCenter | Qt::AlignTop, name);
+    }
+}
+
+// --- ColourScale ----------------------------------------------------------------------------
+
+ColourScale::ColourScale(QWidget* parent) : QWidget(parent) {
+    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+    setMinimumHeight(40);
+}
+
+void ColourScale::setTitle(const QString& title) {
+    title_ = title;
+    update();
+}
+
+void ColourScale::setColours(const QVector<QColor>& colours) {
+    colours_ = colours;
+    update();
+}
+
+void ColourScale::setRange(double lo, double hi) {
+    lo_ = lo;
+    hi_ = hi;
+    update();
+}
+
+QString ColourScale::lowText() const { return QString::number(lo_, 'g', 3); }
+QString ColourScale::highText() const { return QString::number(hi_, 'g', 3); }
+
+void ColourScale::paintEvent(QPaintEvent*) {
+    QPainter p(this);
+    p.fillRect(rect(), palette().window());
+    QFont f = font();
+    f.setPointSizeF(std::max(6.0, f.pointSizeF() * 0.85));
+    p.setFont(f);
+    const QFontMetrics fm(f);
+    const int textH = fm.height();
+    p.setPen(palette().text().color());
+    p.drawText(QRect(4, 0, width() - 8, textH), Qt::AlignLeft | Qt::AlignVCenter, title_);
+    // Bar between the two range labels.
+    const QString lo = lowText(), hi = highText();
+    const int loW = fm.horizontalAdvance(lo) + 6, hiW = fm.horizontalAdvance(hi) + 6;
+    const QRect bar(4 + loW, textH + 2, std::max(1, width() - 8 - loW - hiW), std::max(4, height() - textH - 4));
+    p.drawText(QRect(4, bar.top(), loW - 4, bar.height()), Qt::AlignRight | Qt::AlignVCenter, lo);
+    p.drawText(QRect(bar.right() + 5, bar.top(), hiW, bar.height()), Qt::AlignLeft | Qt::AlignVCenter, hi);
+    p.setPen(QPen(palette().mid().color(), 1));
+    p.drawRect(bar.adjusted(0, 0, -1, -1));
+    if (colours_.isEmpty()) return;
+    // The gradient inside the frame: its first column is the map's bottom colour, its last the top.
+    const QRect inner = bar.adjusted(1, 1, -1, -1);
+    for (int x = 0; x < inner.width(); ++x) {
+        const int i = std::clamp(int(double(x) / std::max(1, inner.width() - 1) * (colours_.size() - 1) + 0.5), 0,
+                                 int(colours_.size()) - 1);
+        p.fillRect(QRect(inner.left() + x, inner.top(), 1, inner.height()), colours_[i]);
     }
 }
 

@@ -4,6 +4,9 @@
 // Long series (100,000 steps) are drawn as one min/max bar per pixel column, so drawing costs
 // the widget's width, not the episode's length. Plain data only (no core/, no LibTorch).
 #include <QColor>
+#include <QFont>
+#include <QRect>
+#include <QStringList>
 #include <QString>
 #include <QVector>
 #include <QWidget>
@@ -36,6 +39,11 @@ public:
     int stepAt(int x) const;
     // The y range drawn (min, max over all lines, padded when flat).
     std::pair<double, double> yRange() const;
+    // The y axis labels (top, bottom) and their font; the plot starts right of the widest.
+    QStringList yLabels() const;
+    QFont labelFont() const;
+    // The plot area inside the widget (axes, lines and cursor are drawn there).
+    QRect plotRect() const;
     QSize sizeHint() const override { return {320, 84}; }
     QSize minimumSizeHint() const override { return {120, 56}; }
 
@@ -48,7 +56,6 @@ protected:
     void mouseMoveEvent(QMouseEvent* e) override;
 
 private:
-    QRect plotRect() const;
     void drawLine(class QPainter& p, const Line& line, const QRect& r, double lo, double hi) const;
 
     QString title_;
@@ -84,6 +91,35 @@ private:
     QStringList names_;
     QVector<Series> series_;
     int highlight_ = -1;
+};
+
+// A horizontal colour scale: a heatmap's colour map as a gradient bar, with its range written
+// at both ends (e.g. the replay viewer's saliency heatmap).
+class ColourScale : public QWidget {
+    Q_OBJECT
+public:
+    explicit ColourScale(QWidget* parent = nullptr);
+    void setTitle(const QString& title);
+    QString title() const { return title_; }
+    // The colour map, low to high (e.g. 256 entries).
+    void setColours(const QVector<QColor>& colours);
+    const QVector<QColor>& colours() const { return colours_; }
+    void setRange(double lo, double hi);
+    double low() const { return lo_; }
+    double high() const { return hi_; }
+    // The texts written at the ends of the bar.
+    QString lowText() const;
+    QString highText() const;
+    QSize sizeHint() const override { return {320, 40}; }
+    QSize minimumSizeHint() const override { return {120, 40}; }
+
+protected:
+    void paintEvent(QPaintEvent* e) override;
+
+private:
+    QString title_;
+    QVector<QColor> colours_;
+    double lo_ = 0, hi_ = 1;
 };
 
 } // namespace glimpse::widgets

@@ -1,6 +1,8 @@
 #include "app/replay/replay_model.h"
 
 #include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -8,6 +10,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
+#include <QSlider>
 #include <QSpinBox>
 
 #include <torch/torch.h>
@@ -20,6 +23,7 @@
 #include "core/models/efficientzero/model.h"
 #include "core/replay/episode_reader.h"
 #include "core/replay/model_view.h"
+#include "renderer/colormap.h"
 #include "widgets/strip_chart.h"
 
 namespace glimpse::app {
@@ -102,6 +106,24 @@ ReplayModelView::ReplayModelView(ReplayPanel* panel, QWidget* parent) : QGroupBo
     bottom->addStretch(1);
     bottom->addWidget(cancelButton_);
     form->addRow(bottom);
+    // The saliency heatmap's style, as in the model panels, and its colour scale.
+    colormapBox_ = new QComboBox(this);
+    for (int c = 0; c < render::kColormapCount; ++c) colormapBox_->addItem(render::colormapName(render::Colormap(c)));
+    colormapBox_->setCurrentIndex(int(colormap_));
+    form->addRow("Colour map", colormapBox_);
+    opacitySlider_ = new QSlider(Qt::Horizontal, this);
+    opacitySlider_->setRange(0, 100);
+    opacitySlider_->setValue(int(std::lround(opacity_ * 100)));
+    form->addRow("Opacity", opacitySlider_);
+    scale_ = new widgets::ColourScale(this);
+    scale_->setToolTip("The saliency heatmap's colours: 0 .. the 99th percentile of the step's values "
+                       "(higher values take the top colour)");
+    form->addRow(scale_);
+    scale_->hide();
+    connect(colormapBox_, &QComboBox::currentIndexChanged, this, [this](int i) {
+        if (i >= 0) setSaliencyColormap(render::Colormap(i));
+    });
+    connect(opacitySlider_, &QSlider::valueChanged, this, [this](int v) { setSaliencyOpacity(v / 100.0); });
     statusLabel_ = new QLabel(this);
     form->addRow(statusLabel_);
     connect(recordedButton_, &QPushButton::clicked, this, [this] { loadCheckpoint(); });
@@ -136,6 +158,8 @@ void ReplayModelView::updateControls() {
     for (QWidget* w : std::initializer_list<QWidget*>{predictButton_, imagineButton_, followBox_, saliencyBox_, kBox_,
                                                       discountBox_})
         w->setEnabled(episode && bool(net_));
+    colormapBox_->setEnabled(saliencyOn());
+    opacitySlider_->setEnabled(saliencyOn());
     cancelButton_->setEnabled(!idle);
     statusLabel_->setText(idle ? QString() : QStringLiteral("Busy: %1 ...").arg(jobName(running_)));
 }
@@ -154,11 +178,43 @@ void ReplayModelView::episodeChanged() {
     net_.reset();
     checkpoint_.clear();
     modelLabel_->setText("No network loaded.");
-    if (!keep.isEmpty()) loadCheckpoint(keep);
+    updateScale();
+    // The episode's own network first (issue 56 item 9): loaded on open when its file exists and
+    // fits the game; else the network already loaded, when it fits.
+    const auto& reader = *panel_->reader();
+    const QString recorded = QString::fromStdString(reader.hasModel() ? reader.meta().model.checkpoint : "");
+    const QString file = recordedCheckpointFile();
+    note_.clear();
+    if (!file.isEmpty()) {
+        modelLabel_->setText(QStringLiteral("Loading the recorded network %1 ...").arg(QFileInfo(recorded).fileName()));
+        submit({Job::Load, -1, 0, QString(), true});
+    } else {
+        if (!recorded.isEmpty()) {
+            note_ = QStringLiteral("The recorded checkpoint %1 was not found (looked beside the episode too).")
+                        .arg(recorded.toHtmlEscaped());
+            modelLabel_->setText("No network loaded. " + note_ + " Choose one with Checkpoint...");
+        }
+        if (!keep.isEmpty()) submit({Job::Load, -1, 0, keep, true});
+    }
     updateControls();
 }
 
+QString ReplayModelView::recordedCheckpointFile() const {
+    if (!panel_->hasEpisode()) return {};
+    const auto& reader = *panel_->reader();
+    if (!reader.hasModel() || reader.meta().model.checkpoint.empty()) return {};
+    const QString given = QString::fromStdString(reader.meta().model.checkpoint);
+    const QFileInfo direct(given);
+    if (direct.isFile()) return direct.absoluteFilePath();
+    if (direct.isAbsolute()) return {};
+    const QFileInfo beside(QFileInfo(panel_->episodePath()).dir(), given);
+    return beside.isFile() ? beside.absoluteFilePath() : QString();
+}
+
+QString ReplayModelView::modelText() const { return modelLabel_->text(); }
+
 void ReplayModelView::stepChanged(int step) {
+    updateScale();
     if (!net_ || step < 0) return;
     if (followBox_->isChecked()) submit({Job::Predict, step});
     if (saliencyOn() && !hasSaliency(step)) submit({Job::Saliency, step});
@@ -180,7 +236,61 @@ void ReplayModelView::setSaliency(bool on) {
         saliencyBox_->setChecked(on);
     }
     if (on && net_ && panel_->step() >= 0 && !hasSaliency(panel_->step())) submit({Job::Saliency, panel_->step()});
+    updateControls();
+    updateScale();
     panel_->redraw();
+}
+
+void ReplayModelView::setSaliencyColormap(render::Colormap c) {
+    colormap_ = c;
+    if (colormapBox_->currentIndex() != int(c)) {
+        const QSignalBlocker b(colormapBox_);
+        colormapBox_->setCurrentIndex(int(c));
+    }
+    updateScale();
+    panel_->redraw();
+}
+
+void ReplayModelView::setSaliencyOpacity(double opacity) {
+    opacity_ = float(std::clamp(opacity, 0.0, 1.0));
+    const int v = int(std::lround(opacity_ * 100));
+    if (opacitySlider_->value() != v) {
+        const QSignalBlocker b(opacitySlider_);
+        opacitySlider_->setValue(v);
+    }
+    panel_->redraw();
+}
+
+std::pair<float, float> ReplayModelView::saliencyRange(int step) const {
+    auto it = saliency_.find(step);
+    if (it == saliency_.end()) return {0.f, 0.f};
+    return {0.f, it->second.top};
+}
+
+float ReplayModelView::saliencyMax(int step) const {
+    auto it = saliency_.find(step);
+    return it == saliency_.end() ? 0.f : it->second.max;
+}
+
+void ReplayModelView::updateScale() {
+    const int step = panel_->hasEpisode() ? panel_->step() : -1;
+    const bool show = saliencyOn() && panel_->hasEpisode();
+    scale_->setVisible(show);
+    if (!show) return;
+    QVector<QColor> colours;
+    const auto table = render::colormapTable(colormap_);
+    for (int i = 0; i < 256; ++i) colours.push_back(QColor(table[size_t(i) * 4], table[size_t(i) * 4 + 1], table[size_t(i) * 4 + 2]));
+    scale_->setColours(colours);
+    if (hasSaliency(step)) {
+        const auto [lo, hi] = saliencyRange(step);
+        scale_->setRange(lo, hi);
+        scale_->setTitle(QStringLiteral("saliency |d value / d pixel| at step %1 (max %2)")
+                             .arg(step)
+                             .arg(double(saliencyMax(step)), 0, 'g', 3));
+    } else {
+        scale_->setTitle(net_ ? QStringLiteral("saliency at step %1: computing ...").arg(step)
+                              : QStringLiteral("saliency: load a checkpoint first"));
+    }
 }
 
 void ReplayModelView::cancel() {
@@ -245,6 +355,14 @@ void ReplayModelView::runLoad(const Request& r, int gen) {
         },
         [this, r, gen](Outcome<std::shared_ptr<efficientzero::Network>> o) {
             if (gen != generation_) return;
+            if (!o.ok() && r.automatic) {   // noted in the section, not reported as an error
+                const QString name = r.path.isEmpty() ? "The recorded checkpoint" : QFileInfo(r.path).fileName();
+                modelLabel_->setText(QStringLiteral("No network loaded. %1%2 does not fit this episode (%3). Choose "
+                                                    "one with Checkpoint...")
+                                         .arg(note_.isEmpty() ? QString() : note_ + " ", name.toHtmlEscaped(),
+                                              o.error.toHtmlEscaped()));
+                return finished(r, QString());
+            }
             if (o.ok()) {
                 net_ = std::move(o.value);
                 const std::string recorded = panel_->reader()->meta().model.checkpoint;
@@ -348,9 +466,21 @@ void ReplayModelView::runSaliency(const Request& r, int gen) {
         [net = net_, reader = panel_->reader(), t = r.step, m = netMutex_, cancel = cancel_] {
             std::lock_guard<std::mutex> lock(*m);
             torch::Tensor s = replay::valueSaliency(*net, *reader, t, cancel.get()).contiguous().to(torch::kFloat32);
-            return std::vector<float>(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
+            Saliency out;
+            out.values.assign(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
+            // Drawn over 0 .. the 99th percentile (nearest rank), so that the few largest values do
+            // not push every other pixel to the bottom colour.
+            std::vector<float> sorted = out.values;
+            if (!sorted.empty()) {
+                const size_t k = std::min(sorted.size() - 1, size_t(std::ceil(0.99 * double(sorted.size()))) - 1);
+                std::nth_element(sorted.begin(), sorted.begin() + long(k), sorted.end());
+                out.top = sorted[k];
+                out.max = *std::max_element(out.values.begin(), out.values.end());
+            }
+            if (!(out.top > 0)) out.top = std::max(out.max, 1e-12f);
+            return out;
         },
-        [this, r, gen](Outcome<std::vector<float>> o) {
+        [this, r, gen](Outcome<Saliency> o) {
             if (gen != generation_) return;
             if (o.ok()) {
                 saliency_[r.step] = std::move(o.value);
@@ -359,6 +489,7 @@ void ReplayModelView::runSaliency(const Request& r, int gen) {
                     saliency_.erase(saliencyOrder_.front());
                     saliencyOrder_.erase(saliencyOrder_.begin());
                 }
+                updateScale();
                 panel_->redraw();
                 Q_EMIT saliencyReady(r.step);
             }
@@ -375,13 +506,17 @@ void ReplayModelView::decorate(widgets::ViewportScene& scene, int step) const {
     const auto& reader = *panel_->reader();
     scene.heatW = int(reader.frameWidth());
     scene.heatH = int(reader.frameHeight());
-    scene.heat = it->second;
+    scene.heat = it->second.values;
     scene.heatMin = 0.f;
-    scene.heatMax = 1e-12f;
-    for (float v : scene.heat) scene.heatMax = std::max(scene.heatMax, v);
+    scene.heatMax = it->second.top;
     scene.heatLabel = "saliency";
-    scene.colormap = render::Colormap::Magma;
-    scene.opacity = 0.55f;
+    scene.colormap = colormap_;
+    scene.opacity = opacity_;
+    scene.overlayRows.push_back({"saliency", QStringLiteral("%1, 0 .. %2 (max %3)")
+                                                 .arg(render::colormapName(colormap_))
+                                                 .arg(double(it->second.top), 0, 'g', 3)
+                                                 .arg(double(it->second.max), 0, 'g', 3)
+                                                 .toStdString()});
 }
 
 std::map<int64_t, widgets::ViewportScene> ReplayModelView::exportScenes(int first, int last) const {

@@ -1,10 +1,12 @@
 #pragma once
 // The replay viewer's model section: an EfficientZero checkpoint (the one recorded in the
-// episode, or one the user picks) applied to the open episode (core/replay/model_view.h):
+// episode, loaded on open when it exists and fits the game, or one the user picks) applied to
+// the open episode (core/replay/model_view.h):
 //   - the network's predictions at the current step, recomputed on a worker thread;
 //   - "Imagine K": K steps ahead from the current step with the recorded actions, predicted
 //     reward and value against what happened (the reward and the discounted return), charted;
-//   - a value saliency heatmap over the frame, drawn with the viewport's heatmap layer.
+//   - a value saliency heatmap over the frame, drawn with the viewport's heatmap layer in a
+//     colour map chosen here, with its colour scale and range (also an overlay row).
 // One job at a time on a worker (the network is not shared between threads); Cancel drops
 // the running job's result at once (imagine and saliency also stop between network calls).
 // Requests made while a job runs wait for it, the latest of each kind wins.
@@ -15,12 +17,15 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "widgets/viewport.h"
 
 class QCheckBox;
+class QComboBox;
 class QDoubleSpinBox;
+class QSlider;
 class QLabel;
 class QPushButton;
 class QSpinBox;
@@ -29,6 +34,7 @@ namespace glimpse::efficientzero {
 class Network;
 }
 namespace glimpse::widgets {
+class ColourScale;
 class StripChart;
 }
 
@@ -59,6 +65,19 @@ public:
     widgets::StripChart* valueChart() const { return valueChart_; }
     bool saliencyOn() const;
     bool hasSaliency(int step) const { return saliency_.count(step) > 0; }
+    // The saliency heatmap's style (colour map and opacity, as in the model panels) and the
+    // colour scale under the checkbox: the colour map with the shown step's range.
+    render::Colormap saliencyColormap() const { return colormap_; }
+    void setSaliencyColormap(render::Colormap c);
+    void setSaliencyOpacity(double opacity);
+    widgets::ColourScale* saliencyScale() const { return scale_; }
+    // The range a step's saliency is drawn over: 0 .. the 99th percentile of its values (a few
+    // extreme pixels would otherwise leave the rest at the bottom colour), and its maximum.
+    std::pair<float, float> saliencyRange(int step) const;
+    float saliencyMax(int step) const;
+    // The model section's first line ("No network loaded.", the network, or why the episode's
+    // recorded checkpoint was not loaded).
+    QString modelText() const;
 
     // From the panel: a new episode (the network stays if it fits, else it is dropped), a new step.
     void episodeChanged();
@@ -92,6 +111,11 @@ private:
         int step = -1;
         int k = 0;
         QString path;
+        bool automatic = false;   // loaded on opening an episode: failures noted in the section, not errors
+    };
+    struct Saliency {
+        std::vector<float> values;   // H*W
+        float top = 0, max = 0;      // drawn over 0..top; the largest value
     };
     void submit(Request r);
     void start(const Request& r);
@@ -102,11 +126,16 @@ private:
     void runSaliency(const Request& r, int gen);
     void showImagined(int from);
     void updateControls();
+    void updateScale();
+    // The episode's recorded checkpoint as a file that exists (relative paths are looked for
+    // beside the episode too), or "" when it records none or the file is missing.
+    QString recordedCheckpointFile() const;
 
     ReplayPanel* panel_;
     std::shared_ptr<efficientzero::Network> net_;
     std::shared_ptr<std::mutex> netMutex_ = std::make_shared<std::mutex>();
     QString checkpoint_;
+    QString note_;   // why the episode's recorded checkpoint was not loaded ("" when it was, or none)
     Job running_ = Job::None;
     int generation_ = 0;
     std::shared_ptr<std::atomic<bool>> cancel_;
@@ -117,7 +146,9 @@ private:
     std::vector<float> predPolicy_;
     int imaginedFrom_ = -1;
     std::vector<float> imPredReward_, imActualReward_, imPredValue_, imActualReturn_;
-    std::map<int, std::vector<float>> saliency_;   // step -> H*W values
+    std::map<int, Saliency> saliency_;   // step -> values and range
+    render::Colormap colormap_ = render::Colormap::Viridis;
+    float opacity_ = 0.6f;
     std::vector<int> saliencyOrder_;
 
     QLabel* modelLabel_ = nullptr;
@@ -130,6 +161,9 @@ private:
     QDoubleSpinBox* discountBox_ = nullptr;
     QPushButton* imagineButton_ = nullptr;
     QCheckBox* saliencyBox_ = nullptr;
+    QComboBox* colormapBox_ = nullptr;
+    QSlider* opacitySlider_ = nullptr;
+    widgets::ColourScale* scale_ = nullptr;
     QPushButton* cancelButton_ = nullptr;
     QLabel* statusLabel_ = nullptr;
     widgets::StripChart* rewardChart_ = nullptr;

@@ -100,31 +100,44 @@ ReplayPanel::~ReplayPanel() {
 }
 
 void ReplayPanel::buildTimeline(QVBoxLayout* column) {
+    // The transport as in every player: first, previous, play, next, last (issue 56 item 8).
     auto* row = new QHBoxLayout;
-    auto* prevLife = toolButton("|<", "Previous life loss (Shift+PgUp)", this);
-    auto* prevReward = toolButton("<<", "Previous reward (PgUp)", this);
-    auto* back = toolButton("<", "Step back (Left)", this);
+    auto* first = toolButton("|<", "First step (Home)", this);
+    auto* back = toolButton("<", "Previous step (Left)", this);
     playButton_ = toolButton("Play", "Play / pause (Space)", this);
     playButton_->setCheckable(true);
-    auto* forward = toolButton(">", "Step forward (Right)", this);
-    auto* nextReward = toolButton(">>", "Next reward (PgDown)", this);
-    auto* nextLife = toolButton(">|", "Next life loss (Shift+PgDown)", this);
+    auto* forward = toolButton(">", "Next step (Right)", this);
+    auto* last = toolButton(">|", "Last step (End)", this);
     speedBox_ = new QComboBox(this);
     for (double s : kSpeeds) speedBox_->addItem(QString::number(s) + "x", s);
     speedBox_->setCurrentIndex(2);
     speedBox_->setToolTip("Playback speed");
-    for (QWidget* w : std::initializer_list<QWidget*>{prevLife, prevReward, back, playButton_, forward, nextReward,
-                                                      nextLife})
-        row->addWidget(w);
+    for (QWidget* w : std::initializer_list<QWidget*>{first, back, playButton_, forward, last}) row->addWidget(w);
     row->addStretch(1);
     column->addLayout(row);
-    connect(prevLife, &QToolButton::clicked, this, &ReplayPanel::previousLifeLoss);
-    connect(prevReward, &QToolButton::clicked, this, &ReplayPanel::previousReward);
+    transport_ = {first, back, forward, last};
+    connect(first, &QToolButton::clicked, this, &ReplayPanel::seekFirst);
     connect(back, &QToolButton::clicked, this, [this] { stepBy(-1); });
     connect(playButton_, &QToolButton::toggled, this, &ReplayPanel::setPlaying);
     connect(forward, &QToolButton::clicked, this, [this] { stepBy(1); });
-    connect(nextReward, &QToolButton::clicked, this, &ReplayPanel::nextReward);
-    connect(nextLife, &QToolButton::clicked, this, &ReplayPanel::nextLifeLoss);
+    connect(last, &QToolButton::clicked, this, &ReplayPanel::seekLast);
+    // The event jumps, labelled, on their own row; each is enabled only when there is such an
+    // event in its direction.
+    auto* jumps = new QHBoxLayout;
+    auto* jumpLabel = new QLabel("Jump to:", this);
+    jumpPrevReward_ = toolButton("< Reward", "Previous step with a reward (PgUp)", this);
+    jumpNextReward_ = toolButton("Reward >", "Next step with a reward (PgDown)", this);
+    jumpPrevLife_ = toolButton("< Life lost", "Previous life loss (Shift+PgUp)", this);
+    jumpNextLife_ = toolButton("Life lost >", "Next life loss (Shift+PgDown)", this);
+    jumps->addWidget(jumpLabel);
+    for (QWidget* w : std::initializer_list<QWidget*>{jumpPrevReward_, jumpNextReward_, jumpPrevLife_, jumpNextLife_})
+        jumps->addWidget(w);
+    jumps->addStretch(1);
+    column->addLayout(jumps);
+    connect(jumpPrevReward_, &QToolButton::clicked, this, &ReplayPanel::previousReward);
+    connect(jumpNextReward_, &QToolButton::clicked, this, &ReplayPanel::nextReward);
+    connect(jumpPrevLife_, &QToolButton::clicked, this, &ReplayPanel::previousLifeLoss);
+    connect(jumpNextLife_, &QToolButton::clicked, this, &ReplayPanel::nextLifeLoss);
     connect(speedBox_, &QComboBox::currentIndexChanged, this,
             [this](int i) { setSpeed(speedBox_->itemData(i).toDouble()); });
     auto* scrub = new QHBoxLayout;
@@ -215,7 +228,7 @@ void ReplayPanel::chooseVideoExport() {
     if (!p.isEmpty()) exportVideo(p, exportFirst_->value(), exportLast_->value());
 }
 
-// Left/Right, Space and PgUp/PgDown while the panel has focus (shortcuts) or the viewport
+// Left/Right, Home/End, Space and PgUp/PgDown while the panel has focus (shortcuts) or the viewport
 // does (its Vulkan window gets the key events, so they are filtered there).
 void ReplayPanel::installKeys() {
     auto add = [this](const QKeySequence& k, auto fn) {
@@ -226,6 +239,8 @@ void ReplayPanel::installKeys() {
     add(QKeySequence(Qt::Key_Left), [this] { stepBy(-1); });
     add(QKeySequence(Qt::Key_Right), [this] { stepBy(1); });
     add(QKeySequence(Qt::Key_Space), [this] { togglePlaying(); });
+    add(QKeySequence(Qt::Key_Home), [this] { seekFirst(); });
+    add(QKeySequence(Qt::Key_End), [this] { seekLast(); });
     add(QKeySequence(Qt::Key_PageDown), [this] { nextReward(); });
     add(QKeySequence(Qt::Key_PageUp), [this] { previousReward(); });
     add(QKeySequence(Qt::SHIFT | Qt::Key_PageDown), [this] { nextLifeLoss(); });
@@ -241,6 +256,8 @@ bool ReplayPanel::eventFilter(QObject* watched, QEvent* event) {
     case Qt::Key_Left: stepBy(-1); return true;
     case Qt::Key_Right: stepBy(1); return true;
     case Qt::Key_Space: togglePlaying(); return true;
+    case Qt::Key_Home: seekFirst(); return true;
+    case Qt::Key_End: seekLast(); return true;
     case Qt::Key_PageDown: shift ? nextLifeLoss() : nextReward(); return true;
     case Qt::Key_PageUp: shift ? previousLifeLoss() : previousReward(); return true;
     default: return QWidget::eventFilter(watched, event);
@@ -404,11 +421,23 @@ void ReplayPanel::stepBy(int delta) {
 void ReplayPanel::jumpTo(long long t, const QString& what) {
     if (!reader_) return;
     if (t < 0) {
-        Q_EMIT message("No " + what + " in that direction.");
+        Q_EMIT message(QStringLiteral("No %1 in that direction from step %2.").arg(what).arg(current_));
         return;
     }
     setPlaying(false);
     seek(int(t));
+}
+
+void ReplayPanel::seekFirst() {
+    if (!reader_) return;
+    setPlaying(false);
+    seek(0);
+}
+
+void ReplayPanel::seekLast() {
+    if (!reader_) return;
+    setPlaying(false);
+    seek(length() - 1);
 }
 
 void ReplayPanel::nextReward() {
@@ -459,6 +488,12 @@ void ReplayPanel::updateStepWidgets() {
     actionLabel_->setText(have ? stepText() : QString());
     for (QWidget* w : std::initializer_list<QWidget*>{playButton_, speedBox_, slider_, csvButton_, videoButton_})
         w->setEnabled(have);
+    for (size_t i = 0; i < transport_.size(); ++i)   // first, previous, next, last
+        transport_[i]->setEnabled(have && (i < 2 ? current_ > 0 : current_ < length() - 1));
+    jumpPrevReward_->setEnabled(have && reader_->previousReward(current_) >= 0);
+    jumpNextReward_->setEnabled(have && reader_->nextReward(current_) >= 0);
+    jumpPrevLife_->setEnabled(have && reader_->previousLifeLoss(current_) >= 0);
+    jumpNextLife_->setEnabled(have && reader_->nextLifeLoss(current_) >= 0);
     if (have) updateStepBars(current_);
     model_->stepChanged(current_);
 }

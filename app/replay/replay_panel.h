@@ -1,9 +1,10 @@
 #pragma once
 // The replay viewer (issue 17): a recorded episode (glimpse.episode) in the main viewport with
-// a timeline (play/pause at 0.25x-8x, step, scrub, jumps to rewards and life losses), strip
-// charts synchronized with a cursor (reward, return and the recorded model outputs), the step's
-// action, policy and visit bars and root-children table, CSV and video export, and with an
-// EfficientZero checkpoint: the network's predictions at a step, an imagined K-step rollout
+// a timeline (first / previous / play-pause at 0.25x-8x / next / last, scrub, and labelled
+// jumps to rewards and life losses), strip charts synchronized with a cursor (reward, return
+// and the recorded model outputs), the step's action, policy and visit bars and root-children
+// table, CSV and video export, and with an EfficientZero checkpoint (loaded on open when the
+// episode records one that fits): the network's predictions at a step, an imagined K-step rollout
 // against what happened, and a value saliency heatmap (app/replay/replay_model.h).
 //
 // Frames: EpisodeReader::cachedFrame(t) on the UI thread, else frame(t) on a worker (one read
@@ -13,6 +14,7 @@
 #include <QString>
 #include <QWidget>
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -86,6 +88,8 @@ public Q_SLOTS:
     void setPlaying(bool on);
     void togglePlaying() { setPlaying(!playing()); }
     void setSpeed(double speed);   // 0.25 .. 8
+    void seekFirst();   // |< (Home)
+    void seekLast();    // >| (End)
     void nextReward();
     void previousReward();
     void nextLifeLoss();
@@ -159,6 +163,11 @@ private:
     QScrollArea* scroll_ = nullptr;
     QLabel* header_ = nullptr;
     QToolButton* playButton_ = nullptr;
+    std::array<QToolButton*, 4> transport_{};   // |<  <  >  >|
+    QToolButton* jumpPrevReward_ = nullptr;
+    QToolButton* jumpNextReward_ = nullptr;
+    QToolButton* jumpPrevLife_ = nullptr;
+    QToolButton* jumpNextLife_ = nullptr;
     QComboBox* speedBox_ = nullptr;
     QSlider* slider_ = nullptr;
     QLabel* stepLabel_ = nullptr;
