@@ -68,8 +68,7 @@ struct ModelFamily {
     std::function<ModelPanel*(widgets::ImageViewport* viewport, widgets::ImageViewport* compare, QWidget* parent)>
         makePanel;
     QKeySequence runShortcut;        // Model > Run <title>
-    QString defaultCheckpoint;       // resource file loaded into the panel at start ("" = none)
-    bool loadDefaultAtStart = false; // whether the main window loads it at start (else main() does)
+    QString defaultCheckpoint;       // resource file the panel loads on its first use ("" = none)
     // Trainer for the Training panel (null: not trainable from the GUI) and its defaults.
     TrainingJob::Runner trainer;
     TrainingDefaults training;

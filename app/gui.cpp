@@ -4,8 +4,11 @@
 #include "app/gui.h"
 
 #include <QApplication>
+#include <QComboBox>
 #include <QCommandLineParser>
+#include <QFileInfo>
 #include <QPixmap>
+#include <QRegularExpression>
 #include <QScreen>
 #include <QTabWidget>
 #include <QTimer>
@@ -19,6 +22,8 @@
 #include "app/letr/view.h"
 #include "app/mainwindow.h"
 #include "app/replay/replay_panel.h"
+#include "core/models/letr/trace.h"
+#include "core/run_files.h"
 #include "widgets/viewport.h"
 
 namespace glimpse::app {
@@ -27,16 +32,21 @@ namespace {
 
 const char* kGuiOptions =
     "GUI options:\n"
-    "  FILE               image, video, trace, run log or checkpoint to open (default: the demo scene)\n"
-    "  --demo             open the built-in demo scene\n"
-    "  --run RUN.h5       follow a run log in the Training panel (repeat to overlay runs)\n"
+    "  FILE               image, video, trace, run log, run folder, episode or checkpoint to open\n"
+    "                     (default: the demo scene, where LETR runs at once; models load on first use)\n"
+    "  --demo             open the built-in demo scene (also with --run)\n"
+    "  --run RUN          follow a run log in the Training panel (repeat to overlay runs): RUN/run.h5,\n"
+    "                     RUN/runlog.h5 (EfficientZero, XTRA) or the run folder RUN; without FILE or\n"
+    "                     --demo no image is opened\n"
     "  --screenshot PNG   once the first frame is drawn, save a screenshot of the window\n"
     "                     and quit (for checks under Xvfb)\n"
     "  --checkpoint C.h5  load this LETR checkpoint (default: letr_demo.h5 when installed; on the\n"
     "                     demo scene LETR then runs at once and the best line is selected)\n"
     "  --run-letr         run LETR on the opened image once the model is loaded\n"
-    "  --entity K         then select line entity K (K = -1: the highest-scoring line)\n"
-    "  --compare M        then show the compare pane: 'lsd' or a layer position (1-based)\n"
+    "  --entity K         then select line entity K (K = -1: the highest-scoring line); needs\n"
+    "                     --run-letr or the demo scene, and K within the trace's entities\n"
+    "  --compare M        then show the compare pane: 'lsd', 'mlsd' (M-LSD tiny) or a layer\n"
+    "                     position (1-based)\n"
     "  --layer N          then show layer position N (1-based: coarse 1.., then fine 1..)\n"
     "  --flips N          LETR's lines from a flip ensemble of N views (1, 2 or 4; default 1)\n"
     "                     (with --screenshot, the screenshot waits for the trace)\n"
@@ -52,22 +62,25 @@ const char* kGuiOptions =
     "  --constellation-checkpoint C.h5  load this ConstellationNet checkpoint (default:\n"
     "                     constellation_demo.h5 when installed)\n"
     "  --run-constellation  run ConstellationNet on the opened image once the model is loaded\n"
-    "  --constellation-module M  then show constellation module M (1-based)\n"
+    "  --constellation-module M  then show constellation module M: its number (1-based) or its\n"
+    "                     name as the panel's Module box shows it (e.g. branch1.2)\n"
     "  --cell X,Y         then click the cell under image pixel X,Y\n"
     "  --constellation-view V  then show: clusters or relation\n"
     "  --constellation-gallery K  then fill the cluster gallery with cluster K\n"
     "  --constellation-episode  run a few-shot episode and show the Episode tab\n"
-    "  --step T           an episode: go to step T once it is open (past the end: the last step)\n";
+    "  --step T           FILE is an episode: go to step T once it is open (0..its last step)\n";
 
 // The GUI options after strict parsing: a bad value is refused before any window is made.
 struct GuiOptions {
     QStringList files;
     QString screenshot;
     QStringList runs;
+    bool demo = false;           // the demo scene (no FILE and no --run, or --demo)
     QString checkpoint;          // LETR (empty: none)
+    bool checkpointGiven = false;   // --checkpoint (else the shipped model, loaded on first use)
     bool runLetr = false;
     int entity = -2;             // -2: leave the selection, -1: the best line, >= 0: that entity
-    std::optional<int> compare;  // -1: LSD, >= 0: a layer position
+    std::optional<int> compare;  // -1: LSD, -3: M-LSD, >= 0: a layer position
     int layer = -1;              // LETR's layer position after the first trace (-1: the last)
     int flips = 1;               // LETR's flip ensemble (1, 2 or 4 views)
     LineColour lineColour = LineColour::Score;
@@ -80,7 +93,7 @@ struct GuiOptions {
     QString constellationCheckpoint;
     bool runConstellation = false;
     std::optional<ConstellationMode> constellationMode;
-    int constellationModule = -1;
+    QString constellationModule;   // a number (1-based) or a module name; "" = leave
     double cellX = -1, cellY = -1;
     int constellationGallery = -1;
     bool constellationEpisode = false;
@@ -144,8 +157,15 @@ void parseConstellationOptions(const QCommandLineParser& p, GuiOptions& o) {
             throw OptionError{QStringLiteral("--constellation-view: %1").arg(e.what())};
         }
     }
-    if (p.isSet("constellation-module"))
-        o.constellationModule = parseInt("constellation-module", p.value("constellation-module"), 1, 1000) - 1;
+    if (p.isSet("constellation-module")) {   // a number or a name, checked against the model's modules
+        o.constellationModule = p.value("constellation-module").trimmed();
+        bool isNumber = false;
+        o.constellationModule.toInt(&isNumber);
+        if (isNumber) parseInt("constellation-module", o.constellationModule, 1, 1 << 20);
+        else if (!QRegularExpression("^[A-Za-z_][A-Za-z0-9_.]*$").match(o.constellationModule).hasMatch())
+            throw OptionError{"--constellation-module wants a module number (1-based) or name (e.g. branch1.2), got '" +
+                              p.value("constellation-module") + "'"};
+    }
     if (p.isSet("cell")) std::tie(o.cellX, o.cellY) = parsePoint(p, "cell");
     if (p.isSet("constellation-gallery"))
         o.constellationGallery = parseInt("constellation-gallery", p.value("constellation-gallery"), 0, 1 << 20);
@@ -156,7 +176,21 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
     GuiOptions o;
     o.files = p.positionalArguments();
     o.screenshot = p.value("screenshot");
-    o.runs = p.values("run");
+    // Run logs under either name (run.h5, runlog.h5) or as their folder; a FILE that is a run
+    // folder is followed like --run.
+    for (const QString& r : p.values("run")) o.runs << QString::fromStdString(findRunLog(r.toStdString()));
+    for (QString& f : o.files) {
+        const QString log = QString::fromStdString(findRunLog(f.toStdString()));
+        if (QFileInfo(f).isDir() && log != f) {
+            o.runs << log;
+            f.clear();
+        } else {
+            f = log;
+        }
+    }
+    o.files.removeAll(QString());
+    o.demo = p.isSet("demo") || (o.files.isEmpty() && o.runs.isEmpty());
+    o.checkpointGiven = p.isSet("checkpoint");
     // The LETR model: --checkpoint, else the shipped letr_demo.h5 when there is one.
     o.checkpoint = p.isSet("checkpoint") ? p.value("checkpoint") : defaultLetrCheckpoint();
     o.runLetr = p.isSet("run-letr");
@@ -166,14 +200,21 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
                               : QStringLiteral("--run-letr: no LETR checkpoint: give --checkpoint C.h5, or install "
                                                "letr_demo.h5 (looked in $GLIMPSE_RESOURCES, else <exe "
                                                "dir>/../share/glimpse and the source tree's resources/)")};
-    if (p.isSet("entity")) o.entity = parseInt("entity", p.value("entity"), -1, 1 << 30);
+    if (p.isSet("entity")) {
+        o.entity = parseInt("entity", p.value("entity"), -1, 1 << 30);
+        if (!o.runLetr && !(o.demo && o.files.isEmpty()))
+            throw OptionError{QStringLiteral("--entity selects a line of LETR's trace: add --run-letr (or open the "
+                                             "demo scene)")};
+    }
     if (p.isSet("compare")) {
         const QString m = p.value("compare").trimmed();
-        o.compare = m.compare("lsd", Qt::CaseInsensitive) == 0 ? -1 : parseInt("compare", m, 1, 1 << 20) - 1;
+        o.compare = m.compare("lsd", Qt::CaseInsensitive) == 0    ? -1
+                    : m.compare("mlsd", Qt::CaseInsensitive) == 0 ? -3
+                                                                   : parseInt("compare", m, 1, 1 << 20) - 1;
     }
     if (p.isSet("layer")) {
         o.layer = parseInt("layer", p.value("layer"), 1, 1 << 20) - 1;
-        if (!o.runLetr && !o.files.isEmpty())
+        if (!o.runLetr && !(o.demo && o.files.isEmpty()))
             throw OptionError{QStringLiteral("--layer shows a layer of LETR's trace: add --run-letr (or open the demo "
                                              "scene)")};
     }
@@ -194,7 +235,14 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
         else if (c == "edges" || c == "edge") o.lineColour = LineColour::EdgeSupport;
         else throw OptionError{QStringLiteral("--line-colour: expected 'score' or 'edges', got '%1'").arg(p.value("line-colour"))};
     }
-    if (p.isSet("step")) o.step = parseInt("step", p.value("step"), 0, 1 << 30);
+    if (p.isSet("step")) {
+        o.step = parseInt("step", p.value("step"), 0, 1 << 30);
+        const QString f = o.files.value(0);
+        if (!f.endsWith(".h5", Qt::CaseInsensitive) && !f.endsWith(".hdf5", Qt::CaseInsensitive))
+            throw OptionError{"--step goes to a step of an episode: " +
+                              (f.isEmpty() ? QStringLiteral("give the episode file (EPISODE.h5)")
+                                           : f + " is not an episode (.h5)")};
+    }
     o.coatCheckpoint = p.value("coat-checkpoint");
     o.runCoat = p.isSet("run-coat");
     parseCoatOptions(p, o);
@@ -210,7 +258,7 @@ void addOptions(QCommandLineParser& p) {
                   {"checkpoint", "LETR checkpoint to load.", "h5"},
                   {"run-letr", "Run LETR on the opened image."},
                   {"entity", "Select this line entity after the run.", "k"},
-                  {"compare", "Compare pane after the run: lsd or a layer position.", "m"},
+                  {"compare", "Compare pane after the run: lsd, mlsd or a layer position.", "m"},
                   {"layer", "LETR layer position (1-based) after the run.", "n"},
                   {"flips", "LETR flip ensemble: 1, 2 or 4 views.", "n"},
                   {"line-colour", "LETR line colours: score or edges.", "c"},
@@ -234,15 +282,20 @@ void addOptions(QCommandLineParser& p) {
 // After the first LETR trace (--run-letr or the demo's): the threshold (--threshold, over the
 // checkpoint's own) and the compare pane (--compare), checked against the trace's layers.
 void wireLetrOptions(MainWindow& window, const GuiOptions& o) {
-    if (!o.compare && !o.threshold && o.layer < 0) return;
+    if (!o.compare && !o.threshold && o.entity < 0 && o.layer < 0) return;
     LetrInspector* letr = window.letrInspector();
     const int mode = o.compare.value_or(-2);
     QObject::connect(letr, &ModelPanel::traceReady, &window, [&window, letr, mode, threshold = o.threshold,
-                                                              layer = o.layer] {
+                                                              entity = o.entity, layer = o.layer] {
         static bool done = false;
         if (done) return;
         done = true;
         if (threshold) letr->setThreshold(*threshold);
+        const auto trace = letr->trace();
+        if (entity >= 0 && trace && entity >= trace->numQueries())
+            window.reportError(QStringLiteral("--entity %1: this trace has line entities 0..%2")
+                                   .arg(entity)
+                                   .arg(trace->numQueries() - 1));
         if (layer >= letr->positionCount())
             return window.reportError(QStringLiteral("--layer %1: this trace has layer positions 1..%2")
                                           .arg(layer + 1)
@@ -263,10 +316,16 @@ void wireReplayOptions(MainWindow& window, const GuiOptions& o) {
     if (o.step < 0) return;
     ReplayPanel* replay = window.replayPanel();
     const int step = o.step;
-    QObject::connect(replay, &ReplayPanel::episodeOpened, &window, [replay, step] {
+    QObject::connect(&window, &MainWindow::fileIdentified, &window, [&window, step](const QString& path, const QString& kind) {
+        if (kind != "glimpse.episode")
+            window.reportError(QStringLiteral("--step %1 goes to a step of an episode: %2 is a %3").arg(step).arg(path, kind));
+    });
+    QObject::connect(replay, &ReplayPanel::episodeOpened, &window, [&window, replay, step] {
         static bool done = false;
         if (done) return;
         done = true;
+        if (step >= replay->length())
+            return window.reportError(QStringLiteral("--step %1: this episode has steps 0..%2").arg(step).arg(replay->length() - 1));
         replay->seek(step);
         replay->revealChart("task weights");
     }, Qt::QueuedConnection);   // after the panel has shown step 0 of the new episode
@@ -286,7 +345,7 @@ void wireCoatOptions(MainWindow& window, const GuiOptions& o) {
         if (o.coatScale >= 0) coat->setScale(o.coatScale);   // after the mode: Grad-CAM picks its own default
         if (o.coatCompare >= 0) coat->setCompareScale(o.coatCompare);
     });
-    if (!coat->hasModel() && !coat->modelLoading()) {
+    if (!coat->hasModel() && !coat->modelLoading() && coat->shippedCheckpoint().isEmpty()) {
         // Nothing to run with: say so (the screenshot, if any, shows the message) instead of waiting.
         QObject::connect(&window, &MainWindow::imageLoaded, coat, [coat] {
             if (!coat->hasModel() && !coat->modelLoading() && coat->lastFailure().isEmpty()) coat->run(false);
@@ -294,6 +353,18 @@ void wireCoatOptions(MainWindow& window, const GuiOptions& o) {
         return;
     }
     coat->runWhenReady();
+}
+
+// The module `spec` names in the panel's Module box: its number (1-based) or its name (the
+// first word of the box's entry); -1 when there is none such.
+int constellationModuleIndex(ConstellationInspector* panel, const QString& spec) {
+    const QComboBox* box = panel->moduleBox();
+    bool isNumber = false;
+    const int n = spec.toInt(&isNumber);
+    if (isNumber) return n >= 1 && n <= box->count() ? n - 1 : -1;
+    for (int i = 0; i < box->count(); ++i)
+        if (box->itemText(i).section("  ", 0, 0) == spec) return i;
+    return -1;
 }
 
 // --run-constellation: run once model and image are there, then apply the view options once;
@@ -313,13 +384,27 @@ void wireConstellationOptions(MainWindow& window, const GuiOptions& o) {
         };
         QObject::connect(panel, &ModelPanel::checkpointLoaded, &window, runEpisode);
         if (panel->hasModel()) runEpisode();
+        else panel->loadShippedOnFirstUse();   // the episode is its first use
     }
     if (!o.runConstellation) return;
-    QObject::connect(panel, &ModelPanel::traceReady, &window, [panel, o] {
+    QObject::connect(panel, &ModelPanel::traceReady, &window, [&window, panel, o] {
         static bool done = false;
         if (done) return;
         done = true;
-        if (o.constellationModule >= 0) panel->setModule(o.constellationModule);
+        if (!o.constellationModule.isEmpty()) {
+            const int m = constellationModuleIndex(panel, o.constellationModule);
+            if (m < 0) {
+                QStringList names;
+                for (int i = 0; i < panel->moduleBox()->count(); ++i)
+                    names << panel->moduleBox()->itemText(i).section("  ", 0, 0);
+                window.reportError(QStringLiteral("--constellation-module %1: this model has modules 1..%2 (%3)")
+                                       .arg(o.constellationModule)
+                                       .arg(names.size())
+                                       .arg(names.join(", ")));
+            } else {
+                panel->setModule(m);
+            }
+        }
         if (o.cellX >= 0) panel->selectPoint(o.cellX + 0.5, o.cellY + 0.5);
         if (o.constellationMode) panel->setMode(*o.constellationMode);
         if (o.constellationGallery >= 0) {
@@ -328,7 +413,7 @@ void wireConstellationOptions(MainWindow& window, const GuiOptions& o) {
         }
         if (o.cellX >= 0) panel->hoverAt(o.cellX + 0.5, o.cellY + 0.5);
     });
-    if (!panel->hasModel() && !panel->modelLoading()) {
+    if (!panel->hasModel() && !panel->modelLoading() && panel->shippedCheckpoint().isEmpty()) {
         // Nothing to run with: say so instead of waiting.
         QObject::connect(&window, &MainWindow::imageLoaded, panel, [panel] {
             if (!panel->hasModel() && !panel->modelLoading() && panel->lastFailure().isEmpty()) panel->run(false);
@@ -338,8 +423,20 @@ void wireConstellationOptions(MainWindow& window, const GuiOptions& o) {
     panel->runWhenReady();
 }
 
+// Whether the launch has settled without an image to wait for: FILE was a checkpoint or a run
+// log (its kind read, no model still loading), or there is no FILE and no demo (--run alone).
+// `kind` is FILE's kind once identified ("" before; FILE not .h5: never settles this way).
+bool settledWithoutImage(MainWindow& window, const GuiOptions& o, const QString& kind) {
+    if (o.files.isEmpty()) return !o.demo;
+    if (kind != "glimpse.checkpoint" && kind != "glimpse.runlog") return false;
+    for (ModelPanel* p : window.panels())
+        if (p->modelLoading()) return false;
+    return true;
+}
+
 // --screenshot: once the image (and any asked-for trace) is drawn, grab the window and quit;
-// the exit status says whether everything asked for worked.
+// the exit status says whether everything asked for worked. A checkpoint or run log given as
+// FILE, or --run alone, shows no image: then once it is open.
 void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
     const QString out = o.screenshot;
     auto* vp = window.viewport();
@@ -350,10 +447,18 @@ void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
     const bool wantCst = cst && (o.runConstellation || o.constellationEpisode);
     ReplayPanel* replay = window.replayPanel();
     const int wantStep = o.step;
+    auto kind = std::make_shared<QString>();
+    QObject::connect(&window, &MainWindow::fileIdentified, &window,
+                     [kind](const QString&, const QString& k) { *kind = k; });
     auto take = [&window, out, letr, coat, cst, wantLetr, wantCoat, wantCst] {
         QPixmap pm = window.screen()->grabWindow(window.winId());
         const bool ok = pm.save(out, "PNG");
         std::cerr << (ok ? "glimpse: screenshot saved to " : "glimpse: cannot write screenshot ") << out.toStdString()
+                  << "\n";
+        QStringList loaded;   // models load on first use: say which this launch loaded
+        for (ModelPanel* p : window.panels())
+            if (p->hasModel()) loaded << p->title();
+        std::cerr << "glimpse: models loaded: " << (loaded.isEmpty() ? QStringLiteral("none") : loaded.join(", ")).toStdString()
                   << "\n";
         // A failed load or run makes the exit status non-zero (the screenshot shows it too).
         const bool letrFailed = wantLetr && !letr->hasTrace();
@@ -370,9 +475,16 @@ void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
         QApplication::exit(ok && !failed ? 0 : 1);
     };
     // Wait for the image to be drawn a few times (swapchain settled), then grab.
-    QObject::connect(vp, &widgets::ImageViewport::frameDrawn, &window, [vp, take, waitLetr, letr, wantCoat, coat, wantCst,
-                                                                        cst, replay, wantStep] {
+    QObject::connect(vp, &widgets::ImageViewport::frameDrawn, &window, [&window, o, kind, vp, take, waitLetr, letr,
+                                                                        wantCoat, coat, wantCst, cst, replay, wantStep] {
         static bool scheduled = false;
+        // Nothing to draw but the window (a checkpoint, a run log), or a refused option: take it.
+        if (!scheduled && vp->framesDrawn() >= 3 &&
+            (settledWithoutImage(window, o, *kind) || !window.lastError().isEmpty())) {
+            scheduled = true;
+            QTimer::singleShot(300, take);
+            return;
+        }
         const bool edgesDone = letr->settings().lineColour != LineColour::EdgeSupport || letr->edgeFieldReady();
         const bool letrDone = !waitLetr || (letr->hasTrace() && !letr->lsdRunning() && edgesDone) ||
                               !letr->lastFailure().isEmpty() ||
@@ -405,10 +517,17 @@ int runGui(int argc, char** argv) {
     {
         QStringList args;
         for (int i = 0; i < argc; ++i) args << QString::fromLocal8Bit(argv[i]);
+        // --help anywhere (`glimpse photo.jpg --help`): the usage, status 0.
+        for (int i = 1; i < args.size(); ++i)
+            if (args[i] == "--help" || args[i] == "-h") {
+                std::cout << "usage: glimpse [FILE] [GUI options]\n" << kGuiOptions
+                          << "glimpse --help also lists the commands.\n";
+                return 0;
+            }
         QCommandLineParser parser;
         addOptions(parser);
-        if (!parser.parse(args)) {
-            std::cerr << "glimpse: " << parser.errorText().toStdString() << "\n" << kGuiOptions;
+        if (!parser.parse(args)) {   // names the option; the list is one --help away
+            std::cerr << "glimpse: " << parser.errorText().toStdString() << " (glimpse --help lists the options)\n";
             return 2;
         }
         try {
@@ -437,14 +556,17 @@ int runGui(int argc, char** argv) {
     wireReplayOptions(window, o);
     // With --screenshot, wait for the trace when a run was asked for (or the demo runs one).
     // Wired before anything is opened, so that no early failure goes unseen.
-    const bool waitLetr = o.runLetr || (o.files.isEmpty() && !o.checkpoint.isEmpty());
+    const bool demo = o.files.isEmpty() && o.demo;
+    const bool waitLetr = o.runLetr || (demo && !o.checkpoint.isEmpty());
     if (!o.screenshot.isEmpty()) wireScreenshot(window, o, waitLetr);
-    if (o.files.isEmpty()) {
+    if (demo) {
         // The demo scene; with a model, LETR runs on it and the best line is selected.
         window.startDemo(o.checkpoint, o.entity == -2 ? -1 : o.entity);
     } else {
-        if (!o.checkpoint.isEmpty()) letr->loadCheckpoint(o.checkpoint);
-        window.openImage(o.files.first());
+        // Models load on first use (ModelPanel::setShippedCheckpoint): only a --checkpoint given
+        // loads now, and --run-letr loads the shipped one.
+        if (o.checkpointGiven) letr->loadCheckpoint(o.checkpoint);
+        if (!o.files.isEmpty()) window.openImage(o.files.first());
         if (o.runLetr) letr->runWhenReady(o.entity);
     }
     for (const QString& r : o.runs) window.openRun(r);

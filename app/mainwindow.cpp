@@ -45,6 +45,7 @@
 #include "core/io/demo_image.h"
 #include "core/io/image.h"
 #include "core/io/video.h"
+#include "core/run_files.h"
 #include "app/letr/inspector.h"
 #include "app/coat/inspector.h"
 #include "renderer/renderer.h"
@@ -128,13 +129,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     });
     if (!viewport_->vulkanError().isEmpty()) log(viewport_->vulkanError());
 
-    // Families whose default checkpoint is loaded at start (CoaT's Fashion-MNIST model), on a
-    // worker thread; LETR's is loaded by startDemo or the command line.
-    for (const auto& slot : panels_) {
-        if (!slot.family->loadDefaultAtStart || slot.family->defaultCheckpoint.isEmpty()) continue;
-        const QString path = resourceFile(slot.family->defaultCheckpoint);
-        if (!path.isEmpty()) slot.panel->loadCheckpoint(path);
-    }
+    // Each family's shipped checkpoint loads on its panel's first use, not at start (a launch on
+    // an episode or a run log loads no model; startDemo loads LETR's for the demo scene).
+    for (const auto& slot : panels_)
+        if (!slot.family->defaultCheckpoint.isEmpty())
+            slot.panel->setShippedCheckpoint(resourceFile(slot.family->defaultCheckpoint));
 
     QSettings settings;
     if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1280, 860);
@@ -443,6 +442,7 @@ void MainWindow::openIdentified(const QString& path, const FileKind& k) {
     const ModelFamily* family = findFamily(k.family);
     const QString what = QString::fromStdString(k.kind);
     ModelPanel* p = family ? panel(family->name) : nullptr;
+    Q_EMIT fileIdentified(path, what);
     if (k.kind == "glimpse.runlog") {
         if (openRun(path)) addRecent(path);
         return;
@@ -450,8 +450,9 @@ void MainWindow::openIdentified(const QString& path, const FileKind& k) {
     if ((k.kind == "glimpse.trace" || k.kind == "glimpse.checkpoint") && p) {
         addRecent(path);
         if (k.kind == "glimpse.trace") return p->openTrace(path);
+        p->loadCheckpoint(path);   // first: raising the panel then loads no shipped model
         Q_EMIT p->activateRequested();
-        return p->loadCheckpoint(path);
+        return;
     }
     if (k.kind == "glimpse.episode") return replay_->openEpisode(path);
     QString why;
@@ -464,7 +465,9 @@ void MainWindow::openIdentified(const QString& path, const FileKind& k) {
     Q_EMIT loadFailed(path, lastError_);
 }
 
-bool MainWindow::openRun(const QString& path) {
+bool MainWindow::openRun(const QString& given) {
+    // Either run log name (run.h5, runlog.h5) or the run folder (core/run_files.h).
+    const QString path = QString::fromStdString(findRunLog(given.toStdString()));
     QString err;
     if (!trainingPanel_->openRun(path, &err)) {
         reportError(err);

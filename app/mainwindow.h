@@ -105,6 +105,8 @@ Q_SIGNALS:
     void videoOpened(const QString& path, int frames);
     void frameShown(int index);
     void busyChanged(bool busy);
+    // An .h5 file's kind was read (before it is opened by kind): "glimpse.checkpoint", ...
+    void fileIdentified(const QString& path, const QString& kind);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* e) override;

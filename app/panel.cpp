@@ -109,6 +109,7 @@ void ModelPanel::openCheckpointDialog() {
 }
 
 void ModelPanel::loadCheckpoint(const QString& path) {
+    shippedTried_ = true;   // a model was asked for: the shipped one is no longer offered by itself
     ++loadingModel_;
     updateControls();
     Q_EMIT message("Loading " + spec_.title + " checkpoint " + path + " ...");
@@ -127,6 +128,19 @@ void ModelPanel::loadCheckpoint(const QString& path) {
             setModelErased(std::move(r.value), path);
             Q_EMIT checkpointLoaded(path);
         });
+}
+
+void ModelPanel::setShippedCheckpoint(const QString& path) {
+    shipped_ = path;
+    if (!model_ && loadingModel_ == 0 && !path.isEmpty())
+        modelLabel_->setText(QFileInfo(path).fileName() + " (loads when first used)");
+}
+
+bool ModelPanel::loadShippedOnFirstUse() {
+    if (model_ || loadingModel_ > 0 || shipped_.isEmpty() || shippedTried_) return false;
+    shippedTried_ = true;
+    loadCheckpoint(shipped_);
+    return true;
 }
 
 void ModelPanel::setModelErased(std::shared_ptr<void> model, const QString& label) {
@@ -151,6 +165,7 @@ void ModelPanel::run(bool interactive) {
     if (running_) return;
     const QString t = spec_.title;
     if (!viewport_->hasImage()) return fail("Run " + t + ": open an image first.");
+    if (!model_ && loadShippedOnFirstUse()) return runWhenReady();   // the shipped model, then the run
     if (!model_) {
         if (loadingModel_ > 0) return fail("Run " + t + ": the checkpoint is still loading; try again in a moment.");
         if (interactive) {
@@ -217,6 +232,7 @@ void ModelPanel::cancel() {
 }
 
 void ModelPanel::runWhenReady(int select) {
+    loadShippedOnFirstUse();
     pendingRun_ = true;
     pendingSelect_ = select;
     pendingBound_ = viewport_->hasImage();
@@ -323,7 +339,9 @@ void ModelPanel::openTrace(const QString& path) {
             if (!r.ok()) return fail(r.error);
             const QString key = spec_.traceKeyPrefix + QFileInfo(path).absoluteFilePath();
             cacheTrace(key, r.value.trace, true);
+            openingTrace_ = true;   // showing a trace file needs no model
             Q_EMIT activateRequested();
+            openingTrace_ = false;
             sourceKey_ = key;
             // The main window shows the image and calls sourceChanged(key): a cache hit.
             Q_EMIT showImageRequested(QFileInfo(path).fileName(), r.value.image);
@@ -338,6 +356,7 @@ void ModelPanel::openTrace(const QString& path) {
 void ModelPanel::setActive(bool on) {
     if (active_ == on) return;
     active_ = on;
+    if (on && !openingTrace_) loadShippedOnFirstUse();   // the panel raised: its first use
     if (on) redraw();
 }
 

@@ -80,6 +80,14 @@ public:
     bool hasModel() const { return bool(model_); }
     bool modelLoading() const { return loadingModel_ > 0; }
     QString checkpointPath() const { return checkpoint_; }
+    // The family's shipped checkpoint (letr_demo.h5, coat_fmnist.h5, ...; "" when not installed).
+    // It is not loaded at start but on the panel's first use: a run asked for without a model,
+    // or the panel raised (setActive) for the first time.
+    void setShippedCheckpoint(const QString& path);
+    QString shippedCheckpoint() const { return shipped_; }
+    // Starts loading the shipped checkpoint when there is no model, none is loading and it was
+    // not loaded before; returns whether a load started.
+    bool loadShippedOnFirstUse();
     // --- runs ---
     bool running() const { return running_; }
     // A run started while a cancelled pass is still finishing waits for it: true while so.
@@ -209,6 +217,9 @@ private:
     std::shared_ptr<void> model_;
     std::shared_ptr<std::mutex> modelMutex_;
     QString checkpoint_;
+    QString shipped_;
+    bool shippedTried_ = false;
+    bool openingTrace_ = false;   // activation by an opened trace file (no model wanted)
     Erased shown_;
     struct Cached {
         Erased trace;

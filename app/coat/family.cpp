@@ -14,8 +14,7 @@ ModelFamily coatFamily() {
     f.title = "CoaT";
     f.makePanel = panelFactory<CoatInspector>();
     f.runShortcut = QKeySequence("Ctrl+Shift+R");
-    f.defaultCheckpoint = "coat_fmnist.h5";   // the Fashion-MNIST model, loaded at start
-    f.loadDefaultAtStart = true;
+    f.defaultCheckpoint = "coat_fmnist.h5";   // the Fashion-MNIST model, loaded on the panel's first use
     f.trainer = coatRunner();
     f.training = {"CoaT (image classification)", "coat_fmnist_train.json", "fashion-mnist",
                   "fashion-mnist, fashion-mnist:DIR or a folder of class folders"};

@@ -14,10 +14,9 @@ ModelFamily constellationFamily() {
     f.title = "ConstellationNet";
     f.makePanel = panelFactory<ConstellationInspector>();
     f.runShortcut = QKeySequence("Ctrl+Alt+R");
-    // The small procedural few-shot model (< 1 MB): loaded at start on a worker when installed
-    // (the panel also offers it on first show).
+    // The small procedural few-shot model (< 1 MB): loaded on the panel's first use (first
+    // shown or raised, or a run) when installed.
     f.defaultCheckpoint = "constellation_demo.h5";
-    f.loadDefaultAtStart = true;
     f.trainer = constellationRunner();
     f.training = {"ConstellationNet (few-shot)", "", "procedural",
                   "procedural[:SEED], fashion-mnist[:DIR] or a mini-ImageNet-style folder (train/ val/ test/ class "

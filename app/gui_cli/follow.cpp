@@ -5,6 +5,7 @@
 #include "app/cli/cli.h"
 #include "app/training/run_follower.h"
 #include "core/error.h"
+#include "core/run_files.h"
 
 namespace glimpse::cli {
 
@@ -18,7 +19,7 @@ int followRunLog(const std::vector<std::string>& args) {
     Args a(args, {"--follow", "--until-ended"});
     a.checkKnown({"--follow", "--until-ended", "--interval", "--timeout"});
     if (a.positional().size() != 1) throw Error("info --follow: expected one run log");
-    const std::string path = a.positional()[0];
+    const std::string path = findRunLog(a.positional()[0]);   // run.h5, runlog.h5 or the run folder
     const double interval = a.getDouble("--interval", 0.2);
     const double timeout = a.getDouble("--timeout", 0);
     if (!(interval > 0)) throw Error("--interval must be > 0");
