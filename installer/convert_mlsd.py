@@ -5,6 +5,8 @@ Run with Debian's python3 (python3-torch, python3-h5py):
 
   convert_mlsd.py IN.pth --out OUT.h5 [--input-size 512] [--top-k 200] [--nms-kernel 3]
                   [--score-threshold 0.1] [--length-threshold 20]
+  convert_mlsd.py IN1.pth IN2.pth ... --out DIR     (each to DIR/<name>.h5; failures are
+                                                     reported and the others still converted)
 
 Input: the state dict of the PyTorch port of M-LSD tiny (lhwcv/mlsd_pytorch,
 models/mlsd_tiny_512_fp32.pth: MobileV2_MLSD_Tiny, converted from the official TFLite model),
@@ -186,8 +188,8 @@ def convert(in_path, out_path, config):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("input", help="M-LSD tiny state dict (.pth)")
-    p.add_argument("--out", required=True, help="Glimpse checkpoint to write (.h5)")
+    p.add_argument("inputs", nargs="+", help="M-LSD tiny state dict(s) (.pth)")
+    p.add_argument("--out", required=True, help="Glimpse checkpoint to write (.h5); a folder for several inputs")
     p.add_argument("--input-size", type=int, default=512, help="network input side (default 512)")
     p.add_argument("--top-k", type=int, default=200, help="centre candidates (default 200)")
     p.add_argument("--nms-kernel", type=int, default=3, help="max-pool side of the centre suppression (default 3)")
@@ -209,15 +211,21 @@ def main(argv=None):
     if problems:
         print("convert_mlsd.py: " + "; ".join(problems), file=sys.stderr)
         return 2
-    try:
-        if not os.path.isfile(a.input):
-            raise ConvertError("%s: no such file" % a.input)
-        cl.load_modules()
-        convert(a.input, a.out, make_config(a))
-    except ConvertError as e:
-        print("convert_mlsd.py: " + str(e), file=sys.stderr)
-        return 1
-    return 0
+    jobs = [(a.inputs[0], a.out)]
+    if len(a.inputs) > 1:
+        os.makedirs(a.out, exist_ok=True)
+        jobs = [(i, os.path.join(a.out, os.path.splitext(os.path.basename(i))[0] + ".h5")) for i in a.inputs]
+    failed = 0
+    for src, dst in jobs:
+        try:
+            if not os.path.isfile(src):
+                raise ConvertError("%s: no such file" % src)
+            cl.load_modules()
+            convert(src, dst, make_config(a))
+        except ConvertError as e:
+            print("convert_mlsd.py: " + str(e), file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -666,6 +666,19 @@ private Q_SLOTS:
         in->setCompare(-1);
         ImageViewport* cmp = w.compareViewport();
         QVERIFY(QTest::qWaitFor([&] { return !cmp->scene().lines.empty(); }, 20000));
+        // M-LSD tiny (the shipped resources/mlsd_tiny.h5, on a worker) in the same pane, named in
+        // its overlay, its lines inside the image.
+        const auto shows = [&](const std::string& name) {
+            for (const auto& row : cmp->scene().overlayRows)
+                if (row.first == "layer" && row.second == name) return !cmp->scene().lines.empty();
+            return false;
+        };
+        in->setCompare(-3);
+        QVERIFY(QTest::qWaitFor([&] { return !in->lsdRunning() && shows("M-LSD tiny"); }, 60000));
+        for (const auto& l : cmp->scene().lines)
+            QVERIFY(l.x1 > -5 && l.x1 < vp->image().width + 5 && l.y2 > -5 && l.y2 < vp->image().height + 5);
+        in->setCompare(-1);
+        QVERIFY(shows("LSD (OpenCV)"));
         in->setCompare(4);
         QCOMPARE(cmp->scene().lines.size(), size_t(24));
         vp->zoomIn();

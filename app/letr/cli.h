@@ -8,6 +8,9 @@
 namespace glimpse::letr {
 class LetrModel;
 }
+namespace glimpse::mlsd {
+struct MlsdModel;
+}
 
 namespace glimpse::cli {
 
@@ -19,6 +22,14 @@ int benchInspector(const std::vector<std::string>& args);  // glimpse bench insp
 int trainLetr(const std::vector<std::string>& args);       // glimpse train letr ...
 int evalLetr(const std::vector<std::string>& args);        // glimpse eval letr ...
 int evalEdges(const std::vector<std::string>& args);       // glimpse eval edges ...
+int inferMlsd(const std::vector<std::string>& args);       // glimpse infer --model mlsd ... (cli_mlsd.cpp)
+int benchMlsd(const std::vector<std::string>& args);       // glimpse bench mlsd ... (cli_mlsd.cpp)
+
+// M-LSD tiny as shipped (resources/mlsd_tiny.h5), loaded once and shared (thread-safe); an
+// Error when it is not installed. mlsdModelOption: the checkpoint of option `flag` when given,
+// else the shipped one.
+std::shared_ptr<mlsd::MlsdModel> shippedMlsd();
+std::shared_ptr<mlsd::MlsdModel> mlsdModelOption(const Args& a, const std::string& flag);
 
 // The model of infer and bench: --checkpoint, else a random one (--random-seed, --config,
 // --backbone, --queries); in eval mode, resized by --short-side/--max-long-side, on --device.

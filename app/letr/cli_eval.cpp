@@ -11,6 +11,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
 #include "app/cli/resource_path.h"
+#include "app/letr/cli.h"
 #include "core/util/device.h"
 #include "core/util/threads.h"
 #include "core/data/open.h"
@@ -21,6 +22,7 @@
 #include "core/io/image.h"
 #include "core/models/letr/trace.h"
 #include "core/models/letr/model.h"
+#include "core/models/mlsd/model.h"
 #include "core/util/path.h"
 
 namespace glimpse::cli {
@@ -31,10 +33,11 @@ const char* kEvalUsage =
     "usage: glimpse eval letr --checkpoint C.h5 --data D [--layers all|last] [--out eval.h5]\n"
     "                         [--max-images N] [--no-lsd] [--short-side S] [--max-long-side M]\n"
     "                         [--flips 1|2|4] [--threads T] [--device cpu|cuda[:N]]\n"
+    "                         [--no-mlsd] [--mlsd-checkpoint M.h5]\n"
     "Evaluates a LETR checkpoint on a line dataset (D: data.json, a dataset folder or\n"
     "procedural:COUNT[:SEED[:WxH[:SCENES]]]) and prints sAP5/10/15, sF10/15, APH and FH (percent) for\n"
     "every decoder layer of both stages (--layers last: the last layer of each) and for the LSD\n"
-    "baseline on the same images. --short-side and --max-long-side override the checkpoint's input\n"
+    "and M-LSD tiny baselines on the same images (M-LSD: resources/mlsd_tiny.h5 when installed). --short-side and --max-long-side override the checkpoint's input\n"
     "size (a larger long-side cap is needed to enlarge a small image). --out writes the numbers and PR curves as an eval file (a\n"
     "finished run log, docs/formats.md). --flips 2|4 evaluates the flip ensemble: each image\n"
     "also runs mirrored (4: left-right, up-down and both) and every layer's lines are merged\n"
@@ -43,13 +46,15 @@ const char* kEvalUsage =
 const char* kEdgesUsage =
     "usage: glimpse eval edges IMAGE... [--checkpoint C.h5] [--top K] [--short-side S] [--max-long-side M]\n"
     "                          [--flips 1|2|4] [--threads T] [--figure OUT.png|OUT.jpg]\n"
+    "                          [--no-mlsd] [--mlsd-checkpoint M.h5]\n"
     "Photos have no ground truth: for the K best lines (default 50) of LETR (the last decoder\n"
     "layer of its last stage; with --checkpoint, else resources/letr_demo.h5 when present) and\n"
-    "of LSD on each image, prints the fraction of lines that lie on strong image edges (70% of\n"
+    "of LSD and of M-LSD tiny (resources/mlsd_tiny.h5 when installed, or --mlsd-checkpoint) on each\n"
+    "image, prints the fraction of lines that lie on strong image edges (70% of\n"
     "their pixels on a gradient in the image's top 10% whose direction is within 22.5 degrees\n"
     "of the line's normal) and the mean fraction of such pixels (docs/decisions.md). --flips:\n"
     "LETR's lines from the flip ensemble, as in eval letr. --figure writes a picture with a row per\n"
-    "image: LETR's K best lines, then LSD's, each line green when on an edge, yellow when 30% of\n"
+    "image: LETR's K best lines, then LSD's, then M-LSD's, each line green when on an edge, yellow when 30% of\n"
     "it or more is supported, red otherwise (the best line on top); the first 100 images.\n";
 
 // --figure: each image's panels (LETR's, LSD's) side by side under a caption strip, the rows
@@ -101,6 +106,19 @@ std::string panelCaption(const std::string& image, const char* detector, const e
     return buf;
 }
 
+// The M-LSD baseline of eval letr / eval edges: none with --no-mlsd, --mlsd-checkpoint when
+// given, else the shipped model when installed (said on stderr when it is not).
+std::shared_ptr<mlsd::MlsdModel> baselineMlsd(const Args& a, const char* command) {
+    if (a.has("--no-mlsd")) return nullptr;
+    if (!a.has("--mlsd-checkpoint") && resourcePath("mlsd_tiny.h5").empty()) {
+        std::cerr << command << ": no M-LSD model (no --mlsd-checkpoint and no resources/mlsd_tiny.h5): no M-LSD row\n";
+        return nullptr;
+    }
+    auto m = mlsdModelOption(a, "--mlsd-checkpoint");
+    std::cerr << command << ": M-LSD tiny " << m->source << "\n";
+    return m;
+}
+
 // --short-side / --max-long-side: the model's input size unless given.
 void applyResize(const Args& a, letr::LetrModel& model) {
     if (!a.has("--short-side") && !a.has("--max-long-side")) return;
@@ -125,8 +143,9 @@ int evalEdges(const std::vector<std::string>& argv) {
         std::cout << kEdgesUsage;
         return argv.empty() ? 2 : 0;
     }
-    Args a(argv, {});
-    a.checkKnown({"--checkpoint", "--top", "--short-side", "--max-long-side", "--flips", "--threads", "--figure"});
+    Args a(argv, {"--no-mlsd"});
+    a.checkKnown({"--checkpoint", "--top", "--short-side", "--max-long-side", "--flips", "--threads", "--figure",
+                  "--no-mlsd", "--mlsd-checkpoint"});
     const std::string figure = a.get("--figure", "");
     bool figurePng = false;
     if (a.has("--figure")) {
@@ -159,8 +178,9 @@ int evalEdges(const std::vector<std::string>& argv) {
         applyResize(a, *model);
     }
     if (!model) std::cerr << "glimpse eval edges: no LETR model (no --checkpoint and no resources/letr_demo.h5): LSD only\n";
+    const std::shared_ptr<mlsd::MlsdModel> mlsdModel = baselineMlsd(a, "glimpse eval edges");
     std::printf("%-28s %-6s %6s %9s %13s\n", "image", "lines", "count", "on edge", "mean support");
-    double sumLetr = 0, sumLsd = 0;
+    double sumLetr = 0, sumLsd = 0, sumMlsd = 0;
     for (const std::string& path : a.positional()) {
         const cv::Mat rgb = loadImageRGB(path);
         const std::string name = std::filesystem::path(path).filename().string();
@@ -185,10 +205,20 @@ int evalEdges(const std::vector<std::string>& argv) {
         if (inFigure)
             figureRows.back().push_back(captioned(eval::drawEdgeSupport(rgb, lsdLines, r, o, kFigurePanelHeight),
                                                   panelCaption(name, "LSD", r)));
+        if (mlsdModel) {
+            const std::vector<eval::ScoredLine> mlsdLines = mlsd::detectMlsd(*mlsdModel, rgb);
+            const auto m = eval::edgeSupport(rgb, mlsdLines, o);
+            std::printf("%-28s %-6s %6d %8.1f%% %13.2f\n", name.c_str(), "M-LSD", m.lines, 100 * m.onEdge, m.meanSupport);
+            sumMlsd += m.onEdge;
+            if (inFigure)
+                figureRows.back().push_back(captioned(eval::drawEdgeSupport(rgb, mlsdLines, m, o, kFigurePanelHeight),
+                                                      panelCaption(name, "M-LSD", m)));
+        }
     }
     const double n = double(a.positional().size());
     if (model) std::printf("%-28s %-6s %6s %8.1f%%\n", "mean", "LETR", "", 100 * sumLetr / n);
     std::printf("%-28s %-6s %6s %8.1f%%\n", "mean", "LSD", "", 100 * sumLsd / n);
+    if (mlsdModel) std::printf("%-28s %-6s %6s %8.1f%%\n", "mean", "M-LSD", "", 100 * sumMlsd / n);
     if (!figure.empty()) {
         const cv::Mat fig = stackFigure(figureRows);
         if (figurePng) saveImagePNG(figure, fig);
@@ -208,9 +238,10 @@ int evalLetr(const std::vector<std::string>& argv) {
         std::cout << kEvalUsage;
         return 0;
     }
-    Args a(argv, {"--no-lsd"});
+    Args a(argv, {"--no-lsd", "--no-mlsd"});
     a.checkKnown({"--checkpoint", "--data", "--layers", "--out", "--max-images", "--no-lsd",
-                  "--short-side", "--max-long-side", "--flips", "--threads", "--device"});
+                  "--short-side", "--max-long-side", "--flips", "--threads", "--device", "--no-mlsd",
+                  "--mlsd-checkpoint"});
     const torch::Device device = parseDevice(a.get("--device", "cpu"));
     if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional().front() + "'");
     const std::string ckpt = a.require("--checkpoint");
@@ -232,6 +263,10 @@ int evalLetr(const std::vector<std::string>& argv) {
     auto model = letr::loadLetr(ckpt);
     applyResize(a, *model);
     model->to(device);
+    if (const std::shared_ptr<mlsd::MlsdModel> m = baselineMlsd(a, "glimpse eval")) {
+        m->net->to(device);
+        opts.mlsd = [m](const cv::Mat& rgb) { return mlsd::detectMlsd(*m, rgb); };
+    }
     auto data = data::openLineDataset(dataSpec);
     std::cerr << "glimpse eval: " << ckpt << " (" << model->config().backbone << ", "
               << model->config().numQueries << " queries, short side " << model->config().shortSide

@@ -24,6 +24,8 @@
 
 #include "core/error.h"
 #include "core/models/letr/model.h"
+#include "core/models/mlsd/model.h"
+#include "app/letr/cli.h"
 #include "renderer/colormap.h"
 #include "widgets/layer_stepper.h"
 #include "widgets/viewport.h"
@@ -163,7 +165,7 @@ void LetrInspector::buildUi() {
         if (!updating_) setEntity(v);
     });
 
-    addCompareControl(form, {}, "Show another layer, or OpenCV's LSD, beside this one (synchronized pan/zoom)");
+    addCompareControl(form, {}, "Show another layer, OpenCV's LSD or M-LSD tiny beside this one (synchronized pan/zoom)");
 
     flipsBox_ = new QComboBox(this);
     flipsBox_->addItem("off (the image only)", 1);
@@ -259,7 +261,11 @@ void LetrInspector::onSourceChanged(const QString& key) {
     // LSD of an unnamed image is not reusable, and a trace file may have changed since it was
     // last opened.
     lsdCache_.remove(QString());
-    if (key.startsWith("trace:")) lsdCache_.remove(key);
+    mlsdCache_.remove(QString());
+    if (key.startsWith("trace:")) {
+        lsdCache_.remove(key);
+        mlsdCache_.remove(key);
+    }
     // The edge field belongs to one image: dropped for any other, and for an unnamed image or a
     // trace file (which may have changed), as LSD's lines are; a measurement under way is dropped.
     if (key != edgeKey_ || key.isEmpty() || key.startsWith("trace:")) {
@@ -328,11 +334,11 @@ void LetrInspector::showTrace(const Erased& erased, bool) {
     settings_.head = head();
     entity_->setRange(-1, int(t.numQueries()) - 1);
     entity_->setValue(settings_.entity);
-    QStringList choices{"LSD (OpenCV)"};
+    QStringList choices{"LSD (OpenCV)", "M-LSD tiny"};
     for (const QString& l : labels) choices << "layer " + l;
     setCompareChoices(choices);
     if (compareMode_ >= int(labels.size())) compareMode_ = -2;
-    showCompareChoice(compareMode_ + 2);
+    showCompareChoice(compareIndex(compareMode_));
     updating_ = false;
     if (edgeFieldReady()) view_->setEdgeField(edgeField_);
     else requestEdgeField();
@@ -462,9 +468,9 @@ void LetrInspector::heatmapStyleChanged() {
 }
 
 void LetrInspector::setCompare(int mode) {
-    if (mode < -2 || mode >= positionCount()) mode = -2;
+    if (mode < -3 || mode >= positionCount()) mode = -2;
     compareMode_ = mode;
-    showCompareChoice(mode + 2);
+    showCompareChoice(compareIndex(mode));
     if (active()) refreshCompare();
 }
 
@@ -522,7 +528,7 @@ void LetrInspector::drawScene() {
 }
 
 void LetrInspector::refreshCompare() {
-    if (!showComparePane(view_ && compareMode_ > -2)) return;
+    if (!showComparePane(view_ && compareMode_ != -2)) return;
     widgets::ImageViewport* pane = comparePane();
     if (compareMode_ >= 0) {
         LetrViewSettings s = settings_;
@@ -530,32 +536,44 @@ void LetrInspector::refreshCompare() {
         pane->setScene(view_->scene(s));
         return;
     }
-    // LSD baseline, computed once per image on a worker thread.
+    // A baseline (LSD, or M-LSD: the shipped model, loaded once), computed once per image on a
+    // worker thread.
+    const bool mlsd = compareMode_ == -3;
+    const int mode = compareMode_;
+    const std::string name = mlsd ? "M-LSD tiny" : "LSD (OpenCV)";
+    auto& cache = mlsd ? mlsdCache_ : lsdCache_;
     const QString key = sourceKey();
-    auto it = lsdCache_.find(key);
-    if (it != lsdCache_.end() && it.value()) {
-        pane->setScene(lsdScene(*it.value(), settings_.lineColour, shownEdgeField()));
+    auto it = cache.find(key);
+    if (it != cache.end() && it.value()) {
+        pane->setScene(lsdScene(*it.value(), settings_.lineColour, shownEdgeField(), name));
         return;
     }
-    if (it != lsdCache_.end()) return;   // running
-    lsdCache_.insert(key, nullptr);
+    if (it != cache.end()) return;   // running
+    cache.insert(key, nullptr);
     pane->setScene({});
     runAsync(
-        this, [image = toMat(viewport()->image())] { return std::make_shared<std::vector<eval::ScoredLine>>(eval::detectLsd(image)); },
-        [this, key](Outcome<std::shared_ptr<std::vector<eval::ScoredLine>>> r) {
+        this,
+        [image = toMat(viewport()->image()), mlsd] {
+            return std::make_shared<std::vector<eval::ScoredLine>>(
+                mlsd ? mlsd::detectMlsd(*cli::shippedMlsd(), image) : eval::detectLsd(image));
+        },
+        [this, key, mode, name, &cache](Outcome<std::shared_ptr<std::vector<eval::ScoredLine>>> r) {
             if (!r.ok()) {
-                lsdCache_.remove(key);
-                return fail("LSD failed on the current image: " + r.error);
+                cache.remove(key);
+                return fail(QString::fromStdString(name) + " failed on the current image: " + r.error);
             }
-            lsdCache_.insert(key, r.value);
-            if (key == sourceKey() && compareMode_ == -1 && active())
-                comparePane()->setScene(lsdScene(*r.value, settings_.lineColour, shownEdgeField()));
+            cache.insert(key, r.value);
+            if (key == sourceKey() && compareMode_ == mode && active())
+                comparePane()->setScene(lsdScene(*r.value, settings_.lineColour, shownEdgeField(), name));
         });
 }
 
 bool LetrInspector::lsdRunning() const {
-    const auto it = lsdCache_.find(sourceKey());
-    return it != lsdCache_.end() && !it.value();
+    for (const auto* cache : {&lsdCache_, &mlsdCache_}) {
+        const auto it = cache->find(sourceKey());
+        if (it != cache->end() && !it.value()) return true;
+    }
+    return false;
 }
 
 void LetrInspector::enableControls(bool have) {

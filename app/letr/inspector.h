@@ -55,7 +55,7 @@ public:
     QTableWidget* entityTable() const { return table_; }
     // Entities listed in the table, in the table's current (sorted) order.
     std::vector<int> tableEntities() const;
-    // True while the LSD lines of the compare pane are being computed for the shown image.
+    // True while the LSD or M-LSD lines of the compare pane are being computed for the shown image.
     bool lsdRunning() const;
     // True once the shown image's edge field is known (the table's "edge" column is filled).
     bool edgeFieldReady() const;
@@ -73,7 +73,7 @@ public Q_SLOTS:
     // Views of the flip ensemble for the next runs (1, 2 or 4; core/models/letr/flips.h). A
     // change drops the cached traces and, when a trace is shown, runs again.
     void setFlips(int views);
-    // Compare pane: -2 off, -1 LSD, >= 0 a layer position.
+    // Compare pane: -2 off, -1 LSD, -3 M-LSD tiny (resources/mlsd_tiny.h5), >= 0 a layer position.
     void setCompare(int mode);
     // Colour lines by score or by edge support (both panes).
     void setLineColour(LineColour colour);
@@ -93,7 +93,9 @@ protected:
     void heatmapStyleChanged() override;
     // A model that stores a display threshold (config "score_threshold") sets the slider.
     void modelChanged() override;
-    void compareChosen(int index) override { setCompare(index - 2); }
+    // The Compare box: off, LSD, M-LSD, then the layers.
+    void compareChosen(int index) override { setCompare(index == 2 ? -3 : index < 2 ? index - 2 : index - 3); }
+    static int compareIndex(int mode) { return mode == -3 ? 2 : mode < 0 ? mode + 2 : mode + 3; }
     void keyPressEvent(QKeyEvent* e) override;
 
 private:
@@ -110,7 +112,7 @@ private:
     std::unique_ptr<LetrView> view_;
     LetrViewSettings settings_;
     int compareMode_ = -2;
-    QHash<QString, std::shared_ptr<std::vector<eval::ScoredLine>>> lsdCache_;
+    QHash<QString, std::shared_ptr<std::vector<eval::ScoredLine>>> lsdCache_, mlsdCache_;
     bool updating_ = false;
     // The shown image's edge field: one image's only (a field is two float maps of its size).
     QString edgeKey_;

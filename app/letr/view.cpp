@@ -278,7 +278,7 @@ widgets::ViewportScene LetrView::scene(const LetrViewSettings& s) {
 }
 
 widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines, LineColour colour,
-                                const eval::EdgeField* field) {
+                                const eval::EdgeField* field, const std::string& name) {
     widgets::ViewportScene sc;
     const size_t n = lines.size();
     const bool byEdge = colour == LineColour::EdgeSupport && field;
@@ -297,7 +297,7 @@ widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines, Line
         sc.lineIds.push_back(-1);
         sc.lineLabels.emplace_back();
     }
-    sc.overlayRows.push_back({"layer", "LSD (OpenCV)"});
+    sc.overlayRows.push_back({"layer", name});
     sc.overlayRows.push_back({"lines", std::to_string(n)});
     if (colour == LineColour::EdgeSupport)
         sc.overlayRows.push_back({"on an edge", byEdge ? std::to_string(on) + " of " + std::to_string(n) : "measuring..."});

@@ -130,10 +130,11 @@ private:
     const Lines& visibleLines(int position, float threshold, LineColour colour);
 };
 
-// LSD baseline lines as a scene (all lines, not pickable), coloured by rank, or with
-// LineColour::EdgeSupport and a field by their edge support like LETR's.
+// Baseline lines (LSD's, M-LSD's) as a scene (all lines, not pickable), coloured by rank, or
+// with LineColour::EdgeSupport and a field by their edge support like LETR's; `name` is the
+// overlay's "layer" row.
 widgets::ViewportScene lsdScene(const std::vector<eval::ScoredLine>& lines, LineColour colour = LineColour::Score,
-                                const eval::EdgeField* field = nullptr);
+                                const eval::EdgeField* field = nullptr, const std::string& name = "LSD (OpenCV)");
 
 // Writes the entity rows as JSON (an object with "layer" and "lines") or CSV (header
 // entity,score,x1,y1,x2,y2,length,angle,edge), chosen by the extension (.json / .csv),

@@ -89,6 +89,7 @@ LetrEvalResult evaluateLetr(letr::LetrModel& model, const data::LineDataset& dat
         }
     }
     LineEvaluator lsd(options.thresholds);
+    LineEvaluator mlsd(options.thresholds);
 
     LetrEvalResult result;
     TrainingFlagRestore restore(model);
@@ -119,11 +120,13 @@ LetrEvalResult evaluateLetr(letr::LetrModel& model, const data::LineDataset& dat
             slot.ev.add(pred, gt, s.image.cols, s.image.rows);
         }
         if (options.lsd) lsd.add(detectLsd(s.image), gt, s.image.cols, s.image.rows);
+        if (options.mlsd) mlsd.add(options.mlsd(s.image), gt, s.image.cols, s.image.rows);
         result.images = i + 1;
         if (progress) progress(i + 1, total);
     }
     for (size_t k = 0; k < slots.size(); ++k) rows[k].metrics = slots[k].ev.compute();
     if (options.lsd) rows.push_back({"lsd", "LSD", lsd.compute()});
+    if (options.mlsd) rows.push_back({"mlsd", "M-LSD", mlsd.compute()});
     result.rows = std::move(rows);
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return result;

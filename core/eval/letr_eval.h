@@ -32,6 +32,9 @@ namespace glimpse::eval {
 struct LetrEvalOptions {
     bool allLayers = true;        // every decoder layer; false: the last layer of each stage
     bool lsd = true;              // add the LSD baseline row
+    // When set, an M-LSD baseline row ("mlsd", "M-LSD") from the lines it gives for each RGB
+    // image (core/models/mlsd/model.h, detectMlsd), after LSD's.
+    std::function<std::vector<ScoredLine>(const cv::Mat& rgb)> mlsd;
     std::vector<double> thresholds{5, 10, 15};
     int64_t maxImages = -1;       // evaluate the first maxImages images only (-1: all)
     size_t maxCurvePoints = 512;  // PR curves are subsampled to this many points when stored
@@ -41,13 +44,13 @@ struct LetrEvalOptions {
 };
 
 struct EvalRow {
-    std::string key;     // "coarse_1" ... "fine_6", "lsd" (names in eval files)
-    std::string label;   // "coarse 1" ... "fine 6", "LSD" (1-based, as the GUI shows layers)
+    std::string key;     // "coarse_1" ... "fine_6", "lsd", "mlsd" (names in eval files)
+    std::string label;   // "coarse 1" ... "fine 6", "LSD", "M-LSD" (1-based, as the GUI shows layers)
     LineMetrics metrics;
 };
 
 struct LetrEvalResult {
-    std::vector<EvalRow> rows;   // coarse layers, fine layers, then LSD
+    std::vector<EvalRow> rows;   // coarse layers, fine layers, then LSD, then M-LSD
     int64_t images = 0;
     bool stopped = false;        // the Control asked to stop: metrics cover `images` images
     double seconds = 0;
