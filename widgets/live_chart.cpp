@@ -663,15 +663,27 @@ void LiveChart::drawAxes(QPainter& p, const Axes& a) const {
                 }
         std::sort(yt.begin(), yt.end());
     } else {
-        const double iv = niceTickInterval(a.y1 - a.y0, std::max(2, int(a.plot.height() / (fm.height() * 1.6))));
+        const double iv = niceTickInterval(a.y1 - a.y0, std::clamp(int(a.plot.height() / (fm.height() * 2.5)), 2, 8));
         for (double v = std::ceil(a.y0 / iv) * iv; v <= a.y1 + iv * 1e-9; v += iv) yt << (std::abs(v) < iv * 1e-9 ? 0 : v);
     }
+    // Linear tick labels with the decimals their spacing needs (0.9975 next to 1), trailing zeros cut.
+    const double step = yt.size() > 1 ? yt[1] - yt[0] : 1.0;
+    const int decimals = std::clamp(int(-std::floor(std::log10(std::max(step, 1e-12)) + 1e-9)) + 1, 0, 10);
+    const auto tickText = [&](double v) {
+        if (a.log || std::abs(v) >= 1e5 || (v != 0 && std::abs(v) < 1e-4)) return QString::number(a.log ? std::pow(10.0, v) : v, 'g', 3);
+        QString t = QString::number(v, 'f', decimals);
+        if (t.contains('.')) {
+            while (t.endsWith('0')) t.chop(1);
+            if (t.endsWith('.')) t.chop(1);
+        }
+        return t == "-0" ? QStringLiteral("0") : t;
+    };
     for (double v : yt) {
         const double y = a.plot.bottom() - (v - a.y0) / (a.y1 - a.y0) * a.plot.height();
         p.setPen(QPen(grid, 1));
         p.drawLine(QPointF(a.plot.left(), y), QPointF(a.plot.right(), y));
         p.setPen(text);
-        const QString s = QString::number(a.log ? std::pow(10.0, v) : v, 'g', 3);
+        const QString s = tickText(v);
         p.drawText(QRectF(0, y - fm.height() / 2.0, a.plot.left() - 4, fm.height()), Qt::AlignRight | Qt::AlignVCenter, s);
     }
     // x ticks
