@@ -8,7 +8,7 @@ target_compile_definitions(test_cli PRIVATE GLIMPSE_EXE="$<TARGET_FILE:glimpse>"
 glimpse_add_test(test_live_chart SOURCES test_live_chart.cpp LIBS glimpse_widgets glimpse_core TIMEOUT 120)
 # Training panel and view (app/training): run-log following, overlay, job control, preview, the
 # charts tab of the main window; under Xvfb (the main window's Vulkan viewport).
-glimpse_add_test(test_training_panel SOURCES test_training_panel.cpp LIBS glimpse_app XVFB TIMEOUT 300)
+glimpse_add_test(test_training_panel SOURCES test_training_panel.cpp LIBS glimpse_app XVFB TIMEOUT 600)
 add_dependencies(test_training_panel glimpse)   # follows a `glimpse train letr` process
 target_compile_definitions(test_training_panel PRIVATE GLIMPSE_EXE="$<TARGET_FILE:glimpse>")
 glimpse_add_test(test_letr_inspector SOURCES test_letr_inspector.cpp LIBS glimpse_app XVFB TIMEOUT 300 LABELS letr)
