@@ -710,7 +710,15 @@ private Q_SLOTS:
         QCOMPARE(failed.count(), 1);
         QVERIFY(failed.first().first().toString().contains("lines.txt"));
 
-        in->setThreshold(1.0);   // only the selected line over the full-opacity gray heatmap
+        {   // only the selected (best) line over the full-opacity gray heatmap: a threshold
+            // above its score would hide it too (issue 56, item 3)
+            float selScore = 0.0f;
+            for (const auto& l : trace->lines(Stage::Fine, 2, 0.0f))
+                if (int(l.entity) == expected) selScore = l.score;
+            in->setThreshold(std::floor(double(selScore) * 1000.0) / 1000.0);
+        }
+        QVERIFY(!vp->scene().lines.empty());
+        QCOMPARE(vp->scene().lineIds.back(), expected);
         QSignalSpy exported(&w, &MainWindow::exported);
         const QString png = dir_.filePath("view.png");
         w.exportViewPng(png);
@@ -728,7 +736,9 @@ private Q_SLOTS:
         for (int i = 0; i < attLast.size(0); ++i)
             for (int j = 0; j < attLast.size(1); ++j) {
                 const double ix = (j + 0.5) * 200.0 / attLast.size(1), iy = (i + 0.5) * 150.0 / attLast.size(0);
-                if (segDist(ix, iy, sel) < 6) continue;
+                bool nearLine = false;   // the selection, and any line within 0.001 of its score
+                for (const auto& l : vp->scene().lines) nearLine = nearLine || segDist(ix, iy, l) < 6;
+                if (nearLine) continue;
                 const int want = int(std::lround(attLast[i][j].item<float>() / mxLast * 255.0));
                 const cv::Vec3b got = out.at<cv::Vec3b>(int(iy), int(ix));
                 QVERIFY2(std::abs(int(got[0]) - want) <= 10,
@@ -969,7 +979,9 @@ private Q_SLOTS:
             QCOMPARE(in3->trace().get(), first.get());
         }
 
-        // Run without a model (non-interactive): a clear message, no crash.
+        // Run without a model and no shipped one to load on first use (non-interactive): a
+        // clear message, no crash.
+        in2->setShippedCheckpoint(QString());
         QSignalSpy nomodel(in2, &LetrInspector::failed);
         in2->run(false);
         QCOMPARE(nomodel.count(), 1);
