@@ -16,6 +16,7 @@
 #include "core/io/checkpoint.h"
 #include "core/models/constellation/model.h"
 #include "core/trace.h"
+#include "tests/python_reference.h"
 #include "tests/support.h"
 
 using namespace glimpse;
@@ -26,50 +27,9 @@ using testing::maxDiff;
 
 namespace {
 
-QString pythonExe() {
-    const QByteArray env = qgetenv("GLIMPSE_PYTHON");
-    return env.isEmpty() ? QString("/usr/bin/python3") : QString::fromLocal8Bit(env);
-}
-
-struct Proc {
-    int code = -1;
-    QString out, err;
-};
-
-Proc runPython(const QStringList& args) {
-    Proc r;
-    const QString python = pythonExe();
-    if (!QFile::exists(python)) {
-        r.code = -2;
-        r.err = python + " does not exist";
-        return r;
-    }
-    QProcess p;
-    p.start(python, args);
-    if (!p.waitForStarted(10000)) {
-        r.code = -2;
-        r.err = "cannot start " + python;
-        return r;
-    }
-    if (!p.waitForFinished(180000)) {
-        p.kill();
-        p.waitForFinished();
-        r.err = "timed out";
-        return r;
-    }
-    r.code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
-}
-
-constexpr int kNoTorch = 3;
-#define RUN_PYTHON_OR_SKIP(result, args)                                                            \
-    result = runPython(args);                                                                       \
-    if (result.code == kNoTorch || result.code == -2)                                               \
-        QSKIP(qPrintable("no PyTorch reference (" + result.err.trimmed() + ")"));
-
-QString script(const char* name) { return QString(GLIMPSE_SOURCE_DIR) + "/installer/" + name; }
+using testing::Proc;
+using testing::runPython;
+QString script(const char* name) { return testing::installerScript(name); }
 
 ConstellationConfig smallResNet(bool multi) {
     ConstellationConfig c;
