@@ -42,31 +42,6 @@ ConvertError = cl.ConvertError
 REP, DYN, PRED = "representation_network.", "dynamics_network.", "prediction_network."
 
 
-def state_dict_of(ck, path):
-    torch = cl.torch
-    if isinstance(ck, torch.nn.Module):
-        raise ConvertError("%s: a pickled %s module, not a state dict; save model.state_dict() and convert that"
-                           % (path, type(ck).__name__))
-    if not isinstance(ck, dict):
-        raise ConvertError("%s: expected an EfficientZero state dict, found a %s" % (path, type(ck).__name__))
-    for key in ("model", "state_dict"):
-        if key in ck and isinstance(ck[key], dict):
-            ck = ck[key]
-            break
-    if not ck:
-        raise ConvertError("%s: the state dict is empty" % path)
-    out = {}
-    for k, v in ck.items():
-        if not torch.is_tensor(v):
-            raise ConvertError("%s: entry '%s' is a %s, not a tensor (not an EfficientZero state dict)"
-                               % (path, k, type(v).__name__))
-        name = k[len("module."):] if k.startswith("module.") else k
-        if name in out:
-            raise ConvertError("%s: two entries map to '%s'" % (path, name))
-        out[name] = v
-    return out
-
-
 def recognise(t, path):
     for part in (REP, DYN, PRED):
         if not any(k.startswith(part) for k in t):
@@ -322,7 +297,7 @@ def write_checkpoint(path, config, tensors):
 
 
 def convert(in_path, out_path, obs_h, obs_w, obs_c):
-    t = state_dict_of(cl.torch_load(in_path), in_path)
+    t = cl.plain_state_dict(cl.torch_load(in_path), in_path, "EfficientZero")
     recognise(t, in_path)
     cfg = derive_config(t, in_path, obs_h, obs_w, obs_c)
     notes = drop_unused(t, cfg, in_path)

@@ -258,6 +258,33 @@ def torch_load(path):
         raise ConvertError("%s: cannot read as a PyTorch checkpoint (%s: %s)" % (path, type(e).__name__, e))
 
 
+def plain_state_dict(ck, path, what):
+    """A loaded .pth as {name: tensor}: unwraps a "model" or "state_dict" entry, strips
+    DataParallel's "module." prefix, refuses pickled modules, non-tensors and empty files.
+    `what` names the expected model in the messages ("M-LSD", "EfficientZero")."""
+    if isinstance(ck, torch.nn.Module):
+        raise ConvertError("%s: a pickled %s module, not a state dict; save model.state_dict() and convert that"
+                           % (path, type(ck).__name__))
+    if not isinstance(ck, dict):
+        raise ConvertError("%s: expected an %s state dict, found a %s" % (path, what, type(ck).__name__))
+    for key in ("model", "state_dict"):
+        if key in ck and isinstance(ck[key], dict):
+            ck = ck[key]
+            break
+    if not ck:
+        raise ConvertError("%s: the state dict is empty" % path)
+    out = {}
+    for k, v in ck.items():
+        if not torch.is_tensor(v):
+            raise ConvertError("%s: entry '%s' is a %s, not a tensor (not an %s state dict)"
+                               % (path, k, type(v).__name__, what))
+        name = k[len("module."):] if k.startswith("module.") else k
+        if name in out:
+            raise ConvertError("%s: two entries map to '%s'" % (path, name))
+        out[name] = v
+    return out
+
+
 def normalize_names(sd, path):
     """Official names -> Glimpse names. Returns (tensors, notes)."""
     notes = []

@@ -93,31 +93,6 @@ def expected_tensors():
     return out
 
 
-def state_dict_of(ck, path):
-    torch = cl.torch
-    if isinstance(ck, torch.nn.Module):
-        raise ConvertError("%s: a pickled %s module, not a state dict; save model.state_dict() and convert that"
-                           % (path, type(ck).__name__))
-    if not isinstance(ck, dict):
-        raise ConvertError("%s: expected an M-LSD state dict, found a %s" % (path, type(ck).__name__))
-    for key in ("model", "state_dict"):
-        if key in ck and isinstance(ck[key], dict):
-            ck = ck[key]
-            break
-    if not ck:
-        raise ConvertError("%s: the state dict is empty" % path)
-    out = {}
-    for k, v in ck.items():
-        if not torch.is_tensor(v):
-            raise ConvertError("%s: entry '%s' is a %s, not a tensor (not an M-LSD state dict)"
-                               % (path, k, type(v).__name__))
-        name = k[len("module."):] if k.startswith("module.") else k
-        if name in out:
-            raise ConvertError("%s: two entries map to '%s'" % (path, name))
-        out[name] = v
-    return out
-
-
 def recognise(tensors, path):
     """Refuses checkpoints of other models with a message saying what they are."""
     names = set(tensors)
@@ -178,7 +153,7 @@ def make_config(a):
 
 
 def convert(in_path, out_path, config):
-    tensors = state_dict_of(cl.torch_load(in_path), in_path)
+    tensors = cl.plain_state_dict(cl.torch_load(in_path), in_path, "M-LSD")
     recognise(tensors, in_path)
     check_tensors(tensors, in_path)
     write_checkpoint(out_path, config, tensors)
