@@ -2,6 +2,7 @@
 // run ends) or the checkpoint.h5 training state (written every checkpoint_every steps) - on
 // the first validation images of the run's dataset.
 #include "app/family.h"
+#include "app/training/run_files.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -45,12 +46,7 @@ LoadedCoat loadCheckpoint(const std::string& path, const std::string& dataSpec) 
 // The newest of model.h5 / checkpoint.h5 that loads.
 LoadedCoat loadLatest(const std::string& dir, const std::string& dataSpec) {
     namespace fs = std::filesystem;
-    std::vector<fs::path> candidates;
-    for (const char* name : {"model.h5", "checkpoint.h5"})
-        if (fs::exists(fs::path(dir) / name)) candidates.push_back(fs::path(dir) / name);
-    std::stable_sort(candidates.begin(), candidates.end(), [](const fs::path& a, const fs::path& b) {
-        return fs::last_write_time(a) > fs::last_write_time(b);
-    });
+    const std::vector<fs::path> candidates = newestRunWeights(dir);
     std::string errors;
     for (const auto& p : candidates) {
         try {
