@@ -109,7 +109,7 @@ LineEvaluator::LineEvaluator(std::vector<double> thresholds) : thresholds_(std::
             throw Error("line metrics: sAP threshold must be positive, got " + std::to_string(t));
 }
 
-void LineEvaluator::add(const std::vector<ScoredLine>& predictions,
+ImageMatches LineEvaluator::add(const std::vector<ScoredLine>& predictions,
                         const std::vector<GtLine>& groundTruth, int width, int height) {
     if (width <= 0 || height <= 0)
         throw Error("line metrics: image size must be positive, got " + std::to_string(width) +
@@ -136,6 +136,10 @@ void LineEvaluator::add(const std::vector<ScoredLine>& predictions,
 
     // sAP: each prediction against its nearest ground truth, in score order.
     std::vector<std::vector<uint8_t>> matched(thresholds_.size(), std::vector<uint8_t>(gt.size(), 0));
+    ImageMatches record;
+    record.nearestGt.assign(pred.size(), -1);
+    record.distance.assign(pred.size(), std::numeric_limits<float>::infinity());
+    record.tp.assign(pred.size(), 0);
     for (size_t i : order) {
         Hit h;
         h.score = scores[i];
@@ -154,7 +158,12 @@ void LineEvaluator::add(const std::vector<ScoredLine>& predictions,
             if (!gt.empty() && best < thresholds_[k] && !matched[k][choice]) {
                 matched[k][choice] = 1;
                 h.tp[k] = 1;
+                if (k < 8) record.tp[i] |= uint8_t(1u << k);
             }
+        }
+        if (!gt.empty()) {
+            record.nearestGt[i] = int32_t(choice);
+            record.distance[i] = float(best);
         }
         hits_.push_back(std::move(h));
     }
@@ -180,6 +189,7 @@ void LineEvaluator::add(const std::vector<ScoredLine>& predictions,
     }
     gtLines_ += int64_t(gt.size());
     ++images_;
+    return record;
 }
 
 LineMetrics LineEvaluator::compute() const {

@@ -68,14 +68,25 @@ struct LineMetrics {
     double sFAt(double t) const;
 };
 
+// What LineEvaluator::add decided for one image, per prediction in the order given: the
+// nearest ground-truth line (-1 when the image has none), the squared structural distance to
+// it (128 x 128 frame) and bit k of `tp` set when it is a true positive at thresholds[k]
+// (at most 8 thresholds are recorded). Results files (core/results) store these, so their
+// per-image records are the summary's own matches.
+struct ImageMatches {
+    std::vector<int32_t> nearestGt;
+    std::vector<float> distance;
+    std::vector<uint8_t> tp;
+};
+
 // Accumulates predictions and ground truth image by image; compute() pools them.
 class LineEvaluator {
 public:
     explicit LineEvaluator(std::vector<double> thresholds = {5, 10, 15});
     // One image: predictions (any order; scores rank them) and ground truth, both in the
     // pixels of a width x height image. Throws glimpse::Error on a non-positive size or
-    // non-finite coordinates.
-    void add(const std::vector<ScoredLine>& predictions, const std::vector<GtLine>& groundTruth,
+    // non-finite coordinates. Returns the image's matches (above).
+    ImageMatches add(const std::vector<ScoredLine>& predictions, const std::vector<GtLine>& groundTruth,
              int width, int height);
     LineMetrics compute() const;
     int64_t images() const { return images_; }
