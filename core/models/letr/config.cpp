@@ -10,7 +10,8 @@ namespace glimpse::letr {
 
 namespace {
 
-const std::set<std::string> kBackbones = {"resnet10", "resnet18", "resnet34", "resnet50", "resnet101"};
+// mlsd_tiny: M-LSD tiny's pretrained encoder (core/models/letr/mlsd_backbone.h).
+const std::set<std::string> kBackbones = {"resnet10", "resnet18", "resnet34", "resnet50", "resnet101", "mlsd_tiny"};
 
 template <typename T>
 T take(const nlohmann::json& j, const char* key, T def, const std::string& source) {
@@ -54,7 +55,7 @@ std::array<double, 3> takeTriple(const nlohmann::json& j, const char* key,
 void LetrConfig::validate() const {
     auto fail = [](const std::string& msg) { throw Error("invalid LETR config: " + msg); };
     if (!kBackbones.count(backbone))
-        fail("backbone '" + backbone + "' is not one of resnet10, resnet18, resnet34, resnet50, resnet101");
+        fail("backbone '" + backbone + "' is not one of resnet10, resnet18, resnet34, resnet50, resnet101, mlsd_tiny");
     if (hiddenDim < 1 || hiddenDim > 8192) fail("hidden_dim must be in 1..8192, got " + std::to_string(hiddenDim));
     if (nheads < 1) fail("nheads must be >= 1, got " + std::to_string(nheads));
     if (hiddenDim % nheads != 0)
@@ -84,6 +85,8 @@ void LetrConfig::validate() const {
     if (!(scoreThreshold >= 0.0 && scoreThreshold < 1.0))
         fail("score_threshold must be in [0, 1) (0: not set), got " + std::to_string(scoreThreshold));
     if (maxInputPixels < 1) fail("max_input_pixels must be >= 1, got " + std::to_string(maxInputPixels));
+    if (backbone == "mlsd_tiny" && (mean != std::array<double, 3>{0.5, 0.5, 0.5} || std != mean))
+        fail("backbone mlsd_tiny needs mean [0.5, 0.5, 0.5] and std [0.5, 0.5, 0.5] (M-LSD's input scaling)");
     for (int c = 0; c < 3; ++c) {
         if (!std::isfinite(mean[c])) fail("mean must be finite");
         if (!(std[c] > 0.0) || !std::isfinite(std[c])) fail("std must be positive and finite");
@@ -132,6 +135,10 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
             throw Error(source + ": unknown LETR config key '" + it.key() + "'");
     LetrConfig c;
     c.backbone = take<std::string>(j, "backbone", c.backbone, source);
+    if (c.backbone == "mlsd_tiny") {   // M-LSD's own input scaling, v / 127.5 - 1
+        c.mean = {0.5, 0.5, 0.5};
+        c.std = {0.5, 0.5, 0.5};
+    }
     c.hiddenDim = takeInt(j, "hidden_dim", c.hiddenDim, source);
     c.nheads = takeInt(j, "nheads", c.nheads, source);
     c.dimFeedforward = takeInt(j, "dim_feedforward", c.dimFeedforward, source);
@@ -186,11 +193,13 @@ std::array<int, 4> LetrConfig::blocksPerLayer() const {
     if (backbone == "resnet18") return {2, 2, 2, 2};
     if (backbone == "resnet34" || backbone == "resnet50") return {3, 4, 6, 3};
     if (backbone == "resnet101") return {3, 4, 23, 3};
+    if (backbone == "mlsd_tiny") throw Error("LETR: backbone mlsd_tiny is not a ResNet");
     throw Error("invalid LETR config: unknown backbone '" + backbone + "'");
 }
 
 int64_t LetrConfig::levelChannels(int level) const {
     if (level < 2 || level > 5) throw Error("LETR: backbone level must be 2..5, got " + std::to_string(level));
+    if (backbone == "mlsd_tiny") return std::array<int64_t, 4>{24, 32, 64, 128}[size_t(level - 2)];
     const int64_t base = int64_t(64) << (level - 2);   // 64, 128, 256, 512
     return bottleneck() ? base * 4 : base;
 }

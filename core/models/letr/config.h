@@ -5,6 +5,9 @@
 //   {
 //     "backbone": "resnet50",          // resnet10 | resnet18 | resnet34 | resnet50 | resnet101
 //                                      (resnet10: BasicBlock x [1,1,1,1], the small CPU model)
+//                                      | mlsd_tiny: M-LSD tiny's pretrained MobileNetV2 encoder
+//                                      (mlsd_backbone.h; C2..C5 24/32/64/128 channels; needs
+//                                      mean = std = [0.5, 0.5, 0.5], its default)
 //     "hidden_dim": 256,               // d: transformer width, input_proj output channels
 //     "nheads": 8,                     // attention heads (hidden_dim % nheads == 0)
 //     "dim_feedforward": 2048,         // FFN inner width

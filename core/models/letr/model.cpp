@@ -17,6 +17,8 @@
 
 #include "core/error.h"
 #include "core/io/checkpoint.h"
+#include "core/models/letr/mlsd_backbone.h"
+#include "core/models/mlsd/model.h"
 #include "core/util/autocast.h"
 #include "core/util/json_file.h"
 
@@ -344,7 +346,10 @@ LetrModel::LetrModel(const LetrConfig& config, uint64_t seed) : config_(config) 
     config_.validate();
     auto backbone = register_module("backbone", std::make_shared<torch::nn::Module>());
     auto zero = backbone->register_module("0", std::make_shared<torch::nn::Module>());
-    body_ = zero->register_module("body", ResNetBody(config_.backbone));
+    if (config_.backbone == "mlsd_tiny")
+        mlsdBody_ = zero->register_module("body", MlsdBody());
+    else
+        body_ = zero->register_module("body", ResNetBody(config_.backbone));
 
     auto letr = register_module("letr", std::make_shared<torch::nn::Module>());
     buildStage(*letr, coarse_, config_.coarseLevel);
@@ -667,7 +672,8 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
     for (const auto& g : groups) {
         std::vector<torch::Tensor> batch;
         for (size_t i : g.second) batch.push_back(images[i].to(dev, torch::kFloat));
-        auto feats = body_->forward(torch::stack(batch, 0), maxLevel, opts.backboneDtype, opts.backboneChannelsLast);
+        auto feats = mlsdBody_ ? mlsdBody_->forward(torch::stack(batch, 0), maxLevel)
+                               : body_->forward(torch::stack(batch, 0), maxLevel, opts.backboneDtype, opts.backboneChannelsLast);
         for (size_t j = 0; j < g.second.size(); ++j)
             for (auto& f : feats) levels[g.second[j]].push_back(f[int64_t(j)]);
     }
@@ -784,6 +790,11 @@ ResNetBody loadResNet(const std::string& path) {
 }
 
 void loadLetrBackbone(LetrModel& model, const std::string& path) {
+    if (model.mlsdBody()) {
+        const std::shared_ptr<mlsd::MlsdModel> m = mlsd::loadMlsd(path);   // errors name the file
+        copyMlsdEncoder(*model.mlsdBody(), *m, path);
+        return;
+    }
     Checkpoint ckpt = loadCheckpoint(path);
     const std::string arch = resnetArch(ckpt, path);
     if (arch != model.config().backbone)

@@ -281,6 +281,8 @@ struct LetrForwardOptions {
 
 // ---- the model ----------------------------------------------------------------------------
 
+class MlsdBodyImpl;   // mlsd_backbone.h (backbone "mlsd_tiny")
+
 class LetrModel : public torch::nn::Module {
 public:
     // Random initialization, deterministic for a fixed seed (does not touch the global RNG):
@@ -303,7 +305,8 @@ public:
     LetrOutput forward(const std::vector<torch::Tensor>& images, const LetrForwardOptions& opts = {});
 
     // Building blocks (for traces, tests and training).
-    ResNetBody body() const { return body_; }
+    ResNetBody body() const { return body_; }   // null for backbone mlsd_tiny
+    std::shared_ptr<MlsdBodyImpl> mlsdBody() const { return mlsdBody_; }   // null for a ResNet
     int numDecoderLayers(Stage s) const;
     DecoderLayer decoderLayer(Stage s, int layer) const;
     EncoderLayer encoderLayer(Stage s, int layer) const;
@@ -339,6 +342,7 @@ private:
 
     LetrConfig config_;
     ResNetBody body_{nullptr};
+    std::shared_ptr<MlsdBodyImpl> mlsdBody_;
     torch::nn::Embedding queryEmbed_{nullptr};
     StageModules coarse_, fine_;
 };
@@ -356,7 +360,8 @@ void saveLetr(const LetrModel& model, const std::string& path);
 // Backbone-only checkpoints, family "resnet", config {"arch": "resnet50"}, parameters under
 // torchvision's names (conv1.weight, layer1.0.bn1.running_mean, ...).
 ResNetBody loadResNet(const std::string& path);
-// Copies a "resnet" checkpoint into a LETR model's backbone (arch must match).
+// Copies a "resnet" checkpoint into a LETR model's backbone (arch must match); for backbone
+// mlsd_tiny, an "mlsd" checkpoint's encoder (resources/mlsd_tiny.h5).
 void loadLetrBackbone(LetrModel& model, const std::string& path);
 
 } // namespace glimpse::letr

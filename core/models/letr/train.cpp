@@ -1,6 +1,7 @@
 #include "core/models/letr/train.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <future>
@@ -62,6 +63,14 @@ int backboneStageIndex(const std::string& stage) {
 }
 
 int backboneParamStage(const std::string& name) {
+    // mlsd_tiny: features.0 (stem) -> 0, features.1-3 (to C2) -> 1, 4-6 (C3) -> 2, 7-10 (C4) -> 3,
+    // extra (C5) -> 4, so that backbone_train_from names the same levels as for a ResNet.
+    if (name.find(".body.extra.") != std::string::npos) return 4;
+    const auto f = name.find(".body.features.");
+    if (f != std::string::npos) {
+        const int i = std::atoi(name.c_str() + f + 15);
+        return i == 0 ? 0 : i <= 3 ? 1 : i <= 6 ? 2 : 3;
+    }
     // "backbone.0.body.layer3.1.conv2.weight" -> 3; the stem (conv1, bn1) -> 0.
     const auto at = name.find(".body.layer");
     if (at == std::string::npos || at + 11 >= name.size()) return 0;
@@ -156,6 +165,7 @@ nlohmann::json LetrTrainConfig::toJson() const {
     if (bf16Backbone) j["bf16_backbone"] = true;
     if (backboneTrainFrom != "conv1") j["backbone_train_from"] = backboneTrainFrom;
     if (!init.empty()) j["init"] = init;
+    if (!backboneWeights.empty()) j["backbone_weights"] = backboneWeights;
     return j;
 }
 
@@ -165,7 +175,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     checkKeys(j, {"model", "seed", "batch_size", "coarse_steps", "fine_steps", "focal_steps", "lr", "lr_backbone",
                   "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "lr_schedule", "lr_final", "clip_max_norm", "ema_decay", "checkpoint_every",
                   "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment", "aux", "denoise",
-                  "memory_position_coef", "query_groups", "bf16_backbone", "backbone_train_from", "init"},
+                  "memory_position_coef", "query_groups", "bf16_backbone", "backbone_train_from", "init", "backbone_weights"},
               source);
     LetrTrainConfig c;
     if (j.contains("model")) {
@@ -201,6 +211,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     readKey(j, "val_images", c.valImages, source);
     readKey(j, "train_backbone_bn", c.trainBackboneBn, source);
     readKey(j, "init", c.init, source);
+    readKey(j, "backbone_weights", c.backboneWeights, source);
     readKey(j, "memory_position_coef", c.memoryPositionCoef, source);
     readKey(j, "query_groups", c.queryGroups, source);
     readKey(j, "bf16_backbone", c.bf16Backbone, source);
@@ -339,7 +350,8 @@ std::vector<train::AdamW::Param> trainable(LetrModel& model, bool fineStage, dou
     for (auto& p : model.named_parameters()) {
         const std::string& n = p.key();
         const bool isBackbone = n.rfind("backbone.", 0) == 0, isCoarse = n.rfind("letr.", 0) == 0;
-        const bool isBn = isBackbone && p.value().dim() == 1;   // batch-norm weight / bias
+        // batch-norm weight / bias (mlsd_tiny's extra block has convolution biases)
+        const bool isBn = isBackbone && p.value().dim() == 1 && n.find(".body.extra.") == std::string::npos;
         // lr_backbone 0 freezes the backbone in the coarse phase too: no gradient is computed for
         // it; backbone_train_from freezes the stages before the one it names.
         const bool backboneTrains = isBackbone && lrScaleBackbone > 0 && (trainBackboneBn || !isBn) &&
@@ -389,7 +401,7 @@ bool sameHistory(const LetrTrainConfig& a, const LetrTrainConfig& b, int64_t ste
 const std::vector<std::string> kResumeMayChange = {"checkpoint_every", "threads",        "coarse_steps",
                                                    "fine_steps",       "focal_steps",    "lr_drop_coarse",
                                                    "lr_drop_fine",     "val_every",      "val_data",
-                                                   "val_images",       "init"};
+                                                   "val_images",       "init",           "backbone_weights"};
 
 std::vector<Phase> phasesOf(const LetrTrainConfig& cfg) {
     std::vector<Phase> phases;
@@ -913,10 +925,12 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
         run.rank = comm->rank();
         run.world = world;
     }
-    if (run.resume)
+    if (run.resume) {
         resumeRun(run);
-    else if (!cfg.init.empty())
-        initFromFile(run);
+    } else {
+        if (!cfg.backboneWeights.empty()) loadLetrBackbone(*run.model, cfg.backboneWeights);
+        if (!cfg.init.empty()) initFromFile(run);
+    }
     dist::broadcastModule(run.comm, *run.model);   // every rank holds rank 0's weights
     for (auto& [prefix, module] : trainingOnlyModules(run)) dist::broadcastModule(run.comm, *module);
     const std::vector<Phase> phases = phasesOf(cfg);

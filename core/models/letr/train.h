@@ -44,6 +44,7 @@
 //                                                 // and model.h5 stay float32)
 //     "backbone_train_from": "conv1", // the first backbone stage that trains (conv1, layer1..
 //                                                 // layer4); earlier ones stay frozen, coarse phase
+//     "backbone_weights": "",   // pretrained backbone weights (resources/mlsd_tiny.h5), fresh runs
 //     "query_groups": 0         // extra groups of num_queries entities (Group DETR; training
 //                                                 // only, "groups.*" in checkpoint.h5), both phases
 //   }
@@ -137,6 +138,11 @@ struct LetrTrainConfig {
     // fine stage, the fine phase starts from it instead of from the coarse stage. A path
     // relative to the current directory. Empty: random initialization.
     std::string init;
+    // "backbone_weights" (absent when empty): a backbone checkpoint copied into the model's
+    // backbone at the start of a run (not on resume; before "init", which overrides it): a
+    // "resnet" checkpoint for a ResNet, an M-LSD one (resources/mlsd_tiny.h5) for mlsd_tiny
+    // (loadLetrBackbone). A path relative to the current directory.
+    std::string backboneWeights;
 
     // The small CPU model: resnet10, d = 128, 4 heads, FFN 512, 2+2 layers per stage, 100
     // entities, short side 256.
