@@ -22,6 +22,8 @@
 #include "app/letr/view.h"
 #include "app/mainwindow.h"
 #include "app/replay/replay_panel.h"
+#include "app/results/results_launch.h"
+#include "core/results/results.h"
 #include "core/models/letr/trace.h"
 #include "core/run_files.h"
 #include "widgets/viewport.h"
@@ -68,7 +70,15 @@ const char* kGuiOptions =
     "  --constellation-view V  then show: clusters or relation\n"
     "  --constellation-gallery K  then fill the cluster gallery with cluster K\n"
     "  --constellation-episode  run a few-shot episode and show the Episode tab\n"
-    "  --step T           FILE is an episode: go to step T once it is open (0..its last step)\n";
+    "  --step T           FILE is an episode: go to step T once it is open (0..its last step)\n"
+    "  --sample N         FILE is a results file: select its sample N (else, with a pick below, the\n"
+    "                     first sample listed)\n"
+    "  --results-layer L  then show LETR row L of the results file ('fine 6', 'LSD')\n"
+    "  --results-cell T,P then filter by the confusion matrix cell (true T, predicted P)\n"
+    "  --results-bin B    then filter by bar B (0-9) of the episode accuracy histogram\n"
+    "  --compare-results B.h5  then compare with another results file of the same data\n"
+    "  --inspect          then run the family's inspector on the selected sample (LETR: attention\n"
+    "                     of its best false positive; CoaT: Grad-CAM; few-shot: the Episode tab)\n";
 
 // The GUI options after strict parsing: a bad value is refused before any window is made.
 struct GuiOptions {
@@ -98,6 +108,7 @@ struct GuiOptions {
     int constellationGallery = -1;
     bool constellationEpisode = false;
     int step = -1;               // an episode: the step to show once it is open (-1: step 0)
+    ResultsLaunch results;       // a results file: pick, select, compare, inspect
 };
 
 struct OptionError {
@@ -172,6 +183,24 @@ void parseConstellationOptions(const QCommandLineParser& p, GuiOptions& o) {
     o.constellationEpisode = p.isSet("constellation-episode");
 }
 
+void parseResultsOptions(const QCommandLineParser& p, GuiOptions& o) {
+    ResultsLaunch& r = o.results;
+    if (p.isSet("sample")) r.sample = parseInt("sample", p.value("sample"), 0, 1 << 30);
+    if (p.isSet("results-cell")) {
+        const auto [t, q] = parsePoint(p, "results-cell");
+        r.cellTrue = int(t);
+        r.cellPredicted = int(q);
+    }
+    if (p.isSet("results-bin")) r.bin = parseInt("results-bin", p.value("results-bin"), 0, 9);
+    r.layer = p.value("results-layer").trimmed();
+    r.compare = p.value("compare-results");
+    r.inspect = p.isSet("inspect");
+    const QString f = o.files.value(0);
+    if (r.any() && !f.endsWith(".h5", Qt::CaseInsensitive) && !f.endsWith(".hdf5", Qt::CaseInsensitive))
+        throw OptionError{"--sample, --results-*, --compare-results and --inspect act on a results file: " +
+                          (f.isEmpty() ? QStringLiteral("give it (R.h5)") : f + " is not one (.h5)")};
+}
+
 GuiOptions parseOptions(const QCommandLineParser& p) {
     GuiOptions o;
     o.files = p.positionalArguments();
@@ -243,6 +272,7 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
                               (f.isEmpty() ? QStringLiteral("give the episode file (EPISODE.h5)")
                                            : f + " is not an episode (.h5)")};
     }
+    parseResultsOptions(p, o);
     o.coatCheckpoint = p.value("coat-checkpoint");
     o.runCoat = p.isSet("run-coat");
     parseCoatOptions(p, o);
@@ -276,7 +306,13 @@ void addOptions(QCommandLineParser& p) {
                   {"constellation-view", "ConstellationNet view after the run.", "view"},
                   {"constellation-gallery", "ConstellationNet gallery cluster after the run.", "k"},
                   {"constellation-episode", "Run a ConstellationNet few-shot episode."},
-                  {"step", "Episode step to show once the episode is open.", "t"}});
+                  {"step", "Episode step to show once the episode is open.", "t"},
+                  {"sample", "Results file: the sample to select.", "n"},
+                  {"results-layer", "Results file: the LETR row to show.", "name"},
+                  {"results-cell", "Results file: the confusion cell to filter by.", "t,p"},
+                  {"results-bin", "Results file: the accuracy bar to filter by.", "b"},
+                  {"compare-results", "Results file: compare with this one.", "h5"},
+                  {"inspect", "Results file: run the inspector on the selected sample."}});
 }
 
 // After the first LETR trace (--run-letr or the demo's): the threshold (--threshold, over the
@@ -428,6 +464,7 @@ void wireConstellationOptions(MainWindow& window, const GuiOptions& o) {
 // `kind` is FILE's kind once identified ("" before; FILE not .h5: never settles this way).
 bool settledWithoutImage(MainWindow& window, const GuiOptions& o, const QString& kind) {
     if (o.files.isEmpty()) return !o.demo;
+    if (kind == results::kKind) return !o.results.any() && resultsLaunchDone(window, o.results);
     if (kind != "glimpse.checkpoint" && kind != "glimpse.runlog") return false;
     for (ModelPanel* p : window.panels())
         if (p->modelLoading()) return false;
@@ -494,7 +531,9 @@ void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
                              !cst->lastFailure().isEmpty();
         const bool stepDone = wantStep < 0 || !replay->hasEpisode() ||
                               replay->shownStep() == std::min(wantStep, replay->length() - 1);
-        if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 && letrDone && coatDone && cstDone && stepDone) {
+        const bool resultsDone = *kind != results::kKind || resultsLaunchDone(window, o.results);
+        if (!scheduled && vp->hasImage() && vp->framesDrawn() >= 3 && letrDone && coatDone && cstDone && stepDone &&
+            resultsDone) {
             scheduled = true;
             QTimer::singleShot(300, take);
         }
@@ -554,6 +593,7 @@ int runGui(int argc, char** argv) {
     wireCoatOptions(window, o);
     wireConstellationOptions(window, o);
     wireReplayOptions(window, o);
+    wireResultsLaunch(window, o.results);
     // With --screenshot, wait for the trace when a run was asked for (or the demo runs one).
     // Wired before anything is opened, so that no early failure goes unseen.
     const bool demo = o.files.isEmpty() && o.demo;

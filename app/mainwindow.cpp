@@ -36,6 +36,7 @@
 #include "app/help.h"
 #include "app/panel.h"
 #include "app/replay/replay_panel.h"
+#include "app/results/results_panel.h"
 #include "app/resources.h"
 #include "app/training/training_job.h"
 #include "app/training/training_panel.h"
@@ -290,6 +291,7 @@ void MainWindow::buildDocks() {
         else if (trainingPanel_->runCount() == 0 && i >= 0) tabs->removeTab(i);
     });
     buildReplayDock(trainDock);
+    buildResultsDock();
     // The first model panel's tab is the raised one (tabbing the hidden Replay dock into the
     // group must not leave another tab current).
     if (!panels_.empty()) {
@@ -338,6 +340,38 @@ void MainWindow::buildReplayDock(QDockWidget* beside) {
         statusBar()->showMessage(m, 4000);
     });
     connect(replay_, &ReplayPanel::busyChanged, this, [this] { Q_EMIT busyChanged(busy()); });
+}
+
+// The results browser (issue 53): below the image, hidden until a results file opens; the
+// samples it shows go through showImage (the model panels learn the source, the dock draws).
+void MainWindow::buildResultsDock() {
+    auto* dock = new QDockWidget("Results", this);
+    dock->setObjectName("dock.results");
+    results_ = new ResultsPanel(this, dock);
+    dock->setWidget(results_);
+    addDockWidget(Qt::BottomDockWidgetArea, dock);
+    dock->hide();
+    connect(results_, &ResultsPanel::showImageRequested, this,
+            [this](const QString& label, const widgets::RgbImage& image, const QString& key) {
+                closeVideo();
+                showImage(label, image, key);
+                showSource(propPath_, key.startsWith("results:") ? label : key, " (results sample)");
+            });
+    connect(results_, &ResultsPanel::activateRequested, this, [this, dock] {
+        dock->show();
+        dock->raise();
+        resizeDocks({dock}, {std::max(320, height() * 9 / 20)}, Qt::Vertical);
+    });
+    connect(results_, &ResultsPanel::openFailed, this, [this](const QString& path, const QString& message) {
+        reportError(message);
+        Q_EMIT loadFailed(path, message);
+    });
+    connect(results_, &ResultsPanel::failed, this, &MainWindow::reportError);
+    connect(results_, &ResultsPanel::message, this, [this](const QString& m) {
+        log(m);
+        statusBar()->showMessage(m, 4000);
+    });
+    connect(results_, &ResultsPanel::busyChanged, this, [this] { Q_EMIT busyChanged(busy()); });
 }
 
 void MainWindow::buildPanelDocks(QDockWidget* below) {
@@ -455,6 +489,10 @@ void MainWindow::openIdentified(const QString& path, const FileKind& k) {
         return;
     }
     if (k.kind == "glimpse.episode") return replay_->openEpisode(path);
+    if (k.kind == results::kKind) {
+        addRecent(path);
+        return results_->open(path);
+    }
     QString why;
     if (k.kind == "glimpse.trace" || k.kind == "glimpse.checkpoint")
         why = QStringLiteral("a %1 of the family '%2', which has no panel here")
@@ -555,7 +593,7 @@ void MainWindow::showImage(const QString& label, widgets::RgbImage image, const 
 }
 
 bool MainWindow::busy() const {
-    if (pending_ > 0 || decodeRunning_ > 0 || replay_->busy()) return true;
+    if (pending_ > 0 || decodeRunning_ > 0 || replay_->busy() || results_->busy()) return true;
     for (ModelPanel* p : panels())
         if (p->busy()) return true;
     return false;

@@ -36,6 +36,7 @@ class LetrInspector;
 class CoatInspector;
 class ModelPanel;
 class ReplayPanel;
+class ResultsPanel;
 struct ModelFamily;
 
 // The main window: menus, the Vulkan image viewport in the centre, dockable panels
@@ -68,6 +69,8 @@ public:
     ReplayPanel* replayPanel() const { return replay_; }
     // Identifies .h5 files in a child process before they are opened (app/file_probe.h).
     FileProbe* fileProbe() const { return probe_; }
+    // The Results dock (results files open there: app/results/results_panel.h).
+    ResultsPanel* resultsPanel() const { return results_; }
 
 public Q_SLOTS:
     // Loads on a worker thread; emits imageLoaded or loadFailed.
@@ -132,6 +135,7 @@ private:
     void addRecent(const QString& path);
     void rebuildRecentMenu();
     void buildReplayDock(QDockWidget* beside);
+    void buildResultsDock();
     void openIdentified(const QString& path, const FileKind& k);
 
     widgets::ImageViewport* viewport_ = nullptr;
@@ -166,6 +170,7 @@ private:
     TrainingJob* trainingJob_ = nullptr;       // owned here: runs outlive the panel
     TrainingPanel* trainingPanel_ = nullptr;
     ReplayPanel* replay_ = nullptr;
+    ResultsPanel* results_ = nullptr;
     FileProbe* probe_ = nullptr;
 };
 
