@@ -546,25 +546,47 @@ RunLogWriter openLetrRunLog(const LetrRun& run) {
     return train::openRunLog(run.files.runLog, logConfig, letrSeriesNames(run.cfg, run.world), run.resume ? run.step : -1);
 }
 
-// The images and normalized target lines of this rank's rows of the batch of `step`
-// (augmented or just resized).
-void loadBatch(const LetrRun& run, int64_t step, std::vector<torch::Tensor>& images, std::vector<torch::Tensor>& targets) {
+// The image and normalized target lines of row `b` of the batch of `step` (augmented or just
+// resized): a function of (seed, step, b) alone.
+std::pair<torch::Tensor, torch::Tensor> loadRow(const LetrRun& run, int64_t step, int64_t b) {
     const LetrTrainConfig& cfg = run.cfg;
-    for (int64_t b = run.rowBegin(); b < run.rowEnd(); ++b) {
-        const int64_t idx = train::shuffledIndex(cfg.seed, run.ds->size(), step * cfg.batchSize + b);
-        data::LineSample s = run.ds->get(idx);
-        if (cfg.augmentEnabled) {
-            std::mt19937_64 rng(train::mixSeed(cfg.seed, uint64_t(step), uint64_t(100 + b)));
-            s = data::augment(s, cfg.augment, rng);
-        } else {
-            auto hw = cfg.model.resizedSize(s.image.rows, s.image.cols);
-            if (hw[0] != s.image.rows || hw[1] != s.image.cols) s = data::resizeSample(s, int(hw[1]), int(hw[0]));
+    const int64_t idx = train::shuffledIndex(cfg.seed, run.ds->size(), step * cfg.batchSize + b);
+    data::LineSample s = run.ds->get(idx);
+    if (cfg.augmentEnabled) {
+        std::mt19937_64 rng(train::mixSeed(cfg.seed, uint64_t(step), uint64_t(100 + b)));
+        s = data::augment(s, cfg.augment, rng);
+    } else {
+        auto hw = cfg.model.resizedSize(s.image.rows, s.image.cols);
+        if (hw[0] != s.image.rows || hw[1] != s.image.cols) s = data::resizeSample(s, int(hw[1]), int(hw[0]));
+    }
+    auto t = letrInputTensor(s.image, cfg.model);
+    const float W = float(s.image.cols), H = float(s.image.rows);
+    auto l = s.lines.defined() && s.lines.numel() ? s.lines.to(torch::kFloat).reshape({-1, 4}) : torch::zeros({0, 4});
+    return {t, l / torch::tensor({W, H, W, H})};
+}
+
+// The images and normalized target lines of this rank's rows of the batch of `step`. `parallel`
+// (an accelerator's prefetch, whose CPU cores are otherwise idle) makes the rows on threads of
+// their own; the rows are the same either way.
+void loadBatch(const LetrRun& run, int64_t step, std::vector<torch::Tensor>& images, std::vector<torch::Tensor>& targets,
+               bool parallel = false) {
+    if (parallel && run.rowEnd() - run.rowBegin() > 1) {
+        std::vector<std::future<std::pair<torch::Tensor, torch::Tensor>>> rows;
+        for (int64_t b = run.rowBegin(); b < run.rowEnd(); ++b)
+            rows.push_back(std::async(std::launch::async, [&run, step, b] {
+                return loadRow(run, step, b);
+            }));
+        for (auto& r : rows) {
+            auto [t, l] = r.get();   // rethrows a row's error
+            images.push_back(t);
+            targets.push_back(l);
         }
-        auto t = letrInputTensor(s.image, cfg.model);
-        const float W = float(s.image.cols), H = float(s.image.rows);
-        auto l = s.lines.defined() && s.lines.numel() ? s.lines.to(torch::kFloat).reshape({-1, 4}) : torch::zeros({0, 4});
-        targets.push_back(l / torch::tensor({W, H, W, H}));
+        return;
+    }
+    for (int64_t b = run.rowBegin(); b < run.rowEnd(); ++b) {
+        auto [t, l] = loadRow(run, step, b);
         images.push_back(t);
+        targets.push_back(l);
     }
 }
 
@@ -582,7 +604,7 @@ public:
         step_ = step;
         next_ = std::async(std::launch::async, [&run, step] {
             std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> b;
-            loadBatch(run, step, b.first, b.second);
+            loadBatch(run, step, b.first, b.second, /*parallel=*/true);
             return b;
         });
     }
