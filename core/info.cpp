@@ -12,6 +12,7 @@
 #include "core/models/xtra/dataset.h"
 #include "core/h5/walk.h"
 #include "core/replay/episode_reader.h"
+#include "core/results/results.h"
 #include "core/runlog.h"
 
 namespace glimpse {
@@ -281,6 +282,13 @@ std::string describeH5(const std::string& path, bool tensors) {
             out << describeEpisode(path);
         } catch (const std::exception& e) {
             out << "  episode summary unavailable: " << e.what() << "\n";
+        }
+    }
+    if (glimpse && f.attrTypeDescription("kind").rfind("string", 0) == 0 && f.attrString("kind") == results::kKind) {
+        try {
+            out << results::describeResults(path);
+        } catch (const std::exception& e) {
+            out << "  results summary unavailable: " << e.what() << "\n";
         }
     }
     if (glimpse && f.attrTypeDescription("kind").rfind("string", 0) == 0 && f.attrString("kind") == xtra::kDatasetKind) {

@@ -84,7 +84,7 @@ private Q_SLOTS:
 
     void printsOneRowPerLayerAndLsd() {
         const QString out = dir_.filePath("eval.h5");
-        const Result r = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:3:1:96x96", "--out", out});
+        const Result r = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:3:1:96x96", "--eval-out", out});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         for (const char* col : {"sAP5", "sAP10", "sAP15", "sF10", "sF15", "APH", "FH"})
             QVERIFY2(r.out.contains(col), qPrintable(r.out));
@@ -233,7 +233,7 @@ private Q_SLOTS:
         QVERIFY(QFileInfo(model).size() <= 25'000'000);
         const QString out = dir_.filePath("shipped_eval.h5");
         const Result r = run({"eval", "letr", "--checkpoint", model, "--data", "procedural:200:1000:256x192",
-                              "--max-images", QString::number(kShippedImages), "--layers", "all", "--out", out});
+                              "--max-images", QString::number(kShippedImages), "--layers", "all", "--eval-out", out});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         const RunLog log = RunLog::load(out.toStdString());
         const auto sap10 = [&](const char* row) { return log.eval.at(std::string(row) + "/sAP10").item<double>(); };

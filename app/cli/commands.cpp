@@ -7,6 +7,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/command.h"
 #include "app/cli/replay_cli.h"
+#include "app/cli/results_cli.h"
 #include "core/error.h"
 
 namespace glimpse::cli {
@@ -30,6 +31,8 @@ std::vector<Command> generalCommands() {
         {"check", "file", "FILE.h5 ...", "read a file's whole HDF5 structure and print its kind (JSON)", checkFile},
         {"bench", "replay", "[--steps N] [--file EPISODE.h5]", "episode open time, memory and scrub times",
          benchReplay},
+        {"bench", "results", "[--samples N] [--keep-lines K] [--file R.h5]",
+         "results file size, open time, table sort/filter times", benchResults},
     };
 }
 

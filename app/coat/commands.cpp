@@ -10,6 +10,8 @@ std::vector<app::Command> coatCommands() {
             cli::inferCoat},
         {"bench", "coat", "[--variant V]", "CoaT images/s and attention query time", cli::benchCoat},
         {"train", "coat", "--data fashion-mnist|DIR --out RUN [--ablation pe]", "train CoaT", cli::trainCoat},
+        {"eval", "coat", "--checkpoint C.h5 --data fashion-mnist|DIR [--split val|train] [--out R.h5]",
+            "CoaT accuracy, top-5 and confusions on a labelled split", cli::evalCoat},
     };
 }
 

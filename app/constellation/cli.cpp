@@ -8,12 +8,15 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
+#include "app/cli/results_cli.h"
+#include "core/results/results.h"
 #include "core/util/threads.h"
 #include "core/data/fewshot.h"
 #include "core/error.h"
@@ -35,7 +38,7 @@ const char* kTrainSynopsis =
     "[--threads T]";
 const char* kEvalSynopsis =
     "--checkpoint C.h5 [--data D] [--split novel|val|base] [--ways N] [--shots 1,5] [--queries Q] "
-    "[--episodes E] [--seed S] [--json OUT]";
+    "[--episodes E] [--seed S] [--json OUT] [--out R.h5]";
 
 namespace {
 
@@ -56,9 +59,12 @@ const char* kTrainUsage =
 const char* kEvalUsage =
     "usage: glimpse eval fewshot --checkpoint C.h5 [--data D] [--split novel|val|base] [--ways N]\n"
     "                            [--shots 1,5] [--queries Q] [--episodes E] [--seed S] [--json OUT]\n"
+    "                            [--out R.h5]\n"
     "N-way K-shot episodes of the split's classes (default: 5-way, 1 and 5 shots, 15 queries per\n"
     "class, 600 episodes, the novel split of 'procedural'); prints the mean accuracy and its 95%\n"
-    "confidence interval (1.96 std / sqrt(episodes)) per shot count.\n";
+    "confidence interval (1.96 std / sqrt(episodes)) per shot count. --out writes a results file\n"
+    "(glimpse.results, docs/formats.md): every episode's classes, supports, queries, predictions and\n"
+    "accuracy, written as the episodes go; Ctrl-C stops it with the episodes done.\n";
 
 std::string metrics(const train::Progress& p) {
     char acc[32] = "  -  ";
@@ -210,7 +216,8 @@ int evalFewShotCommand(const std::vector<std::string>& args) {
     std::string split;
     try {
         a.checkKnown({"--checkpoint", "--data", "--split", "--ways", "--shots", "--queries", "--episodes", "--seed",
-                      "--json"});
+                      "--json", "--out"});
+        if (a.has("--out")) cli::checkOutputFolder(*a.get("--out"), "--out");
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
         if (!a.has("--checkpoint")) throw Error("missing --checkpoint");
         spec.ways = a.getInt("--ways", 5);
@@ -234,19 +241,66 @@ int evalFewShotCommand(const std::vector<std::string>& args) {
     std::printf("%s, %s (%lld parameters) on %s %s: %lld classes\n", a.require("--checkpoint").c_str(),
                 model->config().describe().c_str(), (long long)model->numParameters(), dataSpec.c_str(), split.c_str(),
                 (long long)sampler.numClasses());
+    // --out: a results file, one record per episode, written as the episodes go.
+    std::unique_ptr<results::ResultsWriter> writer;
+    std::vector<results::FewShotSummaryRow> summary;
+    train::Control control;
+    std::optional<cli::StopOnInterrupt> interrupt;
+    if (a.has("--out")) {
+        std::vector<results::FewShotSetting> settings;
+        for (int64_t k : shots) settings.push_back({spec.ways, k, spec.queries, int64_t(episodes), uint64_t(seed)});
+        results::ResultsHeader h;
+        h.type = results::ResultsType::FewShot;
+        h.family = "constellation";
+        h.command = cli::commandLine("glimpse eval fewshot", args);
+        h.checkpoint = a.require("--checkpoint");
+        h.source.spec = dataSpec;
+        h.source.split = split;
+        h.config = {{"image_size", model->config().imageSize}, {"ways", spec.ways}, {"queries", spec.queries},
+                    {"episodes", episodes}, {"seed", seed}};
+        results::WriterOptions wo;
+        wo.expectedSamples = int64_t(episodes) * int64_t(shots.size());
+        wo.flushEvery = 8;
+        writer = results::ResultsWriter::createFewShot(*a.get("--out"), h, settings, ds->classNames(), wo);
+        interrupt.emplace(control);
+    }
+    bool stopped = false;
     nlohmann::json rows = nlohmann::json::array();
-    for (int64_t k : shots) {
+    for (size_t si = 0; si < shots.size() && !stopped; ++si) {
+        const int64_t k = shots[si];
         spec.shots = k;
         FewShotResult r;
         {
             cli::CountProgress progress(std::to_string(k) + "-shot: ", " episodes");
-            r = evaluateFewShot(*model, sampler, spec, episodes, uint64_t(seed), progress.fn());
+            EpisodeFn onEpisode;
+            if (writer)
+                onEpisode = [&](int64_t e, const data::Episode& ep, const std::vector<int64_t>& pred, double acc) {
+                    writer->add(results::EpisodeIn{int64_t(si), e, ep.classes, ep.support, ep.query, pred, acc});
+                };
+            r = evaluateFewShot(*model, sampler, spec, episodes, uint64_t(seed), progress.fn(),
+                                [&] { return control.stopRequested(); }, onEpisode);
+        }
+        stopped = r.cancelled;
+        if (writer) {
+            results::FewShotSummaryRow row;
+            row.setting = {spec.ways, k, spec.queries, int64_t(episodes), uint64_t(seed)};
+            row.episodesDone = int64_t(r.accuracies.size());
+            row.mean = r.mean;
+            row.ci95 = r.ci95;
+            summary.push_back(row);
         }
         std::printf("%lld-way %lld-shot: %.2f%% +- %.2f%% (95%% CI, %lld episodes, %lld queries each, %.1f s)\n",
                     (long long)spec.ways, (long long)k, 100 * r.mean, 100 * r.ci95, (long long)r.accuracies.size(),
                     (long long)(spec.ways * spec.queries), r.seconds);
         rows.push_back({{"ways", spec.ways}, {"shots", k}, {"queries", spec.queries}, {"episodes", episodes},
                         {"accuracy", r.mean}, {"ci95", r.ci95}, {"seconds", r.seconds}});
+    }
+    if (writer) {
+        // Settings not reached after a stop: no episodes.
+        for (size_t si = summary.size(); si < shots.size(); ++si)
+            summary.push_back({{spec.ways, shots[si], spec.queries, int64_t(episodes), uint64_t(seed)}, 0, 0, 0});
+        writer->finish(summary, stopped ? results::Status::Stopped : results::Status::Complete);
+        std::cerr << "glimpse eval fewshot: wrote " << *a.get("--out") << (stopped ? " (stopped)" : "") << "\n";
     }
     if (a.has("--json")) {
         const std::string text =

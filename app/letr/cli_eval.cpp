@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <opencv2/imgproc.hpp>
 #include <torch/torch.h>
@@ -11,6 +12,7 @@
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
 #include "app/cli/resource_path.h"
+#include "app/cli/results_cli.h"
 #include "app/letr/cli.h"
 #include "core/util/device.h"
 #include "core/util/threads.h"
@@ -23,6 +25,7 @@
 #include "core/models/letr/trace.h"
 #include "core/models/letr/model.h"
 #include "core/models/mlsd/model.h"
+#include "core/results/results.h"
 #include "core/util/path.h"
 
 namespace glimpse::cli {
@@ -30,7 +33,8 @@ namespace glimpse::cli {
 namespace {
 
 const char* kEvalUsage =
-    "usage: glimpse eval letr --checkpoint C.h5 --data D [--layers all|last] [--out eval.h5]\n"
+    "usage: glimpse eval letr --checkpoint C.h5 --data D [--layers all|last] [--out R.h5] [--keep-lines N]\n"
+    "                         [--eval-out eval.h5]\n"
     "                         [--max-images N] [--no-lsd] [--short-side S] [--max-long-side M]\n"
     "                         [--flips 1|2|4] [--threads T] [--device cpu|cuda[:N]]\n"
     "                         [--no-mlsd] [--mlsd-checkpoint M.h5]\n"
@@ -38,8 +42,12 @@ const char* kEvalUsage =
     "procedural:COUNT[:SEED[:WxH[:SCENES]]]) and prints sAP5/10/15, sF10/15, APH and FH (percent) for\n"
     "every decoder layer of both stages (--layers last: the last layer of each) and for the LSD\n"
     "and M-LSD tiny baselines on the same images (M-LSD: resources/mlsd_tiny.h5 when installed). --short-side and --max-long-side override the checkpoint's input\n"
-    "size (a larger long-side cap is needed to enlarge a small image). --out writes the numbers and PR curves as an eval file (a\n"
-    "finished run log, docs/formats.md). --flips 2|4 evaluates the flip ensemble: each image\n"
+    "size (a larger long-side cap is needed to enlarge a small image). --out writes a results file\n"
+    "(glimpse.results, docs/formats.md): the table, PR curves and, per image and row, the lines with\n"
+    "their matches to the ground truth (written as the eval goes; Ctrl-C stops it with a summary of\n"
+    "the images done); --keep-lines N keeps each row's N best lines per image (default: all, the\n"
+    "per-image records then reproduce the table exactly). --eval-out writes the numbers and PR\n"
+    "curves as an eval file (a finished run log). --flips 2|4 evaluates the flip ensemble: each image\n"
     "also runs mirrored (4: left-right, up-down and both) and every layer's lines are merged\n"
     "over the views (docs/decisions.md). Progress goes to stderr.\n";
 
@@ -241,7 +249,7 @@ int evalLetr(const std::vector<std::string>& argv) {
     Args a(argv, {"--no-lsd", "--no-mlsd"});
     a.checkKnown({"--checkpoint", "--data", "--layers", "--out", "--max-images", "--no-lsd",
                   "--short-side", "--max-long-side", "--flips", "--threads", "--device", "--no-mlsd",
-                  "--mlsd-checkpoint"});
+                  "--mlsd-checkpoint", "--keep-lines", "--eval-out"});
     const torch::Device device = parseDevice(a.get("--device", "cpu"));
     if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional().front() + "'");
     const std::string ckpt = a.require("--checkpoint");
@@ -259,6 +267,11 @@ int evalLetr(const std::vector<std::string>& argv) {
     opts.flips = flipsOption(a);
     opts.maxImages = a.getInt("--max-images", -1);
     if (a.has("--max-images") && opts.maxImages < 1) throw Error("--max-images: expected a positive integer");
+    results::WriterOptions resultsOpts;
+    resultsOpts.keepLines = a.getInt("--keep-lines", -1);
+    if (a.has("--keep-lines") && resultsOpts.keepLines < 1) throw Error("--keep-lines: expected a positive integer");
+    if (a.has("--keep-lines") && !a.has("--out")) throw Error("--keep-lines goes with --out R.h5");
+    if (a.has("--out")) checkOutputFolder(*a.get("--out"), "--out");
 
     auto model = letr::loadLetr(ckpt);
     applyResize(a, *model);
@@ -274,10 +287,52 @@ int evalLetr(const std::vector<std::string>& argv) {
               << (opts.flips > 1 ? ", flip ensemble of " + std::to_string(opts.flips) + " views" : std::string())
               << ") on " << data->describe() << "\n";
 
+    // --out: a results file written as the images go (stopped by Ctrl-C: the images done).
+    std::unique_ptr<results::ResultsWriter> writer;
+    std::vector<eval::EvalRow> rowNames;
+    train::Control control;
+    if (a.has("--out")) {
+        rowNames = eval::letrEvalRows(*model, opts);
+        std::vector<results::LetrRowInfo> rows;
+        for (const auto& r : rowNames) rows.push_back({r.key, r.label, r.key == "lsd" || r.key == "mlsd"});
+        results::ResultsHeader h;
+        h.type = results::ResultsType::Letr;
+        h.family = "letr";
+        h.command = commandLine("glimpse eval letr", argv);
+        h.checkpoint = ckpt;
+        h.source.spec = dataSpec;
+        h.config = {{"layers", layers}, {"flips", opts.flips}, {"model", model->config().toJson()},
+                    {"max_images", opts.maxImages}, {"keep_lines", resultsOpts.keepLines}};
+        resultsOpts.expectedSamples = opts.maxImages >= 0 ? std::min<int64_t>(opts.maxImages, data->size()) : data->size();
+        writer = results::ResultsWriter::createLetr(*a.get("--out"), h, rows, opts.thresholds, resultsOpts);
+        opts.onSample = [&](const eval::LetrSampleEval& e) {
+            results::LetrSampleIn in;
+            in.index = e.index;
+            in.name = e.name;
+            in.width = e.width;
+            in.height = e.height;
+            in.gt = e.gt;
+            for (size_t r = 0; r < e.lines.size(); ++r) in.rows.push_back({e.lines[r], e.matches[r]});
+            writer->add(in);
+        };
+    }
     eval::LetrEvalResult result;
     {
         CountProgress progress("  ", " images");
-        result = eval::evaluateLetr(*model, *data, opts, progress.fn());
+        std::optional<StopOnInterrupt> interrupt;
+        if (writer) interrupt.emplace(control);
+        result = eval::evaluateLetr(*model, *data, opts, progress.fn(), writer ? &control : nullptr);
+    }
+    if (writer) {
+        results::LetrSummary summary;
+        summary.thresholds = opts.thresholds;
+        for (const auto& r : result.rows) {
+            summary.rows.push_back({r.key, r.label, r.key == "lsd" || r.key == "mlsd"});
+            summary.metrics.push_back(r.metrics);
+        }
+        writer->finish(summary, result.stopped ? results::Status::Stopped : results::Status::Complete);
+        std::cerr << "glimpse eval: wrote " << *a.get("--out") << " (" << writer->samples() << " images"
+                  << (result.stopped ? ", stopped" : "") << ")\n";
     }
     std::cout << "LETR " << ckpt
               << (opts.flips > 1 ? " (flip ensemble of " + std::to_string(opts.flips) + " views)" : std::string())
@@ -285,8 +340,8 @@ int evalLetr(const std::vector<std::string>& argv) {
               << "sAP over squared endpoint distance in a 128 x 128 frame\n"
               << eval::formatEvalTable(result);
     std::cerr << "glimpse eval: " << result.seconds << " s\n";
-    if (a.has("--out")) {
-        const std::string out = *a.get("--out");
+    if (a.has("--eval-out")) {
+        const std::string out = *a.get("--eval-out");
         eval::saveEvalFile(result, out, {{"kind", "letr_eval"}, {"checkpoint", ckpt}, {"data", dataSpec},
                                          {"layers", layers}, {"flips", opts.flips},
                                          {"model", model->config().toJson()}});

@@ -57,6 +57,21 @@ void putCurve(std::map<std::string, torch::Tensor>& out, const std::string& base
 
 } // namespace
 
+std::vector<EvalRow> letrEvalRows(const letr::LetrModel& model, const LetrEvalOptions& options) {
+    std::vector<EvalRow> rows;
+    const int numStages = model.config().fineStage && !options.coarseOnly ? 2 : 1;
+    for (int si = 0; si < numStages; ++si) {
+        const auto stage = letr::Stage(si);
+        const int L = model.numDecoderLayers(stage);
+        const std::string sn = letr::stageName(stage);
+        for (int l = options.allLayers ? 0 : L - 1; l < L; ++l)
+            rows.push_back({sn + "_" + std::to_string(l + 1), sn + " " + std::to_string(l + 1), {}});
+    }
+    if (options.lsd) rows.push_back({"lsd", "LSD", {}});
+    if (options.mlsd) rows.push_back({"mlsd", "M-LSD", {}});
+    return rows;
+}
+
 const EvalRow& LetrEvalResult::row(const std::string& key) const {
     for (const auto& r : rows)
         if (r.key == key) return r;
@@ -88,6 +103,8 @@ LetrEvalResult evaluateLetr(letr::LetrModel& model, const data::LineDataset& dat
             rows.push_back({sn + "_" + std::to_string(l + 1), sn + " " + std::to_string(l + 1), {}});
         }
     }
+    const bool record = bool(options.onSample);
+    LetrSampleEval sampleEval;
     LineEvaluator lsd(options.thresholds);
     LineEvaluator mlsd(options.thresholds);
 
@@ -117,10 +134,32 @@ LetrEvalResult evaluateLetr(letr::LetrModel& model, const data::LineDataset& dat
             std::vector<ScoredLine> pred(size_t(lines.size(0)));
             for (int64_t q = 0; q < lines.size(0); ++q)
                 pred[size_t(q)] = {lp[4 * q] * W0, lp[4 * q + 1] * H0, lp[4 * q + 2] * W0, lp[4 * q + 3] * H0, sp[q]};
-            slot.ev.add(pred, gt, s.image.cols, s.image.rows);
+            ImageMatches m = slot.ev.add(pred, gt, s.image.cols, s.image.rows);
+            if (record) {
+                sampleEval.lines.push_back(std::move(pred));
+                sampleEval.matches.push_back(std::move(m));
+            }
         }
-        if (options.lsd) lsd.add(detectLsd(s.image), gt, s.image.cols, s.image.rows);
-        if (options.mlsd) mlsd.add(options.mlsd(s.image), gt, s.image.cols, s.image.rows);
+        // A baseline's lines and matches, recorded like a layer's.
+        auto baseline = [&](LineEvaluator& ev, std::vector<ScoredLine> pred) {
+            ImageMatches m = ev.add(pred, gt, s.image.cols, s.image.rows);
+            if (record) {
+                sampleEval.lines.push_back(std::move(pred));
+                sampleEval.matches.push_back(std::move(m));
+            }
+        };
+        if (options.lsd) baseline(lsd, detectLsd(s.image));
+        if (options.mlsd) baseline(mlsd, options.mlsd(s.image));
+        if (record) {
+            sampleEval.index = i;
+            sampleEval.name = s.name;
+            sampleEval.width = s.image.cols;
+            sampleEval.height = s.image.rows;
+            sampleEval.gt = gt;
+            options.onSample(sampleEval);
+            sampleEval.lines.clear();
+            sampleEval.matches.clear();
+        }
         result.images = i + 1;
         if (progress) progress(i + 1, total);
     }

@@ -29,6 +29,18 @@ class Control;
 
 namespace glimpse::eval {
 
+// One image as evaluated (LetrEvalOptions::onSample): every row's predictions in image pixels
+// and their matches as that row's LineEvaluator decided them (results files record these, so
+// their per-image records add up to the summary exactly). Rows in LetrEvalResult::rows order.
+struct LetrSampleEval {
+    int64_t index = 0;                       // in the dataset
+    std::string name;                        // LineSample::name
+    int width = 0, height = 0;
+    std::vector<GtLine> gt;
+    std::vector<std::vector<ScoredLine>> lines;
+    std::vector<ImageMatches> matches;
+};
+
 struct LetrEvalOptions {
     bool allLayers = true;        // every decoder layer; false: the last layer of each stage
     bool lsd = true;              // add the LSD baseline row
@@ -41,6 +53,8 @@ struct LetrEvalOptions {
     bool coarseOnly = false;      // evaluate (and run) the coarse stage only (validation while
                                   // the trainer is in its coarse phase)
     int flips = 1;                // 1, 2 or 4 views merged per layer (core/models/letr/flips.h)
+    // Called after each image with its per-row lines and matches (results files).
+    std::function<void(const LetrSampleEval&)> onSample;
 };
 
 struct EvalRow {
@@ -56,6 +70,10 @@ struct LetrEvalResult {
     double seconds = 0;
     const EvalRow& row(const std::string& key) const;   // throws glimpse::Error when absent
 };
+
+// The rows evaluateLetr produces for `model` with `options`, in order, metrics empty (what a
+// results file declares before the first image).
+std::vector<EvalRow> letrEvalRows(const letr::LetrModel& model, const LetrEvalOptions& options);
 
 // (done, total) after each image.
 using EvalProgressFn = std::function<void(int64_t, int64_t)>;

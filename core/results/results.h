@@ -243,6 +243,9 @@ public:
     // from its file or by reopening the dataset spec. Thread-safe. Throws Error naming the
     // source when it cannot be read.
     cv::Mat image(int64_t i) const;
+    // An image of the dataset by its index there (few-shot supports and queries), from the
+    // reopened dataset spec (split source().split). Thread-safe.
+    cv::Mat datasetImage(int64_t datasetIndex) const;
 
     // ---- LETR ----
     const std::vector<LetrRowInfo>& letrRows() const;
@@ -268,6 +271,9 @@ public:
         bool exact = true;
     };
     Counts counts(size_t row, size_t threshold, int64_t i, float minScore) const;
+    // counts() of every sample at once (one read of the row's stored lines; what a table
+    // column at a chosen score uses). size() entries.
+    std::vector<Counts> countsAll(size_t row, size_t threshold, float minScore) const;
     // sAP at each threshold recomputed from the stored per-sample records with the summary's
     // code (pooled hits, averagePrecision); equals the summary exactly when keepLines() == -1.
     std::vector<double> letrRecomputedSap(size_t row) const;
@@ -293,6 +299,11 @@ private:
     explicit ResultsFile(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
+
+// `glimpse info R.h5`: kind, status, command, checkpoint, source (and whether it is there),
+// then the summary table (LETR rows, classification accuracy and the most confused pairs,
+// few-shot means). Throws glimpse::Error naming the file when it cannot be read.
+std::string describeResults(const std::string& path);
 
 // ---- table helpers (what the dock's sort and filter run; the benchmark times them) --------
 

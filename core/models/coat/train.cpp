@@ -186,7 +186,7 @@ torch::Tensor inputTensor(const CoatModel& model, const cv::Mat& rgb) { return m
 } // namespace
 
 ClassEval evaluateClassifier(CoatModel& model, const data::ClassificationDataset& ds, int64_t count, int64_t batch,
-                             bool confusion) {
+                             bool confusion, const ClassSampleFn& onSample, const std::function<bool()>& cancelled) {
     const bool wasTraining = model.is_training();
     model.eval();
     torch::NoGradGuard ng;
@@ -197,12 +197,15 @@ ClassEval evaluateClassifier(CoatModel& model, const data::ClassificationDataset
     if (confusion) r.confusion = torch::zeros({K, K}, torch::kLong);
     int64_t correct = 0;
     double lossSum = 0;
+    int64_t done = 0;
     for (int64_t b0 = 0; b0 < n; b0 += batch) {
+        if (cancelled && cancelled()) break;
         const int64_t bn = std::min(batch, n - b0);
         std::vector<torch::Tensor> xs;
-        std::vector<int64_t> ys;
+        std::vector<int64_t> ys, idxs;
         for (int64_t i = 0; i < bn; ++i) {
             const int64_t idx = count <= 0 ? b0 + i : train::shuffledIndex(kValOrderSeed, ds.size(), b0 + i);
+            idxs.push_back(idx);
             auto s = ds.get(idx);
             if (s.label < 0 || s.label >= K) throw Error("evaluation: label out of range for the model");
             xs.push_back(inputTensor(model, data::toRgb(s.image)));
@@ -218,9 +221,16 @@ ClassEval evaluateClassifier(CoatModel& model, const data::ClassificationDataset
         correct += pred.eq(y).sum().item<int64_t>();
         if (confusion)
             r.confusion.view({-1}).index_add_(0, (y * K + pred).cpu(), torch::ones({bn}, torch::kLong));
+        if (onSample) {
+            const auto probs = torch::softmax(logits, 1).to(torch::kCPU).contiguous();
+            const auto p = pred.to(torch::kCPU).to(torch::kLong).contiguous();
+            for (int64_t i = 0; i < bn; ++i) onSample(idxs[size_t(i)], ys[size_t(i)], p[i].item<int64_t>(), probs[i]);
+        }
+        done += bn;
     }
-    r.acc = n > 0 ? double(correct) / double(n) : 0.0;
-    r.loss = n > 0 ? lossSum / double(n) : 0.0;
+    r.count = done;
+    r.acc = done > 0 ? double(correct) / double(done) : 0.0;
+    r.loss = done > 0 ? lossSum / double(done) : 0.0;
     model.train(wasTraining);
     return r;
 }

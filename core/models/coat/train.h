@@ -37,6 +37,7 @@
 // final/val_loss, final/confusion [K, K] (rows true class), final/val_size), checkpoint.h5
 // (family "coat-train"), model.h5 (a normal CoaT checkpoint with class names; loadCoat reads it).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -119,8 +120,13 @@ struct ClassEval {
     torch::Tensor confusion;
 };
 class CoatModel;
+// onSample (results files, core/results): each item as evaluated: its dataset index, label,
+// predicted class (the argmax the accuracy counts) and softmax probabilities [K] (CPU float).
+// cancelled (polled between batches): stop early; the result then covers `count` items done.
+using ClassSampleFn = std::function<void(int64_t, int64_t, int64_t, const torch::Tensor&)>;
 ClassEval evaluateClassifier(CoatModel& model, const data::ClassificationDataset& ds, int64_t count,
-                             int64_t batch, bool confusion);
+                             int64_t batch, bool confusion, const ClassSampleFn& onSample = {},
+                             const std::function<bool()>& cancelled = {});
 
 // Table 3.6 position-encoding ablation: the same config with neither, CRPE only, CPE only, both.
 struct PeVariant {

@@ -63,7 +63,7 @@ EpisodeResult runEpisode(ConstellationModel& model, const data::ClassificationDa
 FewShotResult evaluateFewShot(ConstellationModel& model, const data::EpisodeSampler& sampler,
                               const data::EpisodeSpec& spec, int64_t episodes, uint64_t seed,
                               const std::function<void(int64_t, int64_t)>& progress,
-                              const std::function<bool()>& cancelled) {
+                              const std::function<bool()>& cancelled, const EpisodeFn& onEpisode) {
     if (episodes < 1) throw Error("few-shot evaluation: --episodes must be >= 1, got " + std::to_string(episodes));
     EvalScope eval(model);
     torch::NoGradGuard ng;
@@ -84,6 +84,11 @@ FewShotResult evaluateFewShot(ConstellationModel& model, const data::EpisodeSamp
         auto pred = model.fewShotLogits(support, query, spec.ways, spec.shots).argmax(1).to(torch::kCPU);
         auto truth = torch::arange(spec.ways).repeat_interleave(spec.queries);
         r.accuracies.push_back(pred.eq(truth).to(torch::kDouble).mean().item<double>());
+        if (onEpisode) {
+            const auto p = pred.to(torch::kLong).contiguous();
+            onEpisode(e, ep, std::vector<int64_t>(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel()),
+                      r.accuracies.back());
+        }
         if (progress) progress(e + 1, episodes);
     }
     double sum = 0;

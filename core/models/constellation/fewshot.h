@@ -44,11 +44,15 @@ struct FewShotResult {
     bool cancelled = false;           // stopped early: the figures cover the episodes done
 };
 
+// One evaluated episode (results files, core/results): its number, the episode, the predicted
+// way of each query (way-major, as episode.query) and its accuracy (what `accuracies` holds).
+using EpisodeFn = std::function<void(int64_t, const data::Episode&, const std::vector<int64_t>&, double)>;
+
 // Episodes 0..episodes-1 of `seed` from `sampler`. `progress(done, total)` after each episode;
-// `cancelled()` is polled between episodes.
+// `cancelled()` is polled between episodes; `onEpisode` gets each episode as evaluated.
 FewShotResult evaluateFewShot(ConstellationModel& model, const data::EpisodeSampler& sampler,
                               const data::EpisodeSpec& spec, int64_t episodes, uint64_t seed,
                               const std::function<void(int64_t, int64_t)>& progress = {},
-                              const std::function<bool()>& cancelled = {});
+                              const std::function<bool()>& cancelled = {}, const EpisodeFn& onEpisode = {});
 
 } // namespace glimpse::constellation
