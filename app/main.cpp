@@ -8,6 +8,8 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/command.h"
+#include "app/cli/resource_path.h"
+#include "core/data/mlsd_lines.h"
 #include "core/util/threads.h"
 #ifndef GLIMPSE_HEADLESS
 #include "app/gui.h"
@@ -15,6 +17,8 @@
 
 int main(int argc, char** argv) {
     glimpse::chooseBlasKernels(argv);   // may execute glimpse again with OPENBLAS_CORETYPE set
+    // The labeller of --data mlsd:LIST (core/data/mlsd_lines.h), "" when not installed.
+    glimpse::data::setMlsdLabelCheckpoint(glimpse::cli::resourcePath("mlsd_tiny.h5"));
 #ifndef GLIMPSE_HEADLESS
     glimpse::cli::addCommands(glimpse::cli::guiCommands());
     glimpse::cli::setRunLogFollower(glimpse::cli::followRunLog);

@@ -15,7 +15,9 @@ const char* kDataUsage =
     "usage: glimpse data export --data SPEC --out DIR [--name NAME] [--overlays]\n"
     "Writes the dataset SPEC (a Wireframe JSON file, a folder with train.json,\n"
     "procedural:COUNT[:SEED[:WxH[:SCENES]]], lsd:PHOTOS (a folder or .txt list of photos, labelled\n"
-    "by LSD's long segments) or mix:SPEC+SPEC[+...]) to DIR/NAME.json (default NAME: dataset) and\n"
+    "by LSD's long segments), mlsd:PHOTOS (labelled by M-LSD tiny; the labels are computed once and\n"
+    "cached beside the list, LIST.mlsd.h5) or mix:SPEC+SPEC[+...]) to DIR/NAME.json (default NAME:\n"
+    "dataset) and\n"
     "DIR/images/NNNNNN.png, in the Wireframe form that --data PATH.json reads back.\n"
     "--overlays also writes DIR/overlays/NNNNNN.png with the ground-truth segments in red.\n";
 }

@@ -17,7 +17,7 @@ ModelFamily letrFamily() {
     f.defaultCheckpoint = "letr_demo.h5";   // loaded for the demo scene, else on the panel's first use
     f.trainer = letrRunner();
     f.training = {"LETR (line segments)", "letr_demo_train.json", "procedural:2000",
-                  "data.json, dataset folder, procedural:COUNT[:SEED[:WxH[:SCENES]]], lsd:PHOTOS or mix:A+B"};
+                  "data.json, dataset folder, procedural:COUNT[:SEED[:WxH[:SCENES]]], lsd:PHOTOS, mlsd:PHOTOS or mix:A+B"};
     f.training.preview = letrTrainingPreview;
     f.training.losses = {"loss/total", "loss/*"};
     f.training.metrics = {"val/sAP10", "val/sAP15", "val/APH", "val/*"};

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/data/mlsd_lines.h"
 #include "core/data/photo_lines.h"
 #include "core/data/procedural.h"
 #include "core/data/wireframe.h"
@@ -48,6 +49,19 @@ std::unique_ptr<LineDataset> openLineDataset(const std::string& spec) {
         if (source.empty()) throw Error("dataset '" + spec + "': expected lsd:FOLDER or lsd:LIST.txt");
         try {
             return std::make_unique<LsdPhotoLines>(source);
+        } catch (const Error& e) {
+            throw Error("dataset '" + spec + "': " + e.what());
+        }
+    }
+    const std::string mlsdPrefix = "mlsd:";
+    if (spec.rfind(mlsdPrefix, 0) == 0) {
+        const std::string source = spec.substr(mlsdPrefix.size());
+        if (source.empty()) throw Error("dataset '" + spec + "': expected mlsd:LIST.txt or mlsd:FOLDER");
+        const std::string ckpt = mlsdLabelCheckpoint();
+        if (ckpt.empty())
+            throw Error("dataset '" + spec + "': no M-LSD model to label the photos with (resources/mlsd_tiny.h5 is not installed)");
+        try {
+            return std::make_unique<MlsdPhotoLines>(source, mlsdCheckpointLabeller(ckpt));
         } catch (const Error& e) {
             throw Error("dataset '" + spec + "': " + e.what());
         }

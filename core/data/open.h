@@ -6,6 +6,8 @@
 //                                    the built-in generator (defaults: seed 0, 256x256, rooms;
 //                                    SCENES: rooms, facades or mixed, core/data/procedural.h)
 //   lsd:FOLDER | lsd:LIST.txt        photos labelled by LSD's long segments (core/data/photo_lines.h)
+//   mlsd:LIST.txt | mlsd:FOLDER      photos labelled by M-LSD tiny, cached beside the list
+//                                    (core/data/mlsd_lines.h; model: setMlsdLabelCheckpoint)
 //   mix:SPEC+SPEC[+SPEC...]          the parts interleaved, sample i from part i % K
 // Throws glimpse::Error naming the spec on anything else.
 #include <memory>
