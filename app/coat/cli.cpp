@@ -9,11 +9,13 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include <time.h>
 
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
 #include "app/cli/common.h"
+#include "core/util/autocast.h"
 #include "core/util/device.h"
 #include "core/util/threads.h"
 #include "core/error.h"
@@ -44,13 +46,17 @@ const char* kInferCoatUsage =
 const char* kBenchCoatUsage =
     "usage: glimpse bench coat [--variant coat_lite_tiny | --checkpoint C.h5 | --config C.json]\n"
     "                          [--batch B] [--runs R] [--warmup W] [--threads T] [--random-seed S]\n"
-    "                          [--device cpu|cuda[:N]] [--tf32]\n"
+    "                          [--device cpu|cuda[:N]] [--tf32] [--precision fp32|bf16|auto]\n"
     "Times CoaT inference at the config's image size (224x224 for the Table 3.1 variants):\n"
     "forward passes of --batch images (median over --runs after --warmup runs) as images/s,\n"
     "trace capture (forward with records + Grad-CAM of the top-5), and on-demand view queries\n"
     "on that trace: effective attention of a random query pixel, CRPE window term, CLS attention.\n"
     "--device times the forward passes there (the trace figures stay the CPU's); --tf32 allows\n"
-    "TF32 tensor cores for float32 on CUDA.\n";
+    "TF32 tensor cores for float32 on CUDA. --precision bf16 (CPUs with AVX512-BF16 or AMX; auto:\n"
+    "where the CPU has it) runs the linear layers and attention products on bfloat16 operands and\n"
+    "reports how far the logits moved from float32 (docs/performance.md). CPU times (this process,\n"
+    "all threads) are printed beside the wall-clock times: on a shared machine they are the ones\n"
+    "to compare.\n";
 
 
 namespace fs = std::filesystem;
@@ -166,7 +172,7 @@ int benchCoat(const std::vector<std::string>& argv) {
     Args a(argv, {"--tf32"});
     try {
         a.checkKnown({"--variant", "--checkpoint", "--config", "--batch", "--runs", "--warmup", "--threads",
-                      "--random-seed", "--device", "--tf32"});
+                      "--random-seed", "--device", "--tf32", "--precision"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
     } catch (const Error& e) {
         std::cerr << "glimpse bench coat: " << e.what() << "\n" << kBenchCoatUsage;
@@ -188,15 +194,31 @@ int benchCoat(const std::vector<std::string>& argv) {
     const torch::Device device = parseDevice(a.get("--device", "cpu"));
     if (a.has("--tf32")) setTf32(true);
     auto input = img.tensor.unsqueeze(0).expand({batch, 3, S, S}).contiguous().to(device);
-    std::vector<double> tForward, tCapture;
+    const torch::ScalarType precision = parsePrecision(a.get("--precision", "fp32"), device);
+    CoatForwardOptions fo;
+    fo.productDtype = precision;
+    std::vector<double> tForward, tCapture, cForward;
+    double maxLogitDiff = 0;
+    bool sameTop1 = true;
     {
         torch::NoGradGuard ng;
         model->to(device);
         for (long long r = 0; r < warmup + runs; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
-            auto out = model->forward(input);
+            timespec c0{}, c1{};
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+            auto out = model->forward(input, fo);
             (void)out.logits.sum().item<float>();   // waits for the device
-            if (r >= warmup) tForward.push_back(msSince(t0));
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+            if (r >= warmup) {
+                tForward.push_back(msSince(t0));
+                cForward.push_back(1e3 * double(c1.tv_sec - c0.tv_sec) + 1e-6 * double(c1.tv_nsec - c0.tv_nsec));
+            }
+        }
+        if (precision != torch::kFloat) {
+            const auto ref = model->forward(input).logits, got = model->forward(input, fo).logits;
+            maxLogitDiff = (ref - got).abs().max().item<double>();
+            sameTop1 = torch::equal(ref.argmax(1), got.argmax(1));
         }
         model->to(torch::kCPU);   // the trace figures below are the CPU's (the GUI's)
     }
@@ -248,7 +270,13 @@ int benchCoat(const std::vector<std::string>& argv) {
     std::printf("  input %lldx%lld, batch %lld, %s%s, %lld threads, %lld runs after %lld warm-up (median)\n",
                 (long long)S, (long long)S, batch, device.str().c_str(), a.has("--tf32") ? " tf32" : "", threads, runs,
                 warmup);
-    std::printf("  forward      %9.1f ms per batch = %.2f images/s\n", fwd, fwd > 0 ? 1000.0 * double(batch) / fwd : 0.0);
+    const double cpuFwd = median(cForward);
+    std::printf("  forward      %9.1f ms per batch = %.2f images/s (CPU time %.1f ms = %.2f images per CPU second;"
+                " precision %s)\n", fwd, fwd > 0 ? 1000.0 * double(batch) / fwd : 0.0, cpuFwd,
+                cpuFwd > 0 ? 1000.0 * double(batch) / cpuFwd : 0.0, precisionName(precision));
+    if (precision != torch::kFloat)
+        std::printf("  vs float32   logits max difference %.3g, top-1 %s\n", maxLogitDiff,
+                    sameTop1 ? "the same" : "DIFFERS");
     std::printf("  capture      %9.1f ms (forward with records + Grad-CAM of the top-5), trace %.1f MiB\n",
                 median(tCapture), double(trace.bytes()) / 1048576.0);
     std::printf("  query        %.3f ms effective attention (one head, random block), %.3f ms (mean of heads)\n",

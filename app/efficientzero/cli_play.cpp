@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <time.h>
 
 #include <torch/torch.h>
 
@@ -32,7 +33,16 @@ const char* kPlayUsage =
     "  --temperature T     sample actions proportionally to visits^(1/T) (default 0: most visited)\n"
     "  --noise             add self-play's root Dirichlet noise to the search\n"
     "  --threads T         LibTorch threads (default 2)\n"
-    "  --device D          cpu (default), cuda or cuda:N: the network (the MCTS's batched inference)\n";
+    "  --device D          cpu (default), cuda or cuda:N: the network (the MCTS's batched inference)\n"
+    "  --reference-layers  run the network's batch norms as separate layers (by default they are folded\n"
+    "                      into the layers before them: the same function within float32 rounding)\n";
+
+// CPU seconds of this process (all threads): on a shared machine the figure to compare.
+double cpuSecondsNow() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 } // namespace
 
@@ -41,9 +51,9 @@ int play(const std::vector<std::string>& args) {
         std::cerr << kPlayUsage;
         return args.empty() ? 2 : 0;
     }
-    Args a(args, {"--noise"});
+    Args a(args, {"--noise", "--reference-layers"});
     a.checkKnown({"--checkpoint", "--env", "--episodes", "--simulations", "--seed", "--max-episode-steps", "--record",
-                  "--threads", "--temperature", "--noise", "--device"});
+                  "--threads", "--temperature", "--noise", "--device", "--reference-layers"});
     const torch::Device device = parseDevice(a.get("--device", "cpu"));
     const std::string ckpt = a.require("--checkpoint");
     const std::string game = a.require("--env");
@@ -69,9 +79,11 @@ int play(const std::vector<std::string>& args) {
     const auto env = rl::makeEnv(game, o.env);  // unknown game -> Error listing the names
     auto net = efficientzero::loadForEnv(ckpt, *env);
     net.module().to(device);
+    net.setFoldedInference(!a.has("--reference-layers"));
     train::Control control;
     efficientzero::EvalResult r;
     const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = cpuSecondsNow();
     {
         StopOnInterrupt interrupt(control);
         TrainingProgress bar(control, nullptr, -1, 8);
@@ -90,8 +102,10 @@ int play(const std::vector<std::string>& args) {
                 r.normalizedMedian);
     // Every move runs one search of o.simulations simulations (environment steps included).
     const double moves = r.stats.meanLength * double(r.stats.episodes);
-    std::printf("speed: %.0f moves in %.2f s: %.1f moves/s, %.0f simulations/s\n", moves, seconds,
-                moves / std::max(seconds, 1e-9), moves * double(o.simulations) / std::max(seconds, 1e-9));
+    std::printf("speed: %.0f moves in %.2f s: %.1f moves/s, %.0f simulations/s (%.0f per CPU second; %s)\n", moves,
+                seconds, moves / std::max(seconds, 1e-9), moves * double(o.simulations) / std::max(seconds, 1e-9),
+                moves * double(o.simulations) / std::max(cpuSecondsNow() - cpu0, 1e-9),
+                net.foldedInference() ? "batch norms folded" : "reference layers");
     for (const auto& f : r.recorded) std::printf("recorded %s\n", f.c_str());
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <random>
 #include <thread>
+#include <time.h>
 
 #include <torch/torch.h>
 
@@ -35,6 +36,7 @@ const char* kBenchUsage =
     "                          [--queries N] [--short-side S] [--threads T] [--runs R]\n"
     "                          [--warmup W] [--image I.png] [--random-seed S] [--device cpu|cuda]\n"
     "                          [--return-memory] [--autocast fp32|bf16|fp16] [--tf32] [--no-record]\n"
+    "                          [--precision fp32|bf16|auto] [--reference-layout]\n"
     "Times LETR stage by stage (backbone, coarse, fine, heads; median over --runs after --warmup\n"
     "runs) on --image or the built-in 640x480 demo scene, then reports images/s, the trace size\n"
     "(float32 and float16 states), the time of one on-demand attention map, and the peak\n"
@@ -48,7 +50,21 @@ const char* kBenchUsage =
     "does; the transformers stay float32); fp16 needs a GPU.\n"
     "--tf32 allows TF32 tensor cores for float32 (off by default on CUDA). --no-record runs without\n"
     "recording attention (as a consumer of lines only would; fused attention on a GPU) and skips\n"
-    "the trace figures.\n";
+    "the trace figures.\n"
+    "--precision (CPU inference, docs/performance.md): fp32 (default) runs the backbone in\n"
+    "channels-last layout with the frozen batch norms folded into the convolutions (float32, the\n"
+    "same outputs within rounding; --reference-layout keeps the reference implementations' layout\n"
+    "and separate batch norms); bf16 also runs the backbone's layers and the transformers' products\n"
+    "in bfloat16 (CPUs with AVX512-BF16 or AMX); auto is bf16 where the CPU has it, else fp32.\n"
+    "CPU times (this process, all threads) are printed beside the wall-clock times: on a shared\n"
+    "machine they are the ones to compare.\n";
+
+// CPU seconds of this process (all threads).
+double cpuSecondsNow() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 // The largest difference of attention maps between float16 and float32 state storage, over
 // random queries of every stage.
@@ -107,10 +123,11 @@ int benchLetr(const std::vector<std::string>& argv) {
         std::cout << kBenchUsage;
         return 0;
     }
-    Args a(argv, {"--return-memory", "--no-record", "--tf32"});
+    Args a(argv, {"--return-memory", "--no-record", "--tf32", "--reference-layout"});
     try {
         a.checkKnown({"--checkpoint", "--config", "--backbone", "--queries", "--short-side", "--threads", "--runs",
-                      "--warmup", "--image", "--random-seed", "--device", "--return-memory", "--autocast", "--no-record", "--tf32"});
+                      "--warmup", "--image", "--random-seed", "--device", "--return-memory", "--autocast", "--no-record", "--tf32",
+                      "--precision", "--reference-layout"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
         if (a.has("--checkpoint") && (a.has("--config") || a.has("--backbone") || a.has("--queries")))
             throw Error("--config/--backbone/--queries do not go with --checkpoint (it has its own config)");
@@ -130,6 +147,10 @@ int benchLetr(const std::vector<std::string>& argv) {
     const std::shared_ptr<LetrModel> model = letrModelFromArgs(a, modelDesc);
     const std::string device = a.get("--device", "cpu");
     const torch::ScalarType autocast = parseAutocast(a.get("--autocast", "fp32"));
+    const torch::ScalarType precision = parsePrecision(a.get("--precision", "fp32"), model->device());
+    if (precision != torch::kFloat && autocast != torch::kFloat)
+        throw Error("--precision bf16 and --autocast do not go together (one mixed precision at a time)");
+    const bool referenceLayout = a.has("--reference-layout");
     const bool record = !a.has("--no-record");
     if (a.has("--tf32")) setTf32(true);
     const LetrConfig& cfg = model->config();
@@ -138,7 +159,7 @@ int benchLetr(const std::vector<std::string>& argv) {
     const std::string imageDesc = a.has("--image") ? *a.get("--image") : "demo scene";
 
     torch::NoGradGuard noGrad;
-    std::vector<double> tBackbone, tCoarse, tFine, tHeads, tForward, tEnd;
+    std::vector<double> tBackbone, tCoarse, tFine, tHeads, tForward, tEnd, cForward;
     LetrTrace trace32, trace16;
     LetrImage input;
     for (long long r = 0; r < warmup + runs; ++r) {
@@ -151,11 +172,18 @@ int benchLetr(const std::vector<std::string>& argv) {
         // weights, so on the CPU only the backbone runs in bfloat16.
         const bool cpuBf16 = autocast == torch::kBFloat16 && model->device().is_cpu();
         if (cpuBf16) fo.backboneDtype = torch::kBFloat16;
+        if (model->device().is_cpu() && !referenceLayout) fo.backboneChannelsLast = true;
+        if (precision == torch::kBFloat16) {
+            fo.backboneDtype = torch::kBFloat16;
+            fo.transformerDtype = torch::kBFloat16;
+        }
         LetrOutput out;
+        const double c0 = cpuSecondsNow();
         {
             AutocastGuard ag(model->device(), cpuBf16 ? torch::kFloat : autocast);
             out = model->forward({input.tensor}, fo);
         }
+        const double cpuMs = 1000.0 * (cpuSecondsNow() - c0);
         if (record) trace32 = LetrTrace::capture(*model, out, 0, input, LetrTracePrecision::Float32);
         else out.stages.back().lines.to(torch::kCPU);   // what a consumer of the lines waits for
         const double end = msSince(t0);
@@ -168,6 +196,7 @@ int benchLetr(const std::vector<std::string>& argv) {
         tHeads.push_back(out.timings.heads);
         tForward.push_back(out.timings.total());
         tEnd.push_back(end);
+        cForward.push_back(cpuMs);
     }
 
     std::printf("LETR bench: %s, %s, d=%lld, %lld heads, FFN %lld, N=%lld, layers enc/dec coarse %lld/%lld",
@@ -193,10 +222,36 @@ int benchLetr(const std::vector<std::string>& argv) {
     std::printf("  coarse       %9.1f ms   (input_proj, encoder, decoder)\n", median(tCoarse));
     if (cfg.fineStage) std::printf("  fine         %9.1f ms\n", median(tFine));
     std::printf("  heads        %9.1f ms\n", median(tHeads));
-    std::printf("  forward      %9.1f ms\n", median(tForward));
+    std::printf("  forward      %9.1f ms   (CPU time %.1f ms; precision %s%s)\n", median(tForward), median(cForward),
+                precisionName(precision),
+                referenceLayout ? ", reference layout" : model->device().is_cpu() ? ", folded channels-last backbone" : "");
     const double end = median(tEnd);
     std::printf("  end-to-end   %9.1f ms   (preprocess + forward + %s) = %.2f images/s\n", end,
                 record ? "trace capture" : "lines to the CPU, no attention recorded", end > 0 ? 1000.0 / end : 0.0);
+    if (precision != torch::kFloat || !referenceLayout) {
+        // The same input once more in float32 with the reference layout: how far this precision
+        // and layout move the last layer's lines (endpoints in input pixels) and scores.
+        LetrForwardOptions fo;
+        LetrForwardOptions fast;
+        fast.backboneChannelsLast = model->device().is_cpu() && !referenceLayout;
+        if (precision == torch::kBFloat16) {
+            fast.backboneDtype = torch::kBFloat16;
+            fast.transformerDtype = torch::kBFloat16;
+        }
+        const auto ref = model->forward({input.tensor}, fo).last();
+        const auto got = model->forward({input.tensor}, fast).last();
+        const int64_t L = ref.lines.size(0);
+        const auto scale = torch::tensor({double(input.width()), double(input.height())}, torch::kFloat);
+        auto endpoints = [&](const LetrStageOutput& o) { return o.lines[L - 1][0].to(torch::kCPU).view({-1, 2, 2}) * scale; };
+        const auto d = (endpoints(got) - endpoints(ref)).pow(2).sum(-1).sqrt();   // [N, 2] px
+        auto score = [&](const LetrStageOutput& o) { return o.logits[L - 1][0].to(torch::kCPU).softmax(-1).select(-1, 0); };
+        const auto sRef = score(ref), sGot = score(got);
+        const int64_t top = std::min<int64_t>(100, sRef.size(0));
+        const auto order = sRef.argsort(0, true).narrow(0, 0, top);
+        std::printf("  vs float32   endpoints max %.4f px, median %.4f px, max over the %lld best lines %.4f px;"
+                    " scores max %.2g\n", d.max().item<double>(), d.flatten().median().item<double>(), (long long)top,
+                    d.index_select(0, order).max().item<double>(), (sGot - sRef).abs().max().item<double>());
+    }
     if (record) printTraceFigures(trace32, trace16);
     std::printf("  peak RSS     %.1f MiB (VmHWM)\n", double(peakRssKiB()) / 1024.0);
     return 0;

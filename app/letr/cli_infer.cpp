@@ -26,6 +26,7 @@
 #include "core/io/image.h"
 #include "core/models/letr/model.h"
 #include "core/models/letr/trace.h"
+#include "core/util/autocast.h"
 
 namespace glimpse::cli {
 
@@ -41,6 +42,7 @@ const char* kInferUsage =
     "                     [--png overlay.png|DIR] [--json lines.json|DIR] [--threshold 0.7]\n"
     "                     [--short-side S] [--max-long-side M] [--device cpu|cuda]\n"
     "                     [--precision float16|float32] [--flips 1|2|4] [--threads T]\n"
+    "                     [--compute reference|fp32|bf16|auto]\n"
     "Runs LETR on each image and writes its trace (per-layer lines, entity states, encoder\n"
     "memories: every attention map can be recomputed from it). With a folder or a .txt list of\n"
     "images (one path per line, relative to the list), --out, --png and --json are folders and\n"
@@ -54,7 +56,12 @@ const char* kInferUsage =
     "size, attention maps within 1e-4; float32: attention equal to the forward pass's).\n"
     "--flips 2|4: also runs the image's left-right mirror (4: and the up-down ones) and stores\n"
     "every layer's lines and scores merged over the views (a flip ensemble: more precise\n"
-    "endpoints, 2-4x the time; states and attention stay the image's own).\n";
+    "endpoints, 2-4x the time; states and attention stay the image's own).\n"
+    "--compute (CPU; docs/performance.md): reference (default) runs float32 as the reference\n"
+    "implementations do (exact comparisons); fp32 folds the backbone's frozen batch norms into its\n"
+    "convolutions in channels-last layout (the same lines within rounding, faster); bf16 also runs\n"
+    "the backbone and the transformers' products in bfloat16 (CPUs with AVX512-BF16 or AMX;\n"
+    "endpoints within 0.5 px of float32); auto is bf16 where the CPU has it, else fp32.\n";
 
 
 cv::Mat drawOverlay(const cv::Mat& rgb, const std::vector<LetrLine>& lines) {
@@ -162,7 +169,7 @@ int inferLetr(const std::vector<std::string>& argv) {
     try {
         a.checkKnown({"--model", "--checkpoint", "--random-seed", "--config", "--backbone", "--image", "--out", "--png",
                       "--json", "--threshold", "--short-side", "--max-long-side", "--device", "--precision",
-                      "--flips", "--threads"});
+                      "--flips", "--threads", "--compute"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
     } catch (const Error& e) {
         std::cerr << "glimpse infer: " << e.what() << "\n" << kInferUsage;
@@ -188,6 +195,11 @@ int inferLetr(const std::vector<std::string>& argv) {
     LetrRunOptions runOpts;
     runOpts.precision = precisionName == "float16" ? LetrTracePrecision::Float16 : LetrTracePrecision::Float32;
     runOpts.flips = flipsOption(a);
+    const std::string compute = a.get("--compute", "reference");
+    if (compute != "reference") {
+        runOpts.compute = parsePrecision(compute, parseDevice(a.get("--device", "cpu")), "--compute");
+        runOpts.foldedBackbone = true;
+    }
     if (a.has("--threads")) {
         const long long t = a.getInt("--threads", 1);
         if (t < 1) throw Error("--threads: expected a positive integer");
@@ -207,7 +219,11 @@ int inferLetr(const std::vector<std::string>& argv) {
     if (many) outs.createFolders();
 
     std::cerr << "glimpse infer: " << images.size() << (images.size() == 1 ? " image" : " images") << ", model "
-              << modelDesc << ", short side " << model->config().shortSide << ", " << device << "\n";
+              << modelDesc << ", short side " << model->config().shortSide << ", " << device << ", "
+              << (compute == "reference" ? std::string("float32 (reference layout)")
+                                         : std::string(glimpse::precisionName(runOpts.compute)) +
+                                               (runOpts.compute == torch::kFloat ? " (folded backbone)" : ""))
+              << "\n";
     const auto t0 = std::chrono::steady_clock::now();
     size_t ok = 0;
     for (size_t i = 0; i < images.size(); ++i) {

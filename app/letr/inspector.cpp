@@ -17,6 +17,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -24,7 +25,10 @@
 
 #include "core/error.h"
 #include "core/models/letr/model.h"
+#include "core/models/letr/trace.h"
 #include "core/models/mlsd/model.h"
+#include "core/util/autocast.h"
+#include "core/util/threads.h"
 #include "app/letr/cli.h"
 #include "renderer/colormap.h"
 #include "widgets/layer_stepper.h"
@@ -65,11 +69,23 @@ const letr::LetrTrace& asTrace(const void* t) { return *static_cast<const letr::
 // The family's model and trace I/O (ModelPanel::Spec): on worker threads.
 std::shared_ptr<void> loadModel(const std::string& path) { return letr::loadLetr(path); }
 
-// The run with the panel's flip-ensemble setting at the time it starts.
+// The precision of this process's LETR runs (the panel's Precision box, docs/performance.md):
+// 0 float32 as the reference implementations compute it (exact comparisons), 1 auto (bfloat16
+// on a CPU with AVX512-BF16 / AMX, else float32 with the folded backbone).
+std::atomic<int>& computeSetting() {
+    static std::atomic<int> setting{0};
+    return setting;
+}
+
+// The run with the panel's flip-ensemble and precision settings at the time it starts.
 std::function<ModelPanel::Erased(void*, const cv::Mat&)> runModelWith(std::shared_ptr<std::atomic<int>> flips) {
     return [flips](void* model, const cv::Mat& rgb) -> ModelPanel::Erased {
         letr::LetrRunOptions o;
         o.flips = *flips;
+        if (computeSetting() == 1) {
+            o.compute = parsePrecision("auto", static_cast<letr::LetrModel*>(model)->device());
+            o.foldedBackbone = true;
+        }
         return std::make_shared<const letr::LetrTrace>(letr::runLetr(*static_cast<letr::LetrModel*>(model), rgb, o));
     };
 }
@@ -99,7 +115,14 @@ QString describeModel(const void* model, const QString& fileName) {
 QString describeRun(const void* trace, double ms) {
     const auto& t = asTrace(trace);
     const QString flips = t.flips() > 1 ? QStringLiteral(", lines of a %1-view flip ensemble").arg(t.flips()) : QString();
-    return QStringLiteral("LETR finished in %1 ms (%2 entities%3)").arg(ms, 0, 'f', 0).arg(t.numQueries()).arg(flips);
+    const auto& meta = t.raw().meta();
+    const QString compute = QString::fromStdString(meta.contains("compute") && meta["compute"].is_string()
+                                                       ? meta["compute"].get<std::string>()
+                                                       : std::string("float32"));
+    return QStringLiteral("LETR finished in %1 ms (%2 entities%3; %4)")
+        .arg(ms, 0, 'f', 0)
+        .arg(t.numQueries())
+        .arg(flips, compute);
 }
 
 } // namespace
@@ -175,6 +198,27 @@ void LetrInspector::buildUi() {
                           "the views (more precise endpoints, 2-4x the time). Attention stays the image's own.");
     form->addRow("Flips", flipsBox_);
     connect(flipsBox_, &QComboBox::activated, this, [this](int index) { setFlips(flipsBox_->itemData(index).toInt()); });
+
+    auto* precisionBox = new QComboBox(this);
+    precisionBox->setObjectName("precision");
+    precisionBox->addItem("float32 (exact)", 0);
+    precisionBox->addItem(cpuHasBf16() ? "auto: bfloat16 (this CPU has it)" : "auto: float32, folded (no bfloat16 here)", 1);
+    precisionBox->setCurrentIndex(precisionBox->findData(computeSetting().load()));
+    precisionBox->setToolTip("Precision of the next runs (docs/performance.md). float32: as the reference code computes\n"
+                             "it, for exact comparisons. auto: bfloat16 on a CPU with AVX512-BF16 or AMX (line endpoints\n"
+                             "within half a pixel of float32, several times faster), else float32 with the backbone's\n"
+                             "batch norms folded (the same lines within rounding). The status line names the precision\n"
+                             "of the shown run.");
+    form->addRow("Precision", precisionBox);
+    connect(precisionBox, &QComboBox::activated, this, [this, precisionBox](int index) {
+        const int v = precisionBox->itemData(index).toInt();
+        if (computeSetting().exchange(v) == v) return;
+        clearTraceCache();   // the cached traces were made at the other precision
+        const bool wasRunning = running();
+        if (wasRunning) cancel();
+        if ((hasTrace() || wasRunning) && hasModel()) run(false);
+        else Q_EMIT message(QStringLiteral("LETR's next run computes in %1.").arg(precisionBox->itemText(index)));
+    });
 
     colourBox_ = new QComboBox(this);
     colourBox_->setObjectName("lineColour");

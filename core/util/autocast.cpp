@@ -4,6 +4,7 @@
 #include <torch/version.h>
 
 #include "core/error.h"
+#include "core/util/threads.h"
 
 // LibTorch 2.4 replaced the CUDA-only autocast switches by per-device-type ones.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
@@ -19,6 +20,24 @@ torch::ScalarType parseAutocast(const std::string& name, const std::string& flag
     if (name == "bf16") return torch::kBFloat16;
     if (name == "fp16") return torch::kHalf;
     throw Error(flag + ": expected fp32, bf16 or fp16, got '" + name + "'");
+}
+
+torch::ScalarType parsePrecision(const std::string& name, const torch::Device& device, const std::string& flag) {
+    if (name == "fp32" || name == "float32") return torch::kFloat;
+    if (name == "auto") return device.is_cpu() && cpuHasBf16() ? torch::kBFloat16 : torch::kFloat;
+    if (name == "bf16" || name == "bfloat16") {
+        if (!device.is_cpu())
+            throw Error(flag + " bf16 is for the CPU; on a GPU, --autocast bf16 runs mixed precision");
+        if (!cpuHasBf16())
+            throw Error(flag + " bf16: this CPU has no bfloat16 instructions (AVX512-BF16 or AMX); "
+                               "use fp32 or auto");
+        return torch::kBFloat16;
+    }
+    throw Error(flag + ": expected fp32, bf16 or auto, got '" + name + "'");
+}
+
+const char* precisionName(torch::ScalarType precision) {
+    return precision == torch::kBFloat16 ? "bfloat16" : precision == torch::kHalf ? "float16" : "float32";
 }
 
 namespace {

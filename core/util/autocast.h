@@ -13,6 +13,17 @@ namespace glimpse {
 // "fp32" (off), "bf16" or "fp16"; glimpse::Error naming the flag otherwise.
 torch::ScalarType parseAutocast(const std::string& name, const std::string& flag = "--autocast");
 
+// Inference precision, `--precision fp32|bf16|auto` (docs/performance.md): kFloat or kBFloat16.
+// "auto" is bf16 on a CPU with bfloat16 instructions (AVX512-BF16 or AMX, cpuHasBf16()), fp32
+// elsewhere (a GPU keeps float32; its mixed precision is --autocast). "bf16" on a CPU without the
+// instructions, or on a GPU, is refused with a glimpse::Error naming the flag. float32 is the one
+// for exact comparisons with reference code; bfloat16 changes the outputs within each model's
+// stated bound.
+torch::ScalarType parsePrecision(const std::string& name, const torch::Device& device,
+                                 const std::string& flag = "--precision");
+// "float32" / "bfloat16" (what the GUI and the commands print).
+const char* precisionName(torch::ScalarType precision);
+
 class AutocastGuard {
 public:
     // kFloat: does nothing. kBFloat16 on a CUDA device or the CPU, kHalf on a CUDA device;

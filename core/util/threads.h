@@ -22,7 +22,9 @@ void setComputeThreads(int threads);
 // its "Prescott" SSE3 kernels: float32 matrix products about 5x slower than its AVX-512 ones
 // (docs/decisions.md, "OpenBLAS's kernels"). It reads OPENBLAS_CORETYPE only at load time, so
 // when it reports Prescott on a CPU with AVX-512 (AVX2), this sets OPENBLAS_CORETYPE to SkylakeX
-// (Haswell) and executes the program again with the same arguments. Call it first in main().
+// (Haswell) and executes the program again with the same arguments; likewise when it reports
+// Haswell or Zen on a CPU with AVX-512 (AMD EPYC Zen 4: float32 products 1.7x slower, one thread,
+// docs/performance.md). Call it first in main().
 // Does nothing when OPENBLAS_CORETYPE is already set, the BLAS is not OpenBLAS, or OpenBLAS
 // chose another kernel; returns only then (or when the exec fails).
 void chooseBlasKernels(char** argv);

@@ -11,6 +11,56 @@
 
 namespace glimpse::coat {
 
+namespace {
+// The precision of the matrix products on this thread (CoatForwardOptions::productDtype; set by
+// CoatModel::forward for the pass and restored after).
+thread_local torch::ScalarType tlProductDtype = torch::kFloat;
+
+struct ProductDtypeGuard {
+    explicit ProductDtypeGuard(torch::ScalarType t) : was(tlProductDtype) { tlProductDtype = t; }
+    ~ProductDtypeGuard() { tlProductDtype = was; }
+    ProductDtypeGuard(const ProductDtypeGuard&) = delete;
+    ProductDtypeGuard& operator=(const ProductDtypeGuard&) = delete;
+    torch::ScalarType was;
+};
+
+bool lowPrecisionProducts(const torch::Tensor& x) { return tlProductDtype != torch::kFloat && x.is_cpu(); }
+
+// A linear layer in float32, or with bfloat16 operands (oneDNN, float32 accumulation) and the
+// result back in float32.
+torch::Tensor linearP(torch::nn::LinearImpl& l, const torch::Tensor& x) {
+    if (!lowPrecisionProducts(x)) return l.forward(x);
+    const auto t = tlProductDtype;
+    return torch::linear(x.to(t), l.weight.to(t), l.bias.defined() ? l.bias.to(t) : l.bias).to(torch::kFloat);
+}
+
+// matmul of [..., n, k] x [..., k, m] with equal leading dimensions. On the CPU without
+// gradients, float32 batches run one BLAS product per entry (LibTorch 1.13's CPU bmm does not
+// hand them to the BLAS: several times slower, docs/performance.md); bfloat16 products go to
+// oneDNN.
+torch::Tensor matmulP(const torch::Tensor& a, const torch::Tensor& b) {
+    if (!a.is_cpu() || a.dim() < 3 || a.sizes().slice(0, a.dim() - 2) != b.sizes().slice(0, b.dim() - 2) ||
+        (torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad())))
+        return torch::matmul(a, b);
+    auto lead = a.sizes().slice(0, a.dim() - 2).vec();
+    const auto a3 = a.reshape({-1, a.size(-2), a.size(-1)}), b3 = b.reshape({-1, b.size(-2), b.size(-1)});
+    torch::Tensor out;
+    if (lowPrecisionProducts(a)) {
+        out = torch::bmm(a3.to(tlProductDtype), b3.to(tlProductDtype)).to(torch::kFloat);
+    } else {
+        const auto ac = a3.contiguous(), bc = b3.contiguous();
+        out = torch::empty({a3.size(0), a3.size(1), b3.size(2)}, a.options());
+        for (int64_t i = 0; i < a3.size(0); ++i) {
+            auto o = out[i];
+            at::mm_out(o, ac[i], bc[i]);
+        }
+    }
+    lead.push_back(a.size(-2));
+    lead.push_back(b.size(-1));
+    return out.view(lead);
+}
+} // namespace
+
 namespace F = torch::nn::functional;
 
 namespace {
@@ -98,14 +148,14 @@ FactorAttnConvRelPosEncImpl::FactorAttnConvRelPosEncImpl(int64_t dim, int64_t he
 
 std::array<torch::Tensor, 3> FactorAttnConvRelPosEncImpl::qkvSplit(const torch::Tensor& x) {
     const int64_t B = x.size(0), N = x.size(1);
-    auto t = qkv(x).reshape({B, N, 3, numHeads, headDim}).permute({2, 0, 3, 1, 4});
+    auto t = linearP(*qkv, x).reshape({B, N, 3, numHeads, headDim}).permute({2, 0, 3, 1, 4});
     return {t[0], t[1], t[2]};
 }
 
 torch::Tensor FactorAttnConvRelPosEncImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                                   const torch::Tensor& v, Grid grid, AttnRecord* rec) {
     auto ks = k.softmax(2);                                            // over tokens
-    auto factor = torch::matmul(q, torch::matmul(ks.transpose(-1, -2), v)) * scale;   // [B,H,N,C]
+    auto factor = matmulP(q, matmulP(ks.transpose(-1, -2), v)) * scale;   // [B,H,N,C]
     torch::Tensor out = factor;
     torch::Tensor cr;
     if (crpe) {
@@ -125,7 +175,7 @@ torch::Tensor FactorAttnConvRelPosEncImpl::attend(const torch::Tensor& q, const 
 
 torch::Tensor FactorAttnConvRelPosEncImpl::project(const torch::Tensor& h) {
     const int64_t B = h.size(0), N = h.size(2);
-    return proj(h.transpose(1, 2).reshape({B, N, numHeads * headDim}));
+    return linearP(*proj, h.transpose(1, 2).reshape({B, N, numHeads * headDim}));
 }
 
 torch::Tensor FactorAttnConvRelPosEncImpl::forward(const torch::Tensor& x, Grid grid, AttnRecord* rec) {
@@ -138,7 +188,7 @@ MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
     fc2 = register_module("fc2", torch::nn::Linear(hidden, dim));
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return fc2(F::gelu(fc1(x))); }
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return linearP(*fc2, F::gelu(linearP(*fc1, x))); }
 
 SerialBlockImpl::SerialBlockImpl(int64_t dim, int64_t heads, double mlpRatio, ConvPosEnc cpe_, ConvRelPosEnc crpe_)
     : cpe(std::move(cpe_)) {
@@ -223,7 +273,7 @@ std::array<torch::Tensor, 3> ParallelBlockImpl::forward(const std::array<torch::
                 // Cross-attention: queries of scale i, keys/values of scale j resized to grid i.
                 auto k = resizeHeads(qkv[j][1], grids[j], grids[i]);
                 auto v = resizeHeads(qkv[j][2], grids[j], grids[i]);
-                auto c = torch::matmul(qkv[i][0], torch::matmul(k.softmax(2).transpose(-1, -2), v)) * att[i]->scale;
+                auto c = matmulP(qkv[i][0], matmulP(k.softmax(2).transpose(-1, -2), v)) * att[i]->scale;
                 cross = cross.defined() ? cross + c : c;
             }
             if (rec) rec->cross = cross.detach();
@@ -380,6 +430,9 @@ CoatOutput CoatModel::forward(const torch::Tensor& images, const CoatForwardOpti
     if (B < 1 || H < 32 || W < 32 || H > 8192 || W > 8192)
         throw Error("CoaT: unsupported input size " + std::to_string(W) + "x" + std::to_string(H) +
                     " (each side 32..8192, at least one image)");
+    if (opts.productDtype != torch::kFloat && opts.productDtype != torch::kBFloat16)
+        throw Error("CoaT: products in float32 or bfloat16 only");
+    ProductDtypeGuard products(opts.productDtype);
     CoatOutput out;
     auto x = images.to(device(), torch::kFloat);
     std::array<torch::Tensor, 4> xs;

@@ -154,6 +154,10 @@ struct CoatImage {
 struct CoatForwardOptions {
     bool record = false;       // keep AttnRecords of every conv-attentional module
     bool keepCamTokens = false;// keep the tokens entering each scale's last block (for Grad-CAM)
+    // kBFloat16 (inference on a CPU with AVX512-BF16 / AMX, `--precision bf16`): the linear
+    // layers and attention products take bfloat16 operands (float32 accumulation, results back
+    // in float32); convolutions, softmax, layer norms and residual sums stay float32.
+    torch::ScalarType productDtype = torch::kFloat;
 };
 
 struct CoatOutput {

@@ -251,6 +251,105 @@ Tensor negativeCosineSimilarity(const Tensor& prediction, const Tensor& target) 
     return -(F::normalize(prediction, opts) * F::normalize(target.detach(), opts)).sum(1);
 }
 
+namespace {
+
+// ---- folded inference (Network::setFoldedInference) -----------------------------------------
+// Eval-mode BatchNorm is an affine map per channel; folded into the convolution or linear layer
+// before it, the same function runs without the normalization passes (docs/performance.md).
+struct FConv {
+    Tensor w, b;
+    int64_t stride = 1, pad = 0;
+    Tensor operator()(const Tensor& x) const { return torch::conv2d(x, w, b, stride, pad); }
+};
+
+// BatchNorm2d after conv (whose bias may be undefined): the conv's weight scaled per output
+// channel, the BN's shift as its bias.
+FConv foldConvBn(nn::Conv2dImpl& conv, nn::BatchNorm2dImpl* bn) {
+    FConv f;
+    f.stride = (*conv.options.stride())[0];
+    f.pad = conv.weight.size(2) / 2;   // conv() and conv1x1WithBias() pad by half the (odd) kernel
+    if (!bn) {
+        f.w = conv.weight.detach().clone();
+        if (conv.bias.defined()) f.b = conv.bias.detach().clone();
+        return f;
+    }
+    const Tensor scale = bn->weight.detach() * torch::rsqrt(bn->running_var + bn->options.eps());
+    f.w = conv.weight.detach() * scale.view({-1, 1, 1, 1});
+    const Tensor bias = conv.bias.defined() ? conv.bias.detach() : torch::zeros_like(scale);
+    f.b = (bias - bn->running_mean) * scale + bn->bias.detach();
+    return f;
+}
+
+struct FBlock {
+    FConv c1, c2, down;   // down.w undefined: identity shortcut
+    Tensor operator()(const Tensor& x) const {
+        Tensor out = c2(torch::relu(c1(x)));
+        return torch::relu(out + (down.w.defined() ? down(x) : x));
+    }
+};
+
+FBlock foldBlock(ResidualBlockImpl& r) {
+    FBlock f{foldConvBn(*r.conv1, r.bn1.get()), foldConvBn(*r.conv2, r.bn2.get()), {}};
+    if (r.downsample) f.down = foldConvBn(*r.downsample, nullptr);
+    return f;
+}
+
+std::vector<FBlock> foldStack(nn::Sequential& s) {
+    std::vector<FBlock> out;
+    for (auto& m : s->children()) out.push_back(foldBlock(*m->as<ResidualBlockImpl>()));
+    return out;
+}
+
+Tensor runStack(const std::vector<FBlock>& blocks, Tensor x) {
+    for (const auto& b : blocks) x = b(x);
+    return x;
+}
+
+// mlp(): [Linear, BatchNorm1d, ReLU] * k, Linear -> k + 1 linear layers, ReLU between them.
+struct FMlp {
+    std::vector<std::pair<Tensor, Tensor>> layers;
+    Tensor operator()(Tensor x) const {
+        for (size_t i = 0; i < layers.size(); ++i) {
+            x = torch::linear(x, layers[i].first, layers[i].second);
+            if (i + 1 < layers.size()) x = torch::relu(x);
+        }
+        return x;
+    }
+};
+
+FMlp foldMlp(nn::Sequential& s) {
+    FMlp f;
+    const auto children = s->children();
+    for (size_t i = 0; i < children.size(); ++i) {
+        auto* lin = children[i]->as<nn::LinearImpl>();
+        if (!lin) continue;
+        auto* bn = i + 1 < children.size() ? children[i + 1]->as<nn::BatchNorm1dImpl>() : nullptr;
+        if (!bn) {
+            f.layers.emplace_back(lin->weight.detach().clone(), lin->bias.detach().clone());
+            continue;
+        }
+        const Tensor scale = bn->weight.detach() * torch::rsqrt(bn->running_var + bn->options.eps());
+        f.layers.emplace_back(lin->weight.detach() * scale.view({-1, 1}),
+                              (lin->bias.detach() - bn->running_mean) * scale + bn->bias.detach());
+    }
+    return f;
+}
+
+struct Folded {
+    int64_t version = -1;                 // sum of the parameters' and buffers' version counters
+    bool downsample = false;
+    FConv stem;                           // representation: conv + bn (also downsample_net.conv1 + bn1)
+    std::vector<FBlock> rb1, rb2, rb3, rep;
+    FBlock dsBlock;
+    FConv dynConv, reward;
+    std::vector<FBlock> dyn, pred;
+    Tensor vpScale, vpShift;              // bn_value_prefix (after the LSTM, before a ReLU)
+    FMlp fc, fcValue, fcPolicy;
+    FConv value, policy;
+};
+
+} // namespace
+
 struct Network::Impl : nn::Module {
     explicit Impl(const Config& c)
         : config(c),
@@ -264,6 +363,77 @@ struct Network::Impl : nn::Module {
     Dynamics dynamics_network;
     Prediction prediction_network;
     nn::Sequential projection, projection_head;
+
+    bool foldedInference = false;
+    Folded folded;
+
+    int64_t weightsVersion() {
+        int64_t v = 0;
+        for (const auto& t : parameters()) v += int64_t(t._version());
+        for (const auto& t : buffers()) v += int64_t(t._version());
+        return v;
+    }
+    // The folded network when it applies (on, eval mode, no gradients), rebuilt whenever a
+    // weight or statistic changed in place since the last fold (training, checkpoint loading).
+    const Folded* fast() {
+        if (!foldedInference || is_training() || torch::GradMode::is_enabled()) return nullptr;
+        const int64_t v = weightsVersion();
+        if (v == folded.version) return &folded;
+        torch::NoGradGuard noGrad;
+        Folded f;
+        auto& r = *representation_network;
+        f.downsample = bool(r.downsample_net);
+        if (f.downsample) {
+            auto& d = *r.downsample_net;
+            f.stem = foldConvBn(*d.conv1, d.bn1.get());
+            f.rb1 = foldStack(d.resblocks1);
+            f.dsBlock = foldBlock(*d.downsample_block);
+            f.rb2 = foldStack(d.resblocks2);
+            f.rb3 = foldStack(d.resblocks3);
+        } else {
+            f.stem = foldConvBn(*r.conv1, r.bn.get());
+        }
+        f.rep = foldStack(r.resblocks);
+        auto& g = *dynamics_network;
+        f.dynConv = foldConvBn(*g.conv1, g.bn.get());
+        f.dyn = foldStack(g.resblocks);
+        f.reward = foldConvBn(*g.conv1x1_reward, g.bn_reward.get());
+        f.vpScale = g.bn_value_prefix->weight.detach() *
+                    torch::rsqrt(g.bn_value_prefix->running_var + g.bn_value_prefix->options.eps());
+        f.vpShift = g.bn_value_prefix->bias.detach() - g.bn_value_prefix->running_mean * f.vpScale;
+        f.fc = foldMlp(g.fc);
+        auto& p = *prediction_network;
+        f.pred = foldStack(p.resblocks);
+        f.value = foldConvBn(*p.conv1x1_value, p.bn_value.get());
+        f.policy = foldConvBn(*p.conv1x1_policy, p.bn_policy.get());
+        f.fcValue = foldMlp(p.fc_value);
+        f.fcPolicy = foldMlp(p.fc_policy);
+        f.version = v;
+        folded = std::move(f);
+        return &folded;
+    }
+
+    Tensor represent(const Folded& f, const Tensor& obs) {
+        if (!f.downsample) return runStack(f.rep, torch::relu(f.stem(obs)));
+        auto& d = *representation_network->downsample_net;
+        Tensor x = torch::relu(f.stem(obs));
+        x = f.dsBlock(runStack(f.rb1, x));
+        x = d.pooling1(runStack(f.rb2, x));
+        x = d.pooling2(runStack(f.rb3, x));
+        return runStack(f.rep, x);
+    }
+    std::pair<Tensor, Tensor> predict(const Folded& f, const Tensor& state) {
+        Tensor x = runStack(f.pred, state);
+        return {f.fcValue(torch::relu(f.value(x)).flatten(1)), f.fcPolicy(torch::relu(f.policy(x)).flatten(1))};
+    }
+    std::tuple<Tensor, Tensor, LstmState> dynamics(const Folded& f, const Tensor& stateAction, const Tensor& state,
+                                                   const LstmState& hidden) {
+        Tensor x = runStack(f.dyn, torch::relu(f.dynConv(stateAction) + state));
+        Tensor r = torch::relu(f.reward(x)).flatten(1).unsqueeze(0);
+        auto [out, next] = dynamics_network->lstm(r, std::make_tuple(hidden.first, hidden.second));
+        Tensor prefix = f.fc(torch::relu(torch::addcmul(f.vpShift, out.squeeze(0), f.vpScale)));
+        return {x, prefix, {std::get<0>(next), std::get<1>(next)}};
+    }
 };
 
 Network::Network(const Config& config) {
@@ -280,8 +450,13 @@ InitialOutput Network::initialInference(const Tensor& obs) {
                     std::to_string(c.inputChannels()) + ", " + std::to_string(c.obsHeight) + ", " +
                     std::to_string(c.obsWidth) + "]");
     InitialOutput out;
-    out.state = impl_->representation_network(obs.to(torch::kFloat) * c.obsScale);
-    std::tie(out.valueLogits, out.policyLogits) = impl_->prediction_network(out.state);
+    if (const Folded* f = impl_->fast()) {
+        out.state = impl_->represent(*f, obs.to(torch::kFloat) * c.obsScale);
+        std::tie(out.valueLogits, out.policyLogits) = impl_->predict(*f, out.state);
+    } else {
+        out.state = impl_->representation_network(obs.to(torch::kFloat) * c.obsScale);
+        std::tie(out.valueLogits, out.policyLogits) = impl_->prediction_network(out.state);
+    }
     out.value = supportToScalar(out.valueLogits, c.supportSize);
     return out;
 }
@@ -294,9 +469,15 @@ RecurrentOutput Network::recurrentInference(const Tensor& state, const Tensor& a
                     c10::str(actions.sizes()));
     const Tensor plane = actionPlanes(c, state, actions);
     RecurrentOutput out;
-    std::tie(out.nextState, out.valuePrefixLogits, out.lstm) =
-        impl_->dynamics_network(torch::cat({state, plane}, 1), state, lstm);
-    std::tie(out.valueLogits, out.policyLogits) = impl_->prediction_network(out.nextState);
+    if (const Folded* f = impl_->fast()) {
+        std::tie(out.nextState, out.valuePrefixLogits, out.lstm) =
+            impl_->dynamics(*f, torch::cat({state, plane}, 1), state, lstm);
+        std::tie(out.valueLogits, out.policyLogits) = impl_->predict(*f, out.nextState);
+    } else {
+        std::tie(out.nextState, out.valuePrefixLogits, out.lstm) =
+            impl_->dynamics_network(torch::cat({state, plane}, 1), state, lstm);
+        std::tie(out.valueLogits, out.policyLogits) = impl_->prediction_network(out.nextState);
+    }
     out.valuePrefix = supportToScalar(out.valuePrefixLogits, c.supportSize);
     out.value = supportToScalar(out.valueLogits, c.supportSize);
     return out;
@@ -333,6 +514,12 @@ Tensor Network::project(const Tensor& state, bool withGrad) {
     Tensor proj = impl_->projection->forward(state.flatten(1));
     return withGrad ? impl_->projection_head->forward(proj) : proj.detach();
 }
+
+void Network::setFoldedInference(bool on) {
+    impl_->foldedInference = on;
+    impl_->folded = Folded{};
+}
+bool Network::foldedInference() const { return impl_->foldedInference; }
 
 nn::Module& Network::module() { return *impl_; }
 void Network::train(bool on) { impl_->train(on); }

@@ -81,6 +81,14 @@ public:
     // without it the projection is returned detached (the target side).
     torch::Tensor project(const torch::Tensor& state, bool withGrad = true);
 
+    // Folded inference (docs/performance.md): in eval mode without gradients, initialInference
+    // and recurrentInference run a copy of the network with every BatchNorm folded into the
+    // convolution or linear layer before it (the same function within float32 rounding, without
+    // the normalization passes). The copy is rebuilt when a weight or running statistic changed
+    // (their version counters). Off by default (the layers as trained, for exact comparisons).
+    void setFoldedInference(bool on);
+    bool foldedInference() const;
+
     torch::nn::Module& module();  // for checkpoints, optimizers, train()/eval(), to(device)
     void train(bool on = true);
     bool isTraining() const;

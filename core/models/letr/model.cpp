@@ -28,6 +28,50 @@ namespace F = torch::nn::functional;
 
 const char* stageName(Stage s) { return s == Stage::Coarse ? "coarse" : "fine"; }
 
+// ---- inference products ----------------------------------------------------------------------
+
+namespace {
+// The precision of the transformers' matrix products on this thread (LetrForwardOptions::
+// transformerDtype; set by LetrModel::forward for the pass and restored after).
+thread_local torch::ScalarType tlProductDtype = torch::kFloat;
+
+struct ProductDtypeGuard {
+    explicit ProductDtypeGuard(torch::ScalarType t) : was(tlProductDtype) { tlProductDtype = t; }
+    ~ProductDtypeGuard() { tlProductDtype = was; }
+    ProductDtypeGuard(const ProductDtypeGuard&) = delete;
+    ProductDtypeGuard& operator=(const ProductDtypeGuard&) = delete;
+    torch::ScalarType was;
+};
+
+bool lowPrecisionProducts(const torch::Tensor& x) { return tlProductDtype != torch::kFloat && x.is_cpu(); }
+
+// A linear layer: float32 as torch::linear, or with bfloat16 operands (oneDNN's AVX512-BF16 /
+// AMX kernels, float32 accumulation) and the result back in float32.
+torch::Tensor linearP(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+    if (!lowPrecisionProducts(x)) return torch::linear(x, w, b);
+    const auto t = tlProductDtype;
+    return torch::linear(x.to(t), w.to(t), b.defined() ? b.to(t) : b).to(torch::kFloat);
+}
+torch::Tensor linearP(torch::nn::LinearImpl& l, const torch::Tensor& x) { return linearP(x, l.weight, l.bias); }
+
+// Batched product [n, a, k] x [n, k, c] -> [n, a, c]. LibTorch 1.13's CPU bmm does not hand float32
+// batches of this size to the BLAS (10x slower than one matrix product per batch entry, measured in
+// docs/performance.md), so without gradients the CPU runs one BLAS product per entry.
+torch::Tensor bmmP(const torch::Tensor& a, const torch::Tensor& b) {
+    if (lowPrecisionProducts(a)) return torch::bmm(a.to(tlProductDtype), b.to(tlProductDtype)).to(torch::kFloat);
+    if (!a.is_cpu() || a.scalar_type() != torch::kFloat || b.scalar_type() != torch::kFloat ||
+        (torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad())))
+        return torch::bmm(a, b);
+    const auto ac = a.contiguous(), bc = b.contiguous();
+    auto out = torch::empty({a.size(0), a.size(1), b.size(2)}, a.options());
+    for (int64_t i = 0; i < a.size(0); ++i) {
+        auto o = out[i];
+        at::mm_out(o, ac[i], bc[i]);
+    }
+    return out;
+}
+} // namespace
+
 // ---- FrozenBatchNorm2d ---------------------------------------------------------------------
 
 FrozenBatchNorm2dImpl::FrozenBatchNorm2dImpl(int64_t channels) {
@@ -181,9 +225,9 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query, const 
                                               const torch::Tensor& attnMask) {
     const int64_t B = query.size(0), L = query.size(1), S = key.size(1), E = embedDim_;
     const int64_t H = numHeads_, dh = E / H;
-    auto q = torch::linear(query, in_proj_weight.narrow(0, 0, E), in_proj_bias.narrow(0, 0, E));
-    auto k = torch::linear(key, in_proj_weight.narrow(0, E, E), in_proj_bias.narrow(0, E, E));
-    auto v = torch::linear(value, in_proj_weight.narrow(0, 2 * E, E), in_proj_bias.narrow(0, 2 * E, E));
+    auto q = linearP(query, in_proj_weight.narrow(0, 0, E), in_proj_bias.narrow(0, 0, E));
+    auto k = linearP(key, in_proj_weight.narrow(0, E, E), in_proj_bias.narrow(0, E, E));
+    auto v = linearP(value, in_proj_weight.narrow(0, 2 * E, E), in_proj_bias.narrow(0, 2 * E, E));
 #if GLIMPSE_FUSED_ATTENTION
     // On a GPU, when nobody reads the weights (no trace, no inspector) and no dropout applies:
     // LibTorch's fused attention (memory-efficient kernels; the [B, H, L, S] weights are never
@@ -207,7 +251,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query, const 
     q = (q * (1.0 / std::sqrt(double(dh)))).view({B, L, H, dh}).permute({0, 2, 1, 3}).contiguous();
     auto kT = k.view({B, S, H, dh}).permute({0, 2, 3, 1}).contiguous();
     v = v.view({B, S, H, dh}).permute({0, 2, 1, 3}).contiguous();
-    auto logits = torch::matmul(q, kT);   // [B, H, L, S]
+    auto logits = bmmP(q.view({B * H, L, dh}), kT.view({B * H, dh, S})).view({B, H, L, S});
     if (keyPaddingMask.defined())
         logits.masked_fill_(keyPaddingMask.view({B, 1, 1, S}), -std::numeric_limits<float>::infinity());
     if (attnMask.defined())
@@ -215,8 +259,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query, const 
     auto attn = torch::softmax(logits, -1);
     if (captureWeights) capturedWeights = attn.detach().clone();
     if (dropout_ > 0.0 && is_training()) attn = torch::dropout(attn, dropout_, true);
-    auto out = torch::matmul(attn, v).permute({0, 2, 1, 3}).reshape({B, L, E});
-    return out_proj(out);
+    auto out = bmmP(attn.view({B * H, L, S}), v.view({B * H, S, dh})).view({B, H, L, dh}).permute({0, 2, 1, 3}).reshape({B, L, E});
+    return linearP(*out_proj, out);
 }
 
 EncoderLayerImpl::EncoderLayerImpl(int64_t d, int64_t heads, int64_t ffn, double dropout)
@@ -233,7 +277,7 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& src, const torch::T
     const bool train = is_training();
     auto qk = src + pos;
     auto x = norm1(src + torch::dropout(self_attn(qk, qk, src, keyPaddingMask), dropout_, train));
-    auto ff = linear2(torch::dropout(torch::relu(linear1(x)), dropout_, train));
+    auto ff = linearP(*linear2, torch::dropout(torch::relu(linearP(*linear1, x)), dropout_, train));
     return norm2(x + torch::dropout(ff, dropout_, train));
 }
 
@@ -258,7 +302,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& tgt, const torch::T
     if (crossIn) *crossIn = x;
     auto ca = multihead_attn(x + queryPos, memory + pos, memory, memoryKeyPaddingMask);
     x = norm2(x + torch::dropout(ca, dropout_, train));
-    auto ff = linear2(torch::dropout(torch::relu(linear1(x)), dropout_, train));
+    auto ff = linearP(*linear2, torch::dropout(torch::relu(linearP(*linear1, x)), dropout_, train));
     return norm3(x + torch::dropout(ff, dropout_, train));
 }
 
@@ -661,6 +705,9 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
         out.inputSizes.push_back({H, W});
     }
     StageTimer timer(opts.time, dev);
+    if (opts.transformerDtype != torch::kFloat && opts.transformerDtype != torch::kBFloat16)
+        throw Error("LETR: transformer products in float32 or bfloat16 only");
+    ProductDtypeGuard products(opts.transformerDtype);
 
     // Backbone: one batch per distinct input size, so every image sees exactly what a
     // single-image run would see (no padded pixels inside its receptive fields).

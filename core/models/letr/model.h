@@ -270,6 +270,10 @@ struct LetrForwardOptions {
     // convolutions (training's fast path on a CPU without bfloat16 instructions); always so in
     // bfloat16. Off: the layout and rounding of the reference implementations.
     bool backboneChannelsLast = false;
+    // kBFloat16 (inference on a CPU with AVX512-BF16 / AMX; `--precision bf16`): the transformers'
+    // linear layers and attention products take bfloat16 operands (float32 accumulation, results
+    // back in float32); layer norms, softmax, residual sums and the heads stay float32.
+    torch::ScalarType transformerDtype = torch::kFloat;
     // Query groups (training; Group DETR): [G, N, d] positional queries of G extra groups of N
     // entities each, decoded beside the model's own N. Attention in the decoders' self-attention
     // stays within a group (the model's own entities see neither the groups nor the denoising

@@ -328,6 +328,13 @@ std::vector<LetrTrace> runLetr(LetrModel& model, const std::vector<cv::Mat>& ima
     LetrForwardOptions fo;
     fo.record = true;
     fo.time = options.timings != nullptr;
+    fo.backboneChannelsLast = options.foldedBackbone || options.compute == torch::kBFloat16;
+    if (options.compute == torch::kBFloat16) {
+        fo.backboneDtype = torch::kBFloat16;
+        fo.transformerDtype = torch::kBFloat16;
+    }
+    // Absent from the trace's meta for the reference path (traces as before).
+    const std::string computeName = options.compute == torch::kBFloat16 ? "bfloat16" : "float32 (folded backbone)";
     // One recorded pass in eval mode without grad; the timings are the last pass's.
     auto pass = [&](const auto& forward) {
         LetrOutput out;
@@ -347,14 +354,17 @@ std::vector<LetrTrace> runLetr(LetrModel& model, const std::vector<cv::Mat>& ima
             const LetrOutput out = pass([&] { return forwardFlipEnsemble(model, in.tensor, options.flips, fo); });
             traces.push_back(LetrTrace::capture(model, out, 0, in, options.precision));
             traces.back().raw().meta()["flips"] = options.flips;
+            if (fo.backboneChannelsLast) traces.back().raw().meta()["compute"] = computeName;
         }
         return traces;
     }
     std::vector<torch::Tensor> tensors;
     for (const LetrImage& in : inputs) tensors.push_back(in.tensor);
     const LetrOutput out = pass([&] { return model.forward(tensors, fo); });
-    for (size_t i = 0; i < inputs.size(); ++i)
+    for (size_t i = 0; i < inputs.size(); ++i) {
         traces.push_back(LetrTrace::capture(model, out, int64_t(i), inputs[i], options.precision));
+        if (fo.backboneChannelsLast) traces.back().raw().meta()["compute"] = computeName;
+    }
     return traces;
 }
 

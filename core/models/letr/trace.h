@@ -134,6 +134,13 @@ struct LetrRunOptions {
     // 2 or 4: each image runs with its mirror images and every layer's lines and scores are
     // the flip ensemble's (core/models/letr/flips.h); states and attention stay the image's.
     int flips = 1;
+    // Inference path (docs/performance.md). kBFloat16: the backbone's layers and the
+    // transformers' products in bfloat16 (a CPU with AVX512-BF16 / AMX; endpoints within 0.5 px
+    // of float32). foldedBackbone (float32): the backbone in channels-last layout with its frozen
+    // batch norms folded into the convolutions (the same outputs within rounding). The defaults
+    // are the reference implementations' float32 path, for exact comparisons.
+    torch::ScalarType compute = torch::kFloat;
+    bool foldedBackbone = false;
 };
 
 // Preprocesses `images` (RGB CV_8UC3), runs them as one batch in eval mode without grad and

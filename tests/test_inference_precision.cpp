@@ -1,0 +1,208 @@
+// Inference speed paths against float32 (docs/performance.md): LETR's folded channels-last
+// backbone and bfloat16 products, EfficientZero's folded batch norms, `--precision` parsing.
+// Small random models, weights nudged away from their initialization so that the batch norms
+// and heads are not identities.
+#include <QtTest>
+
+#include <torch/torch.h>
+
+#include "core/error.h"
+#include "core/models/efficientzero/model.h"
+#include "core/models/letr/model.h"
+#include "core/util/autocast.h"
+#include "core/util/threads.h"
+#include "tests/support.h"
+
+using namespace glimpse;
+
+namespace {
+
+letr::LetrConfig smallLetr() {
+    letr::LetrConfig c;
+    c.backbone = "resnet18";
+    c.hiddenDim = 64;
+    c.nheads = 4;
+    c.dimFeedforward = 128;
+    c.coarseEncLayers = 1;
+    c.coarseDecLayers = 2;
+    c.fineEncLayers = 1;
+    c.fineDecLayers = 2;
+    c.numQueries = 16;
+    c.shortSide = 64;
+    return c;
+}
+
+// Frozen batch norms with non-trivial statistics and affine parameters.
+void nudgeBatchNorms(torch::nn::Module& m, uint64_t seed) {
+    torch::NoGradGuard ng;
+    torch::manual_seed(seed);
+    for (const auto& item : m.named_buffers(true)) {
+        auto t = item.value();
+        if (item.key().find("running_var") != std::string::npos) t.uniform_(0.5, 2.0);
+        if (item.key().find("running_mean") != std::string::npos) t.normal_(0.0, 0.2);
+    }
+    for (const auto& item : m.named_parameters(true)) {
+        auto t = item.value();
+        const std::string& k = item.key();
+        if (k.find("bn") != std::string::npos || k.find("downsample.1") != std::string::npos) {
+            if (k.size() >= 6 && k.compare(k.size() - 6, 6, "weight") == 0) t.uniform_(0.5, 1.5);
+            else t.normal_(0.0, 0.1);
+        }
+    }
+}
+
+// Endpoints [N, 2] in pixels of the last layer of the last stage.
+torch::Tensor endpointsPx(const letr::LetrOutput& o, int64_t w, int64_t h) {
+    const auto& s = o.last();
+    auto l = s.lines[s.lines.size(0) - 1][0].view({-1, 2, 2});
+    return l * torch::tensor({double(w), double(h)}, torch::kFloat);
+}
+
+} // namespace
+
+class TestInferencePrecision : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase() { torch::set_num_threads(1); }
+
+    void precisionFlag() {
+        const torch::Device cpu(torch::kCPU);
+        QCOMPARE(parsePrecision("fp32", cpu), torch::kFloat);
+        QCOMPARE(parsePrecision("float32", cpu), torch::kFloat);
+        QCOMPARE(parsePrecision("auto", cpu), cpuHasBf16() ? torch::kBFloat16 : torch::kFloat);
+        if (cpuHasBf16()) QCOMPARE(parsePrecision("bf16", cpu), torch::kBFloat16);
+        else QVERIFY(testing::qErrorOf([&] { parsePrecision("bf16", cpu); }).contains("no bfloat16 instructions"));
+        QVERIFY(testing::qErrorOf([&] { parsePrecision("fp8", cpu); }).contains("expected fp32, bf16 or auto"));
+        QCOMPARE(std::string(precisionName(torch::kBFloat16)), std::string("bfloat16"));
+        QCOMPARE(std::string(precisionName(torch::kFloat)), std::string("float32"));
+    }
+
+    // The folded channels-last backbone computes the same function within float32 rounding; the
+    // per-head BLAS products of the attention too.
+    void letrFoldedFloat32WithinRounding() {
+        letr::LetrModel model(smallLetr(), 3);
+        nudgeBatchNorms(model, 4);
+        model.eval();
+        torch::NoGradGuard ng;
+        torch::manual_seed(5);
+        const auto img = torch::randn({3, 64, 85});
+        letr::LetrForwardOptions ref, fast;
+        fast.backboneChannelsLast = true;
+        const auto a = model.forward({img}, ref), b = model.forward({img}, fast);
+        const double dLines = (a.last().lines - b.last().lines).abs().max().item<double>();
+        const double dLogits = (a.last().logits - b.last().logits).abs().max().item<double>();
+        qInfo("folded float32 vs reference layout: lines %.3g, logits %.3g", dLines, dLogits);
+        QVERIFY(dLines < 1e-5);
+        QVERIFY(dLogits < 1e-4);
+        // The fast path really is another computation (folded weights), not the same ops.
+        QVERIFY(dLines > 0 || dLogits > 0);
+    }
+
+    // bfloat16 backbone layers and transformer products: endpoints within 0.5 px of float32.
+    void letrBf16EndpointsWithinHalfPixel() {
+        if (!cpuHasBf16()) QSKIP("this CPU has no bfloat16 instructions (AVX512-BF16 or AMX)");
+        letr::LetrModel model(smallLetr(), 7);
+        nudgeBatchNorms(model, 8);
+        model.eval();
+        torch::NoGradGuard ng;
+        torch::manual_seed(9);
+        const int64_t h = 64, w = 85;
+        const auto img = torch::randn({3, h, w});
+        letr::LetrForwardOptions ref, bf16;
+        bf16.backboneDtype = torch::kBFloat16;
+        bf16.transformerDtype = torch::kBFloat16;
+        const auto a = model.forward({img}, ref), b = model.forward({img}, bf16);
+        const auto d = (endpointsPx(a, w, h) - endpointsPx(b, w, h)).pow(2).sum(-1).sqrt();
+        qInfo("bfloat16 vs float32 endpoints: max %.4f px, median %.4f px", d.max().item<double>(),
+              d.flatten().median().item<double>());
+        QVERIFY(d.max().item<double>() < 0.5);
+        QVERIFY(d.max().item<double>() > 0);   // bfloat16 did run
+        QCOMPARE(b.last().lines.scalar_type(), torch::kFloat);
+        // Only float32 and bfloat16 are offered.
+        letr::LetrForwardOptions half;
+        half.transformerDtype = torch::kHalf;
+        QVERIFY(testing::qErrorOf([&] { model.forward({img}, half); }).contains("float32 or bfloat16"));
+    }
+
+    // The bfloat16 products are inference only: with gradients the float32 path runs unchanged.
+    void letrFloat32PathWithGradients() {
+        letr::LetrModel model(smallLetr(), 11);
+        model.eval();
+        const auto img = torch::randn({3, 64, 64});
+        auto out = model.forward({img});
+        out.last().lines.sum().backward();
+        const auto g = model.queryEmbed()->weight.grad();
+        QVERIFY(g.defined() && g.abs().sum().item<double>() > 0);
+    }
+
+    // EfficientZero with its batch norms folded: value within 1e-4 relative (float32 rounding),
+    // the same policy logits within 1e-4, the same preferred action, the same next state.
+    void efficientZeroFolded() {
+        using namespace glimpse::efficientzero;
+        for (bool downsample : {false, true}) {
+            Config c = downsample ? Config::atari(6) : Config::grid(3, 10, 10, 5);
+            if (downsample) {
+                c.obsHeight = c.obsWidth = 32;   // small Atari-shaped network: downsampling stem, 2x2 latent
+                c.channels = 16;
+                c.lstmHidden = 32;
+                c.projHidden = c.projOut = 32;
+                c.predHidden = 16;
+                c.validate();
+            }
+            Network net(c);
+            nudgeBatchNorms(net.module(), 12);
+            {
+                torch::NoGradGuard ng;   // heads start at zero: give them weights
+                torch::manual_seed(13);
+                for (auto& p : net.parameters()) p.add_(torch::randn_like(p) * 0.05);
+            }
+            net.train(false);
+            torch::NoGradGuard ng;
+            torch::manual_seed(14);
+            const auto obs = torch::rand({4, c.inputChannels(), c.obsHeight, c.obsWidth}) * 255;
+            const auto ref = net.initialInference(obs);
+            const auto lstm = net.initialLstm(4);
+            const auto actions = torch::tensor({0, 1, 2, 3}, torch::kLong);
+            const auto rref = net.recurrentInference(ref.state, actions, lstm);
+            net.setFoldedInference(true);
+            const auto got = net.initialInference(obs);
+            const auto rgot = net.recurrentInference(ref.state, actions, lstm);
+            auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
+                return ((a - b).abs().max() / b.abs().max().clamp_min(1e-6)).item<double>();
+            };
+            qInfo("folded EfficientZero (%s): state %.3g, value %.3g, policy %.3g, next state %.3g, value prefix %.3g",
+                  downsample ? "downsampling" : "grid", rel(got.state, ref.state), rel(got.value, ref.value),
+                  rel(got.policyLogits, ref.policyLogits), rel(rgot.nextState, rref.nextState),
+                  rel(rgot.valuePrefix, rref.valuePrefix));
+            QVERIFY(rel(got.state, ref.state) < 1e-4);
+            QVERIFY(rel(got.value, ref.value) < 1e-4);
+            QVERIFY(rel(got.policyLogits, ref.policyLogits) < 1e-4);
+            QVERIFY(rel(rgot.nextState, rref.nextState) < 1e-4);
+            QVERIFY(rel(rgot.value, rref.value) < 1e-4);
+            QVERIFY(rel(rgot.valuePrefix, rref.valuePrefix) < 1e-4);
+            QVERIFY(torch::equal(got.policyLogits.argmax(1), ref.policyLogits.argmax(1)));
+            QVERIFY(!torch::equal(got.state, ref.state) || !torch::equal(got.value, ref.value));   // folded ran
+            // A weight changed in place (a training step, a loaded checkpoint): folded again.
+            {
+                torch::NoGradGuard g2;
+                for (auto& p : net.parameters()) p.mul_(0.9);
+            }
+            net.setFoldedInference(false);
+            const auto ref2 = net.initialInference(obs);
+            net.setFoldedInference(true);
+            (void)net.initialInference(obs);
+            {
+                torch::NoGradGuard g2;
+                for (auto& p : net.parameters()) p.mul_(1.0 / 0.9);
+            }
+            const auto back = net.initialInference(obs);
+            QVERIFY(rel(back.value, ref.value) < 1e-4);
+            QVERIFY(rel(back.state, ref.state) < 1e-4);
+            QVERIFY(rel(ref2.state, ref.state) > 1e-3);   // the scaled weights did change the output
+        }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestInferencePrecision)
+#include "test_inference_precision.moc"
