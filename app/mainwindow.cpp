@@ -1,4 +1,5 @@
 #include "app/mainwindow.h"
+#include "app/demo/demo_menu.h"
 
 #include <QAction>
 #include <QApplication>
@@ -169,6 +170,7 @@ void MainWindow::buildMenus() {
     view->addSeparator();
     for (QDockWidget* dock : findChildren<QDockWidget*>()) view->addAction(dock->toggleViewAction());
     buildModelMenu();
+    addDemoMenu(this);   // one click each: LETR, CoaT, ConstellationNet, replayed agents, XTRA (app/demo/demo_menu.h)
     QMenu* help = menuBar()->addMenu("&Help");
     addHelpActions(help, this);   // the command line and the keyboard shortcuts (app/help.h)
     help->addSeparator();

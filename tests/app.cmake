@@ -29,6 +29,7 @@ if(Python3_Interpreter_FOUND)
 endif()
 # The replay viewer (app/replay) through the main window: open, step, scrub, play, export, model; Xvfb.
 glimpse_add_test(test_replay_panel SOURCES test_replay_panel.cpp LIBS glimpse_app XVFB TIMEOUT 300 LABELS replay)
+glimpse_add_test(test_demo SOURCES test_demo.cpp LIBS glimpse_app XVFB TIMEOUT 300 LABELS replay demo)
 # A first launch as a new user tries it (issue 56): FILE kinds and --screenshot, refused options,
 # run log names, models loaded on first use; runs the glimpse executable under Xvfb.
 glimpse_add_test(test_first_use SOURCES test_first_use.cpp LIBS glimpse_app XVFB TIMEOUT 600)

@@ -12,6 +12,7 @@ glimpse_add_test(test_episode SOURCES test_episode.cpp LIBS glimpse_core TIMEOUT
 glimpse_add_test(test_replay_reader SOURCES test_replay_reader.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl replay)
 glimpse_add_test(test_replay_import SOURCES test_replay_import.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl replay)
 glimpse_add_test(test_replay_model SOURCES test_replay_model.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl replay)
+glimpse_add_test(test_world_model SOURCES test_world_model.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl replay)
 glimpse_add_test(test_replay_cli SOURCES test_replay_cli.cpp LIBS glimpse_app TIMEOUT 120 LABELS rl replay)
 # XTRA (core/models/xtra, core/rl/shared_space.h): task weights, shared space, datasets, teachers, distillation.
 glimpse_add_test(test_xtra SOURCES test_xtra.cpp LIBS glimpse_core TIMEOUT 300 LABELS rl xtra)

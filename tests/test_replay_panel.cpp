@@ -28,6 +28,7 @@
 #include "core/models/efficientzero/eval.h"
 #include "core/models/efficientzero/model.h"
 #include "core/replay/episode_reader.h"
+#include "core/replay/world_model_check.h"
 #include "core/rl/env.h"
 #include "core/rl/episode.h"
 #include "renderer/colormap.h"
@@ -721,6 +722,28 @@ private Q_SLOTS:
         QCOMPARE(m->imaginedActualReward().size(), size_t(3));
         QCOMPARE(m->rewardChart()->lines().size(), 2);
         QVERIFY(m->rewardChart()->isVisible());
+        // The world model against the whole episode: the table shows what the core computes
+        // (the loaded network and an untrained one, depth = the K box's 5).
+        QSignalSpy checked(m, &ReplayModelView::worldModelChecked);
+        m->checkWorldModel();
+        QVERIFY(checked.wait(30000));
+        QVERIFY(m->hasWorldModelCheck());
+        {
+            replay::EpisodeReader ep(result.recorded[0]);
+            const auto direct = replay::checkWorldModel(net, ep, {});
+            QCOMPARE(m->worldModelTrained().starts, direct.starts);
+            QTableWidget* t = m->worldModelTable();
+            QVERIFY(t->isVisible());
+            QCOMPARE(t->rowCount(), 6);
+            QCOMPARE(t->horizontalHeaderItem(1)->text(), QString("reward MAE"));
+            for (int k = 0; k <= 5; ++k) {
+                QCOMPARE(t->item(k, 0)->text(), QString::number(k));
+                QCOMPARE(t->item(k, 3)->text(), QString::number(direct.depths[size_t(k)].valueMae, 'f', 3));
+                if (k > 0) QCOMPARE(t->item(k, 1)->text(), QString::number(direct.depths[size_t(k)].rewardMae, 'f', 3));
+                // The untrained network predicts 0: its error is the targets' mean size.
+                QCOMPARE(t->item(k, 4)->text(), t->item(k, 8)->text());
+            }
+        }
         QSignalSpy salient(m, &ReplayModelView::saliencyReady);
         m->setSaliency(true);
         QVERIFY(salient.wait(30000));

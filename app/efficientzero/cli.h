@@ -8,5 +8,6 @@ namespace glimpse::cli {
 
 int trainEfficientZero(const std::vector<std::string>& args);  // glimpse train efficientzero ...
 int play(const std::vector<std::string>& args);                // glimpse play --checkpoint C --env NAME
+int evalWorldModel(const std::vector<std::string>& args);      // glimpse eval worldmodel EPISODE
 
 } // namespace glimpse::cli

@@ -9,6 +9,8 @@ std::vector<app::Command> efficientZeroCommands() {
         {"train", "efficientzero", "--env NAME --steps S --out RUN", "train EfficientZero on a game",
             cli::trainEfficientZero},
         {"play", "", "--checkpoint C --env NAME [--record DIR]", "evaluate (and record) episodes", cli::play},
+        {"eval", "worldmodel", "EPISODE.h5 [--checkpoint C] [--depth K]",
+            "imagined reward and value against the episode, per depth (vs untrained)", cli::evalWorldModel},
     };
 }
 

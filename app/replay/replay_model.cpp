@@ -12,6 +12,8 @@
 #include <QPushButton>
 #include <QSlider>
 #include <QSpinBox>
+#include <QHeaderView>
+#include <QTableWidget>
 
 #include <torch/torch.h>
 
@@ -44,6 +46,7 @@ const char* jobName(ReplayModelView::Job j) {
     case ReplayModelView::Job::Predict: return "predicting";
     case ReplayModelView::Job::Imagine: return "imagining";
     case ReplayModelView::Job::Saliency: return "computing saliency";
+    case ReplayModelView::Job::WorldModel: return "checking the world model";
     default: return "";
     }
 }
@@ -98,6 +101,23 @@ ReplayModelView::ReplayModelView(ReplayPanel* panel, QWidget* parent) : QGroupBo
     form->addRow(valueChart_);
     rewardChart_->hide();
     valueChart_->hide();
+    // The world model against the whole episode: per depth, the mean absolute error of the
+    // imagined reward and value, the loaded network beside an untrained one.
+    worldModelButton_ = new QPushButton("World model vs game", this);
+    worldModelButton_->setToolTip("Imagine K steps (the K box) from every step of the episode with the recorded actions; "
+                                  "per depth, the mean absolute error of the predicted reward and value against what "
+                                  "happened, for this network and for an untrained one (worker thread)");
+    form->addRow(worldModelButton_);
+    wmLabel_ = new QLabel(this);
+    wmLabel_->setWordWrap(true);
+    form->addRow(wmLabel_);
+    wmTable_ = new QTableWidget(this);
+    wmTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    wmTable_->verticalHeader()->hide();
+    wmTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    form->addRow(wmTable_);
+    wmLabel_->hide();
+    wmTable_->hide();
     auto* bottom = new QHBoxLayout;
     saliencyBox_ = new QCheckBox("Saliency heatmap", this);
     saliencyBox_->setToolTip("|d value / d observation| over the frame, for the shown step");
@@ -133,6 +153,7 @@ ReplayModelView::ReplayModelView(ReplayPanel* panel, QWidget* parent) : QGroupBo
         if (on && net_) predict();
     });
     connect(imagineButton_, &QPushButton::clicked, this, [this] { imagine(kBox_->value()); });
+    connect(worldModelButton_, &QPushButton::clicked, this, &ReplayModelView::checkWorldModel);
     connect(saliencyBox_, &QCheckBox::toggled, this, &ReplayModelView::setSaliency);
     connect(cancelButton_, &QPushButton::clicked, this, &ReplayModelView::cancel);
     // Clicking the imagined charts goes to that step of the episode.
@@ -156,7 +177,7 @@ void ReplayModelView::updateControls() {
     recordedButton_->setEnabled(recorded && idle);
     checkpointButton_->setEnabled(episode && idle);
     for (QWidget* w : std::initializer_list<QWidget*>{predictButton_, imagineButton_, followBox_, saliencyBox_, kBox_,
-                                                      discountBox_})
+                                                      discountBox_, worldModelButton_})
         w->setEnabled(episode && bool(net_));
     colormapBox_->setEnabled(saliencyOn());
     opacitySlider_->setEnabled(saliencyOn());
@@ -174,6 +195,10 @@ void ReplayModelView::episodeChanged() {
     saliencyOrder_.clear();
     rewardChart_->hide();
     valueChart_->hide();
+    wmTrained_ = {};
+    wmUntrained_ = {};
+    wmLabel_->hide();
+    wmTable_->hide();
     const QString keep = checkpoint_;
     net_.reset();
     checkpoint_.clear();
@@ -229,6 +254,8 @@ void ReplayModelView::chooseCheckpoint() {
 void ReplayModelView::loadCheckpoint(const QString& path) { submit({Job::Load, -1, 0, path}); }
 void ReplayModelView::predict() { submit({Job::Predict, panel_->step()}); }
 void ReplayModelView::imagine(int k) { submit({Job::Imagine, panel_->step(), k}); }
+void ReplayModelView::setDiscount(double discount) { discountBox_->setValue(discount); }
+void ReplayModelView::checkWorldModel() { submit({Job::WorldModel, -1, kBox_->value()}); }
 
 void ReplayModelView::setSaliency(bool on) {
     if (saliencyBox_->isChecked() != on) {
@@ -329,6 +356,7 @@ void ReplayModelView::start(const Request& r) {
     case Job::Predict: return runPredict(r, gen);
     case Job::Imagine: return runImagine(r, gen);
     case Job::Saliency: return runSaliency(r, gen);
+    case Job::WorldModel: return runWorldModel(r, gen);
     case Job::None: return;
     }
 }
@@ -458,6 +486,95 @@ void ReplayModelView::showImagined(int from) {
     valueChart_->addLine({"actual return", QColor(40, 150, 60), toVector(imActualReturn_, values), Qt::DashLine});
     rewardChart_->show();
     valueChart_->show();
+}
+
+void ReplayModelView::runWorldModel(const Request& r, int gen) {
+    const auto& reader = *panel_->reader();
+    if (reader.length() < r.k) {
+        finished(r, QStringLiteral("The episode has %1 steps, too few for rollouts of depth %2.").arg(reader.length()).arg(r.k));
+        return;
+    }
+    replay::WorldModelCheckOptions o;
+    o.depth = r.k;
+    o.discount = discountBox_->value();
+    wmLabel_->setText(QStringLiteral("Checking the world model over %1 steps ...").arg(reader.length()));
+    wmLabel_->show();
+    runAsync(
+        this,
+        [net = net_, reader = panel_->reader(), o, m = netMutex_, cancel = cancel_,
+         ck = checkpoint_.toStdString()] {
+            std::lock_guard<std::mutex> lock(*m);
+            std::pair<replay::WorldModelCheck, replay::WorldModelCheck> out;
+            out.first = replay::checkWorldModel(*net, *reader, o, cancel.get());
+            out.first.checkpoint = ck;
+            // The same configuration freshly initialised (a fixed seed, so the table repeats).
+            auto fresh = replay::untrainedNetwork(net->config(), 0);
+            out.second = replay::checkWorldModel(fresh, *reader, o, cancel.get());
+            out.second.checkpoint = "untrained";
+            return out;
+        },
+        [this, r, gen](Outcome<std::pair<replay::WorldModelCheck, replay::WorldModelCheck>> o) {
+            if (gen != generation_) return;
+            if (o.ok()) {
+                wmTrained_ = std::move(o.value.first);
+                wmUntrained_ = std::move(o.value.second);
+                showWorldModel();
+                Q_EMIT worldModelChecked();
+            } else {
+                wmLabel_->setText(QStringLiteral("World model check failed: %1").arg(o.error.toHtmlEscaped()));
+            }
+            finished(r, o.ok() ? QString() : o.error);
+        });
+}
+
+void ReplayModelView::showWorldModel() {
+    const auto& a = wmTrained_;
+    const auto& u = wmUntrained_;
+    wmLabel_->setText(QStringLiteral("World model vs game: %1 rollouts of depth %2 (every step), discount %3; rewards "
+                                     "clipped to their sign and a lost life ending the return, as trained. Mean absolute "
+                                     "error per depth: this network / untrained.")
+                          .arg(a.starts)
+                          .arg(a.options.depth)
+                          .arg(a.options.discount, 0, 'g', 4));
+    wmLabel_->show();
+    const QStringList head{"depth", "reward MAE", "untrained", "value MAE", "untrained", "value vs search", "untrained",
+                           "|reward|", "|return|"};
+    wmTable_->clear();
+    wmTable_->setColumnCount(int(head.size()));
+    wmTable_->setHorizontalHeaderLabels(head);
+    wmTable_->horizontalHeaderItem(7)->setToolTip("mean size of the actual rewards (the error of predicting 0)");
+    wmTable_->horizontalHeaderItem(8)->setToolTip("mean size of the actual returns (the error of predicting 0)");
+    wmTable_->horizontalHeaderItem(5)->setToolTip("predicted value against the search's root value recorded at that step");
+    wmTable_->setRowCount(int(a.depths.size()));
+    auto cell = [](double v) {
+        auto* it = new QTableWidgetItem(std::isnan(v) ? QStringLiteral("-") : QString::number(v, 'f', 3));
+        it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        return it;
+    };
+    for (size_t k = 0; k < a.depths.size(); ++k) {
+        const auto& d = a.depths[k];
+        const bool hasU = k < u.depths.size();
+        const double nan = std::nan("");
+        const double vals[] = {double(d.depth), d.rewardMae, hasU ? u.depths[k].rewardMae : nan, d.valueMae,
+                               hasU ? u.depths[k].valueMae : nan, d.rootValueMae, hasU ? u.depths[k].rootValueMae : nan,
+                               d.meanAbsReward, d.meanAbsReturn};
+        for (int c = 0; c < int(head.size()); ++c) {
+            auto* it = c == 0 ? new QTableWidgetItem(QString::number(d.depth)) : cell(vals[c]);
+            if (c == 0) it->setToolTip(QStringLiteral("%1 (start, depth) pairs").arg(d.count));
+            // The trained figure in bold where it beats the untrained one.
+            if ((c == 1 || c == 3 || c == 5) && hasU && vals[c] < vals[c + 1]) {
+                QFont f = it->font();
+                f.setBold(true);
+                it->setFont(f);
+            }
+            wmTable_->setItem(int(k), c, it);
+        }
+    }
+    wmTable_->resizeColumnsToContents();
+    int h = wmTable_->horizontalHeader()->height() + 4;
+    for (int i = 0; i < wmTable_->rowCount(); ++i) h += wmTable_->rowHeight(i);
+    wmTable_->setFixedHeight(h);
+    wmTable_->show();
 }
 
 void ReplayModelView::runSaliency(const Request& r, int gen) {

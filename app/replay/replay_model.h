@@ -6,7 +6,10 @@
 //   - "Imagine K": K steps ahead from the current step with the recorded actions, predicted
 //     reward and value against what happened (the reward and the discounted return), charted;
 //   - a value saliency heatmap over the frame, drawn with the viewport's heatmap layer in a
-//     colour map chosen here, with its colour scale and range (also an overlay row).
+//     colour map chosen here, with its colour scale and range (also an overlay row);
+//   - "World model": the imagined rollouts of depth K from every step of the episode against
+//     what happened (core/replay/world_model_check.h), per depth the mean absolute error of
+//     reward and value for the loaded network and for an untrained one, as a table.
 // One job at a time on a worker (the network is not shared between threads); Cancel drops
 // the running job's result at once (imagine and saliency also stop between network calls).
 // Requests made while a job runs wait for it, the latest of each kind wins.
@@ -20,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/replay/world_model_check.h"
 #include "widgets/viewport.h"
 
 class QCheckBox;
@@ -29,6 +33,7 @@ class QSlider;
 class QLabel;
 class QPushButton;
 class QSpinBox;
+class QTableWidget;
 
 namespace glimpse::efficientzero {
 class Network;
@@ -45,7 +50,7 @@ class ReplayPanel;
 class ReplayModelView : public QGroupBox {
     Q_OBJECT
 public:
-    enum class Job { None, Load, Predict, Imagine, Saliency };
+    enum class Job { None, Load, Predict, Imagine, Saliency, WorldModel };
     ReplayModelView(ReplayPanel* panel, QWidget* parent = nullptr);
     ~ReplayModelView() override;
 
@@ -61,6 +66,12 @@ public:
     const std::vector<float>& imaginedActualReward() const { return imActualReward_; }
     const std::vector<float>& imaginedPredictedValue() const { return imPredValue_; }
     const std::vector<float>& imaginedActualReturn() const { return imActualReturn_; }
+    // The last world-model check of the open episode (hasWorldModelCheck() once one finished): the loaded
+    // network's and an untrained one's per-depth errors, and the table showing them.
+    bool hasWorldModelCheck() const { return !wmTrained_.depths.empty(); }
+    const replay::WorldModelCheck& worldModelTrained() const { return wmTrained_; }
+    const replay::WorldModelCheck& worldModelUntrained() const { return wmUntrained_; }
+    QTableWidget* worldModelTable() const { return wmTable_; }
     widgets::StripChart* rewardChart() const { return rewardChart_; }
     widgets::StripChart* valueChart() const { return valueChart_; }
     bool saliencyOn() const;
@@ -94,6 +105,10 @@ public Q_SLOTS:
     void predict();
     void imagine(int k);
     void setSaliency(bool on);
+    // Checks the world model over the whole episode (depth = the K box) on a worker thread.
+    void checkWorldModel();
+    // The discount of the imagined returns and the world-model check (the run's, e.g. 0.97).
+    void setDiscount(double discount);
     void cancel();
 
 Q_SIGNALS:
@@ -101,6 +116,7 @@ Q_SIGNALS:
     void predicted(int step);
     void imagined(int from, int k);
     void saliencyReady(int step);
+    void worldModelChecked();
     void cancelled();
     void failed(const QString& message);
     void busyChanged(bool busy);
@@ -124,6 +140,8 @@ private:
     void runPredict(const Request& r, int gen);
     void runImagine(const Request& r, int gen);
     void runSaliency(const Request& r, int gen);
+    void runWorldModel(const Request& r, int gen);
+    void showWorldModel();
     void showImagined(int from);
     void updateControls();
     void updateScale();
@@ -147,6 +165,7 @@ private:
     int imaginedFrom_ = -1;
     std::vector<float> imPredReward_, imActualReward_, imPredValue_, imActualReturn_;
     std::map<int, Saliency> saliency_;   // step -> values and range
+    replay::WorldModelCheck wmTrained_, wmUntrained_;
     render::Colormap colormap_ = render::Colormap::Viridis;
     float opacity_ = 0.6f;
     std::vector<int> saliencyOrder_;
@@ -165,6 +184,9 @@ private:
     QSlider* opacitySlider_ = nullptr;
     widgets::ColourScale* scale_ = nullptr;
     QPushButton* cancelButton_ = nullptr;
+    QPushButton* worldModelButton_ = nullptr;
+    QLabel* wmLabel_ = nullptr;
+    QTableWidget* wmTable_ = nullptr;
     QLabel* statusLabel_ = nullptr;
     widgets::StripChart* rewardChart_ = nullptr;
     widgets::StripChart* valueChart_ = nullptr;

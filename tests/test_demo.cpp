@@ -1,0 +1,196 @@
+// The Demo menu (app/demo/demo_menu.h, issue 52 part 3): each item opens with one click. Demo
+// content made here in a resources folder of the test's own (GLIMPSE_RESOURCES): a tiny demon
+// agent with its recorded episode (the checkpoint named relative to it, as
+// tools/make_demo_content.sh writes it) and an XTRA run log with task weights. "Replay an agent"
+// opens the episode in the replay viewer in mid-game, loads the agent and fills the world-model
+// table; "XTRA task weights" follows the run log with its task-weight chart; a missing item is
+// disabled. With the shipped content (resources/demo/) and GLIMPSE_DEMO_SCREENSHOTS=DIR, the real
+// episodes and run log are opened too and the window is saved as PNGs.
+#include <QAction>
+#include <QDir>
+#include <QMenu>
+#include <QMenuBar>
+#include <QScreen>
+#include <QScrollArea>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <torch/torch.h>
+
+#include "app/demo/demo_menu.h"
+#include "app/mainwindow.h"
+#include "app/replay/replay_model.h"
+#include "app/replay/replay_panel.h"
+#include "app/training/training_panel.h"
+#include "core/io/checkpoint.h"
+#include "core/models/efficientzero/eval.h"
+#include "core/models/efficientzero/model.h"
+#include "core/runlog.h"
+#include "tests/ez_support.h"
+#include "widgets/live_chart.h"
+
+using namespace glimpse;
+using namespace glimpse::app;
+
+namespace {
+
+QAction* demoAction(MainWindow& w, const QString& id) {
+    for (QMenu* m : w.menuBar()->findChildren<QMenu*>())
+        if (m->title() == "&Demo")
+            for (QAction* a : m->actions())
+                if (a->data().toString() == id) return a;
+    return nullptr;
+}
+
+void saveShot(MainWindow& w, const QString& name, QWidget* show = nullptr) {
+    const QString dir = qEnvironmentVariable("GLIMPSE_DEMO_SCREENSHOTS");
+    if (dir.isEmpty()) return;
+    QDir().mkpath(dir);
+    // Scroll the panel column to `show` (e.g. the world-model table), draw, grab the screen.
+    QWidget* p = show;
+    while (p && !qobject_cast<QScrollArea*>(p)) p = p->parentWidget();
+    if (auto* scroll = qobject_cast<QScrollArea*>(p)) scroll->ensureWidgetVisible(show);
+    const int drawn = w.viewport()->framesDrawn();
+    QTRY_VERIFY_WITH_TIMEOUT((w.viewport()->requestRedraw(), w.viewport()->framesDrawn() > drawn + 2) ||
+                                 !w.viewport()->vulkanError().isEmpty(),
+                             10000);
+    QVERIFY(w.screen()->grabWindow(w.winId()).save(dir + "/" + name, "PNG"));
+}
+
+} // namespace
+
+class TestDemo : public QObject {
+    Q_OBJECT
+    QTemporaryDir dir_;
+
+    // Opens the replay item `id` and waits for the episode, its network and the world model.
+    void replayItem(MainWindow& w, const QString& id) {
+        ReplayPanel* r = w.replayPanel();
+        ReplayModelView* m = r->modelView();
+        QSignalSpy opened(r, &ReplayPanel::episodeOpened);
+        QSignalSpy checked(m, &ReplayModelView::worldModelChecked);
+        QSignalSpy imagined(m, &ReplayModelView::imagined);
+        QAction* a = demoAction(w, id);
+        QVERIFY(a && a->isEnabled());
+        a->trigger();   // one click
+        QVERIFY(opened.wait(30000));
+        const int steps = opened.first().at(1).toInt();
+        QVERIFY(checked.wait(120000));
+        QTRY_COMPARE_WITH_TIMEOUT(imagined.count(), 1, 30000);
+        QCOMPARE(m->imaginedFrom(), steps / 2);
+        QVERIFY(m->hasNetwork());
+        QCOMPARE(r->step(), steps / 2);
+        QVERIFY(m->hasWorldModelCheck());
+        QVERIFY(m->worldModelTable()->isVisible());
+        QCOMPARE(m->worldModelTable()->rowCount(), 6);
+        QCOMPARE(int(m->worldModelUntrained().depths.size()), 6);
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        torch::set_num_threads(1);
+        const QString res = dir_.filePath("resources");
+        QDir().mkpath(res + "/demo/xtra_finetune");
+        // A tiny demon agent and one recorded episode, the checkpoint named relative to it.
+        torch::manual_seed(4);
+        efficientzero::Network net(glimpse::testing::tinyEfficientZeroConfig("demon"));
+        {
+            torch::NoGradGuard g;
+            for (auto& p : net.parameters()) p.add_(torch::randn_like(p) * 0.3);
+        }
+        net.train(false);
+        saveCheckpoint((res + "/demo/demon_agent.h5").toStdString(),
+                       checkpointFromModule(net.module(), "efficientzero", net.config().toJson().dump()));
+        efficientzero::EvalOptions o;
+        o.episodes = 1;
+        o.parallel = 1;
+        o.simulations = 4;
+        o.env.maxEpisodeSteps = 20;
+        o.recordDir = dir_.filePath("rec").toStdString();
+        o.checkpointPath = "demon_agent.h5";
+        const auto result = efficientzero::evaluate(net, "demon", o);
+        QCOMPARE(int(result.recorded.size()), 1);
+        QVERIFY(QFile::copy(QString::fromStdString(result.recorded[0]), res + "/demo/demon_episode.h5"));
+        // An XTRA run log with task weights.
+        const nlohmann::json config = {{"trainer", "xtra"}, {"total_steps", 10},
+                                       {"offline_games", {"invaders", "pellets"}},
+                                       {"game_categories", {{"invaders", "shooter"}, {"pellets", "maze"}}}};
+        auto log = RunLogWriter::create((res + "/demo/xtra_finetune/runlog.h5").toStdString(), config,
+                                        {"loss", "task_weight/invaders", "task_weight/pellets"});
+        for (int s = 1; s <= 10; ++s) {
+            log.append("loss", s, 1.0 / s);
+            log.append("task_weight/invaders", s, 1.0);
+            log.append("task_weight/pellets", s, s < 5 ? 1.0 : 0.2);
+        }
+        log.finish();
+        qputenv("GLIMPSE_RESOURCES", res.toUtf8());
+    }
+
+    void cleanupTestCase() { qunsetenv("GLIMPSE_RESOURCES"); }
+
+    void menuItems() {
+        const auto items = demoItems();
+        QStringList ids;
+        for (const auto& d : items) ids << d.id;
+        QCOMPARE(ids, QStringList({"letr", "coat", "constellation", "replay-demon", "replay-pellets", "xtra"}));
+        MainWindow w;
+        QVERIFY(demoAction(w, "replay-demon")->isEnabled());
+        QVERIFY(demoAction(w, "xtra")->isEnabled());
+        QVERIFY(demoAction(w, "coat")->isEnabled());
+        // Not in this resources folder: disabled, the tooltip names the file and the command.
+        QAction* pellets = demoAction(w, "replay-pellets");
+        QVERIFY(!pellets->isEnabled());
+        QVERIFY(pellets->toolTip().contains("demo/pellets_episode.h5"));
+        QVERIFY(pellets->toolTip().contains("make_demo_content.sh"));
+        QVERIFY(!demoAction(w, "letr")->isEnabled());   // no letr_demo.h5 here
+        QVERIFY(!openDemoItem(&w, "replay-pellets"));
+        QVERIFY(w.lastError().contains("not installed"));
+        QVERIFY(!openDemoItem(&w, "nonsense"));
+    }
+
+    void replayAnAgent() {
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        replayItem(w, "replay-demon");
+        QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), 30000);
+    }
+
+    void xtraTaskWeights() {
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        demoAction(w, "xtra")->trigger();
+        QTRY_COMPARE_WITH_TIMEOUT(w.trainingPanel()->runCount(), 1, 20000);
+        auto* c = w.trainingPanel()->charts()->chart("task weights");
+        QVERIFY(c);
+        QCOMPARE(c->runs().size(), 2);
+    }
+
+    // The shipped content, when made (tools/make_demo_content.sh): both agents' episodes and the
+    // XTRA run log open with one click each.
+    void shippedContent() {
+        const QString shipped = QStringLiteral(GLIMPSE_SOURCE_DIR) + "/resources";
+        if (!QFileInfo::exists(shipped + "/demo/demon_episode.h5")) QSKIP("no shipped demo content (resources/demo)");
+        qputenv("GLIMPSE_RESOURCES", shipped.toUtf8());
+        MainWindow w;
+        w.resize(1280, 860);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        for (const QString game : {"demon", "pellets"}) {
+            replayItem(w, "replay-" + game);
+            saveShot(w, "demo_replay_" + game + ".png", w.replayPanel()->modelView()->worldModelTable());
+        }
+        demoAction(w, "xtra")->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(w.trainingPanel()->charts()->chart("task weights"), 20000);
+        QTest::qWait(500);
+        saveShot(w, "demo_xtra.png");
+        QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), 30000);
+        qputenv("GLIMPSE_RESOURCES", dir_.filePath("resources").toUtf8());
+    }
+};
+
+QTEST_MAIN(TestDemo)
+#include "test_demo.moc"
