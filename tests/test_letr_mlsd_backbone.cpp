@@ -96,9 +96,13 @@ private Q_SLOTS:
         const auto mine = m.mlsdBody()->forward(x, 4);
         const torch::Tensor four = torch::cat({x, torch::full({1, 1, 64, 96}, 1.0 / 127.5 - 1.0)}, 1);
         const mlsd::MlsdFeatures ref = mlsdModel->net->encode(four);
-        QVERIFY(maxDiff(mine[0], ref.c2) < 1e-5);
-        QVERIFY(maxDiff(mine[1], ref.c3) < 1e-5);
-        QVERIFY2(maxDiff(mine[2], ref.c4) < 1e-5, qPrintable(QString::number(maxDiff(mine[2], ref.c4))));
+        // Equal up to float rounding (relative to the map's scale: C2 reaches ~45).
+        auto close = [](const torch::Tensor& a, const torch::Tensor& b) {
+            return a.sizes() == b.sizes() && maxDiff(a, b) <= 2e-6 * std::max(1.0, b.abs().max().item<double>());
+        };
+        QVERIFY(close(mine[0], ref.c2));
+        QVERIFY(close(mine[1], ref.c3));
+        QVERIFY(close(mine[2], ref.c4));
         QVERIFY(ref.c4.abs().max().item<double>() > 0.1);   // not a trivially zero map
         // The LETR image preprocessing gives M-LSD's input scaling.
         const cv::Mat img = testing::randomImage(64, 96, 7);
