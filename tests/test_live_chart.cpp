@@ -122,6 +122,51 @@ private Q_SLOTS:
         QCOMPARE(s.shownPoints(0), s.points(0));
     }
 
+    // The decimation of an uneven, growing line: per pixel column exactly the first, lowest,
+    // highest and last row whose x falls in it (a brute-force scan per column), for the raw and
+    // the smoothed line, while rows arrive (the column bounds are cached between paints).
+    void decimationMatchesBruteForce() {
+        QRandomGenerator rng(11);
+        LiveChart c("loss/total");
+        c.resize(500, 300);
+        c.setSmoothing(0.7);
+        double x = 0;
+        for (int round = 0; round < 5; ++round) {
+            QVector<QPointF> rows;
+            for (int i = 0; i < 7000; ++i) {
+                x += rng.bounded(3) == 0 ? rng.bounded(40) : 1;   // uneven steps, runs of equal spacing
+                rows.push_back({x, rng.generateDouble() * (rng.bounded(500) == 0 ? 50 : 1)});
+            }
+            c.appendPoints(0, rows);
+            const QVector<QPointF> pts = c.points(0);
+            const QVector<QPointF> shown = c.shownPoints(0);
+            const QPointF xr = c.xRange();
+            const int cols = int(std::ceil(c.plotRect().width()));
+            const double dx = (xr.y() - xr.x()) / cols;
+            QVector<QPointF> ref;
+            int i = 0;
+            for (int col = 0; col < cols; ++col) {
+                const double edge = xr.x() + (col + 1) * dx;
+                int b = i;
+                while (b < pts.size() && (col == cols - 1 || pts[b].x() < edge)) ++b;
+                if (b == i) continue;
+                double lo = pts[i].y(), hi = lo;
+                for (int j = i; j < b; ++j) lo = std::min(lo, pts[j].y()), hi = std::max(hi, pts[j].y());
+                ref.push_back(pts[i]);
+                if (b - i > 1) {
+                    const double mid = 0.5 * (pts[i].x() + pts[b - 1].x());
+                    ref << QPointF(mid, lo) << QPointF(mid, hi) << pts[b - 1];
+                }
+                i = b;
+            }
+            QCOMPARE(shown, ref);
+            QImage img(500, 300, QImage::Format_RGB32);
+            QPainter p(&img);
+            c.draw(p, img.rect());   // the smoothed line's paint reuses the cached bounds
+            QCOMPARE(c.shownPoints(0), ref);
+        }
+    }
+
     // The pyramid's min/max of any range equals a brute-force scan, also while it grows.
     void pyramidMatchesBruteForce() {
         QRandomGenerator rng(7);

@@ -84,23 +84,16 @@ std::vector<double> emaSmooth(const std::vector<double>& values, double w) {
 
 // ---- MinMaxPyramid ----------------------------------------------------------------------------
 
-void MinMaxPyramid::clear() {
-    mn_.clear();
-    mx_.clear();
-}
+void MinMaxPyramid::clear() { lv_.clear(); }
 
 void MinMaxPyramid::extend(const double* v, int n) {
     for (size_t k = 0;; ++k) {
         const int64_t blk = int64_t(kBase) << k;
         const int64_t want = n / blk;
         if (want == 0) break;
-        if (mn_.size() <= k) {
-            mn_.emplace_back();
-            mx_.emplace_back();
-        }
-        auto& lo = mn_[k];
-        auto& hi = mx_[k];
-        for (int64_t i = int64_t(lo.size()); i < want; ++i) {
+        if (lv_.size() <= k) lv_.emplace_back();
+        auto& level = lv_[k];
+        for (int64_t i = int64_t(level.size() / 2); i < want; ++i) {
             double a, b;
             if (k == 0) {
                 a = b = v[i * blk];
@@ -109,11 +102,12 @@ void MinMaxPyramid::extend(const double* v, int n) {
                     b = std::max(b, v[j]);
                 }
             } else {
-                a = std::min(mn_[k - 1][size_t(2 * i)], mn_[k - 1][size_t(2 * i + 1)]);
-                b = std::max(mx_[k - 1][size_t(2 * i)], mx_[k - 1][size_t(2 * i + 1)]);
+                const auto& below = lv_[k - 1];
+                a = std::min(below[size_t(4 * i)], below[size_t(4 * i + 2)]);
+                b = std::max(below[size_t(4 * i + 1)], below[size_t(4 * i + 3)]);
             }
-            lo.push_back(a);
-            hi.push_back(b);
+            level.push_back(a);
+            level.push_back(b);
         }
     }
 }
@@ -122,40 +116,191 @@ std::pair<double, double> MinMaxPyramid::range(const double* v, int a, int b) co
     double lo = kInf, hi = -kInf;
     int64_t i = a;
     while (i < b) {
-        if (i % kBase != 0 || i + kBase > b || mn_.empty() || size_t(i / kBase) >= mn_[0].size()) {
+        if ((i & (kBase - 1)) != 0 || i + kBase > b || lv_.empty() || size_t(i >> kShift) >= blocks(0)) {
             lo = std::min(lo, v[i]);
             hi = std::max(hi, v[i]);
             ++i;
             continue;
         }
         size_t k = 0;
-        while (k + 1 < mn_.size()) {
-            const int64_t nb = int64_t(kBase) << (k + 1);
-            if (i % nb != 0 || i + nb > b || size_t(i / nb) >= mn_[k + 1].size()) break;
+        while (k + 1 < lv_.size()) {
+            const int sh = kShift + int(k) + 1;
+            const int64_t nb = int64_t(1) << sh;
+            if ((i & (nb - 1)) != 0 || i + nb > b || size_t(i >> sh) >= blocks(k + 1)) break;
             ++k;
         }
-        const int64_t blk = int64_t(kBase) << k;
-        lo = std::min(lo, mn_[k][size_t(i / blk)]);
-        hi = std::max(hi, mx_[k][size_t(i / blk)]);
-        i += blk;
+        const size_t j = size_t(i >> (kShift + int(k)));
+        lo = std::min(lo, lv_[k][2 * j]);
+        hi = std::max(hi, lv_[k][2 * j + 1]);
+        i += int64_t(1) << (kShift + int(k));
     }
     return {lo, hi};
 }
 
+void MinMaxPyramid::prefetch(const double* v, int a, int b) const {
+    if (a >= b) return;
+    __builtin_prefetch(v + a);
+    __builtin_prefetch(v + b - 1);
+    if (lv_.empty()) return;
+    int64_t i = (int64_t(a) + kBase - 1) & ~int64_t(kBase - 1);   // the walk of range(), loads left out
+    while (i + kBase <= b && size_t(i >> kShift) < blocks(0)) {
+        size_t k = 0;
+        while (k + 1 < lv_.size()) {
+            const int sh = kShift + int(k) + 1;
+            const int64_t nb = int64_t(1) << sh;
+            if ((i & (nb - 1)) != 0 || i + nb > b || size_t(i >> sh) >= blocks(k + 1)) break;
+            ++k;
+        }
+        __builtin_prefetch(lv_[k].data() + 2 * (i >> (kShift + int(k))));
+        i += int64_t(1) << (kShift + int(k));
+    }
+}
+
+// ---- ChartRows ---------------------------------------------------------------------------------
+
+void ChartRows::append(std::vector<double>&& steps, std::vector<double>&& wallTimes, std::vector<double>&& values) {
+    const size_t n = std::min(steps.size(), values.size());
+    if (n == 0) return;
+    const bool timed = wallTimes.size() >= n;
+    const size_t first = y.size();
+    // The common case in one pass each, and a new line takes the vectors over (a million-row
+    // log opens without copying its rows again): every row finite, wall times too.
+    bool finite = true;
+    for (size_t i = 0; i < n; ++i) finite &= std::isfinite(steps[i]) & std::isfinite(values[i]) & (!timed || std::isfinite(wallTimes[i]));
+    double tmax = t.empty() || !std::isfinite(t.back()) ? -kInf : t.back();
+    if (finite) {
+        steps.resize(n);
+        values.resize(n);
+        if (timed) {
+            wallTimes.resize(n);
+            for (double& w : wallTimes) w = tmax = std::max(tmax, w);   // a running max: searchable
+        } else {
+            wallTimes.assign(n, std::numeric_limits<double>::quiet_NaN());
+            hasTime = false;
+        }
+        double mp = minPositive;
+        for (size_t i = 0; i < n; ++i) mp = values[i] > 0 && values[i] < mp ? values[i] : mp;
+        minPositive = mp;
+        if (first == 0) {
+            x = std::move(steps);
+            y = std::move(values);
+            t = std::move(wallTimes);
+        } else {
+            x.insert(x.end(), steps.begin(), steps.end());
+            y.insert(y.end(), values.begin(), values.end());
+            t.insert(t.end(), wallTimes.begin(), wallTimes.end());
+        }
+    } else {
+        for (size_t i = 0; i < n; ++i) {
+            const double sx = steps[i], sy = values[i];
+            if (!std::isfinite(sx) || !std::isfinite(sy)) continue;   // NaN/inf (a diverged loss) would break the axes
+            x.push_back(sx);
+            y.push_back(sy);
+            if (timed && std::isfinite(wallTimes[i])) {
+                tmax = std::max(tmax, wallTimes[i]);
+                t.push_back(tmax);
+            } else {
+                t.push_back(std::numeric_limits<double>::quiet_NaN());
+                hasTime = false;
+            }
+            if (sy > 0) minPositive = std::min(minPositive, sy);
+        }
+    }
+    if (y.size() != first) py.extend(y.data(), int(y.size()));
+}
+
+void ChartRows::smooth(double w) {
+    if (w <= 0) {
+        s.clear();
+        s.shrink_to_fit();
+        ps.clear();
+        smoothing = 0;
+        return;
+    }
+    size_t from = s.size();
+    if (w != smoothing || from > y.size()) {
+        from = 0;
+        s.clear();
+        ps.clear();
+        emaLast = emaWeight = 0;
+        smoothing = w;
+    }
+    if (from == y.size()) return;
+    if (s.capacity() < y.size()) s.reserve(std::max(y.capacity(), y.size()));   // the rows' room for growth too
+    s.resize(y.size());
+    for (size_t i = from; i < y.size(); ++i) {
+        emaLast = emaLast * w + (1 - w) * y[i];
+        emaWeight = emaWeight * w + (1 - w);
+        s[i] = emaLast / emaWeight;
+    }
+    ps.extend(s.data(), int(s.size()));
+}
+
+ChartRows ChartRows::prepare(std::vector<double>&& steps, std::vector<double>&& wallTimes, std::vector<double>&& values,
+                             double smoothing) {
+    ChartRows r;
+    r.append(std::move(steps), std::move(wallTimes), std::move(values));
+    if (smoothing > 0) r.smooth(smoothing);
+    return r;
+}
+
 // ---- LiveChart ---------------------------------------------------------------------------------
 
-struct LiveChart::Line {
-    std::vector<double> x;   // step
-    std::vector<double> t;   // seconds since the run started, as a running maximum (NaN: unknown)
-    std::vector<double> y;   // value
-    std::vector<double> s;   // smoothed value (empty while smoothing is off)
-    bool hasTime = true;
-    double emaLast = 0, emaWeight = 0;   // the EMA's state after the last smoothed row
-    double minPositive = kInf;           // for the log axis
-    MinMaxPyramid py, ps;
+struct LiveChart::Line : ChartRows {
     const std::vector<double>& values(bool smoothed) const { return smoothed && s.size() == y.size() ? s : y; }
     const MinMaxPyramid& pyramid(bool smoothed) const { return smoothed && s.size() == y.size() ? ps : py; }
+    // The rows of each pixel column as last computed (bounds[c] .. bounds[c + 1]), shared by the
+    // raw and the smoothed line of one paint; valid while the key below is unchanged.
+    std::vector<int> bounds;
+    struct BoundsKey {
+        double x0 = 0, x1 = 0, off = 0;
+        int cols = -1;
+        size_t n = 0;
+        XAxisMode mode = XAxisMode::Step;
+        bool operator==(const BoundsKey& o) const {
+            return x0 == o.x0 && x1 == o.x1 && off == o.off && cols == o.cols && n == o.n && mode == o.mode;
+        }
+    } boundsKey;
 };
+
+namespace {
+// The first index r in [lo, n] with xs[r] >= edge (xs ascending), searched outwards from
+// `guess` (the previous column's width ahead): a paint's columns advance through the rows in
+// order, so this touches a few cache lines where a binary search over a million rows misses
+// about a dozen times per column.
+int firstAtLeast(const double* xs, int lo, int n, double edge, int guess) {
+    guess = std::clamp(guess, lo, n);
+    int a = lo, b = n;
+    if (guess < n && xs[guess] < edge) {
+        for (int prev = guess, step = 1;; step *= 2) {
+            const int64_t p = int64_t(guess) + step;
+            if (p >= n) {
+                a = prev + 1;
+                break;
+            }
+            if (xs[p] >= edge) {
+                a = prev + 1, b = int(p);
+                break;
+            }
+            prev = int(p);
+        }
+    } else {
+        for (int prev = guess, step = 1;; step *= 2) {
+            const int64_t p = int64_t(guess) - step;
+            if (p < lo) {
+                b = prev;
+                break;
+            }
+            if (xs[p] < edge) {
+                a = int(p) + 1, b = prev;
+                break;
+            }
+            prev = int(p);
+        }
+    }
+    return int(std::lower_bound(xs + a, xs + b, edge) - xs);
+}
+} // namespace
 
 struct LiveChart::Axes {
     QRectF plot;
@@ -256,87 +401,42 @@ void LiveChart::appendPoints(int run, const QVector<QPointF>& points) {
 
 void LiveChart::appendRows(int run, std::vector<double>&& steps, std::vector<double>&& wallTimes,
                            std::vector<double>&& values) {
-    const size_t n = std::min(steps.size(), values.size());
-    if (n == 0) return;
-    const bool timed = wallTimes.size() >= n;
+    if (std::min(steps.size(), values.size()) == 0) return;
     Line& l = line(run);
     const size_t first = l.y.size();
-    // The common case in one pass each, and a new line takes the vectors over (a million-row
-    // log opens without copying its rows again): every row finite, wall times too.
-    bool finite = true;
-    for (size_t i = 0; i < n; ++i) finite &= std::isfinite(steps[i]) & std::isfinite(values[i]) & (!timed || std::isfinite(wallTimes[i]));
-    double tmax = l.t.empty() || !std::isfinite(l.t.back()) ? -kInf : l.t.back();
-    if (finite) {
-        steps.resize(n);
-        values.resize(n);
-        if (timed) {
-            wallTimes.resize(n);
-            for (double& w : wallTimes) w = tmax = std::max(tmax, w);   // a running max: searchable
-        } else {
-            wallTimes.assign(n, std::numeric_limits<double>::quiet_NaN());
-            l.hasTime = false;
-        }
-        double mp = l.minPositive;
-        for (size_t i = 0; i < n; ++i) mp = values[i] > 0 && values[i] < mp ? values[i] : mp;
-        l.minPositive = mp;
-        if (first == 0) {
-            l.x = std::move(steps);
-            l.y = std::move(values);
-            l.t = std::move(wallTimes);
-        } else {
-            l.x.insert(l.x.end(), steps.begin(), steps.end());
-            l.y.insert(l.y.end(), values.begin(), values.end());
-            l.t.insert(l.t.end(), wallTimes.begin(), wallTimes.end());
-        }
-    } else {
-        for (size_t i = 0; i < n; ++i) {
-            const double x = steps[i], y = values[i];
-            if (!std::isfinite(x) || !std::isfinite(y)) continue;   // NaN/inf (a diverged loss) would break the axes
-            l.x.push_back(x);
-            l.y.push_back(y);
-            if (timed && std::isfinite(wallTimes[i])) {
-                tmax = std::max(tmax, wallTimes[i]);
-                l.t.push_back(tmax);
-            } else {
-                l.t.push_back(std::numeric_limits<double>::quiet_NaN());
-                l.hasTime = false;
-            }
-            if (y > 0) l.minPositive = std::min(l.minPositive, y);
-        }
+    l.append(std::move(steps), std::move(wallTimes), std::move(values));
+    if (l.y.size() != first) update();   // the smoothed line catches up when drawn (smoothedLine)
+}
+
+void LiveChart::adoptRows(int run, ChartRows&& rows) {
+    if (rows.y.empty()) return;
+    auto it = lines_->find(run);
+    if (it != lines_->end() && !it->second.y.empty()) {
+        appendRows(run, std::move(rows.x), std::move(rows.t), std::move(rows.y));
+        return;
     }
-    if (l.y.size() == first) return;
-    l.py.extend(l.y.data(), int(l.y.size()));
-    update();   // the smoothed line catches up when drawn (smoothedLine)
+    Line& l = line(run);
+    static_cast<ChartRows&>(l) = std::move(rows);
+    l.boundsKey = {};
+    if (l.smoothing != smoothing_) {   // smoothed for another weight: again when drawn
+        l.s.clear();
+        l.ps.clear();
+        l.smoothing = 0;
+    }
+    update();
+}
+
+void LiveChart::setPlaceholder(const QString& text) {
+    if (text == placeholder_) return;
+    placeholder_ = text;
+    update();
 }
 
 const std::vector<double>& LiveChart::smoothedLine(const Line& line) const {
     auto& l = const_cast<Line&>(line);   // a cache of the rows: drawing state, not data
     if (smoothing_ <= 0) return l.y;
-    if (l.s.size() != l.y.size()) resmooth(l, int(l.s.size()));
+    if (l.s.size() != l.y.size() || l.smoothing != smoothing_) l.smooth(smoothing_);
     return l.s;
-}
-
-void LiveChart::resmooth(Line& l, int from) const {
-    if (smoothing_ <= 0) {
-        l.s.clear();
-        l.s.shrink_to_fit();
-        l.ps.clear();
-        return;
-    }
-    if (from <= 0 || int(l.s.size()) != from) {
-        from = 0;
-        l.s.clear();
-        l.ps.clear();
-        l.emaLast = l.emaWeight = 0;
-    }
-    const double w = smoothing_;
-    l.s.resize(l.y.size());
-    for (size_t i = size_t(from); i < l.y.size(); ++i) {
-        l.emaLast = l.emaLast * w + (1 - w) * l.y[i];
-        l.emaWeight = l.emaWeight * w + (1 - w);
-        l.s[i] = l.emaLast / l.emaWeight;
-    }
-    l.ps.extend(l.s.data(), int(l.s.size()));
 }
 
 void LiveChart::setRunStart(int run, double unixTime) {
@@ -414,6 +514,7 @@ void LiveChart::setSmoothing(double w) {
     for (auto& [k, l] : *lines_) {   // recomputed when next drawn
         l.s.clear();
         l.ps.clear();
+        l.smoothing = 0;
     }
     update();
 }
@@ -577,11 +678,31 @@ QVector<QPointF> LiveChart::decimated(const Line& l, bool smoothed, const Axes& 
         return out;
     }
     out.reserve(cols * 4);
-    const double dx = (a.x1 - a.x0) / cols;
-    int i = int(std::lower_bound(xs.begin(), xs.end(), a.x0 - off) - xs.begin());
-    for (int c = 0; c < cols && i < n; ++c) {
-        const double edge = a.x0 + (c + 1) * dx - off;
-        const int b = c == cols - 1 ? n : int(std::lower_bound(xs.begin() + i, xs.end(), edge) - xs.begin());
+    // Row bounds of the columns, computed once for the raw and the smoothed line.
+    auto& ml = const_cast<Line&>(l);   // a cache of the paint: drawing state, not data
+    const Line::BoundsKey bk{a.x0, a.x1, off, cols, size_t(n), xMode_};
+    if (!(ml.boundsKey == bk)) {
+        ml.bounds.assign(size_t(cols) + 1, n);
+        const double dx = (a.x1 - a.x0) / cols;
+        const double* x = xs.data();
+        int i = int(std::lower_bound(xs.begin(), xs.end(), a.x0 - off) - xs.begin());
+        ml.bounds[0] = i;
+        int width = 0;
+        for (int c = 0; c < cols; ++c) {
+            const double edge = a.x0 + (c + 1) * dx - off;
+            const int b = c == cols - 1 ? n : firstAtLeast(x, i, n, edge, i + width);
+            ml.bounds[size_t(c) + 1] = b;
+            width = b - i;
+            i = b;
+        }
+        ml.boundsKey = bk;
+    }
+    const std::vector<int>& bounds = l.bounds;
+    constexpr int kAhead = 4;   // columns prefetched ahead
+    for (int c = 0; c < std::min(kAhead, cols); ++c) pyr.prefetch(v.data(), bounds[size_t(c)], bounds[size_t(c) + 1]);
+    for (int c = 0; c < cols; ++c) {
+        if (c + kAhead < cols) pyr.prefetch(v.data(), bounds[size_t(c + kAhead)], bounds[size_t(c + kAhead) + 1]);
+        const int i = bounds[size_t(c)], b = bounds[size_t(c) + 1];
         if (b <= i) continue;
         const auto [lo, hi] = pyr.range(v.data(), i, b);
         const double cx = xs[size_t(i)] + off;
@@ -596,7 +717,6 @@ QVector<QPointF> LiveChart::decimated(const Line& l, bool smoothed, const Axes& 
             out.push_back({mid, hi});
             out.push_back({ex, v[size_t(b - 1)]});
         }
-        i = b;
     }
     return out;
 }
@@ -777,7 +897,8 @@ void LiveChart::draw(QPainter& p, const QRect& r) const {
     drawAxes(p, a);
     if (a.empty) {
         p.setPen(QColor(150, 150, 150));
-        p.drawText(plot, Qt::AlignCenter, lines_->empty() ? "no rows yet" : "no rows on this axis");
+        p.drawText(plot, Qt::AlignCenter,
+                   !placeholder_.isEmpty() ? placeholder_ : lines_->empty() ? "no rows yet" : "no rows on this axis");
     }
     p.save();
     p.setClipRect(plot.adjusted(-3, -3, 3, 3));
@@ -947,6 +1068,14 @@ void ChartGrid::appendRows(const QString& series, int run, std::vector<double>&&
     if (!c) c = makeChart(series);
     const bool fresh = !c->runs().contains(run);
     c->appendRows(run, std::move(steps), std::move(wallTimes), std::move(values));
+    if (fresh) applyFilter(c);
+}
+
+void ChartGrid::adoptRows(const QString& series, int run, ChartRows&& rows) {
+    LiveChart* c = charts_.value(series, nullptr);
+    if (!c) c = makeChart(series);
+    const bool fresh = !c->runs().contains(run);
+    c->adoptRows(run, std::move(rows));
     if (fresh) applyFilter(c);
 }
 

@@ -24,6 +24,7 @@
 #include <QVector>
 #include <QWidget>
 #include <functional>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -58,14 +59,45 @@ enum class XAxisMode { Step, RelativeTime, WallTime };
 // O(kBase + log n). Appending extends it (complete blocks only).
 class MinMaxPyramid {
 public:
-    static constexpr int kBase = 32;
+    static constexpr int kShift = 5;
+    static constexpr int kBase = 1 << kShift;
     void clear();
     void extend(const double* values, int n);   // values[0..n) (n = the new total count)
     // Min and max of values[a, b) (a < b <= n of the last extend).
     std::pair<double, double> range(const double* values, int a, int b) const;
+    // Asks the CPU to fetch what range(values, a, b) will read (a paint queries the columns
+    // in order and prefetches a few columns ahead: the levels' cache misses then overlap).
+    void prefetch(const double* values, int a, int b) const;
 
 private:
-    std::vector<std::vector<double>> mn_, mx_;   // level k: blocks of kBase << k values
+    // level k: blocks of kBase << k values, each as its min and max side by side (one cache
+    // line holds both: a paint walks the levels column by column, so misses are its cost)
+    std::vector<std::vector<double>> lv_;
+    size_t blocks(size_t k) const { return lv_[k].size() / 2; }
+};
+
+// One line's rows made ready for a chart: non-finite rows dropped, wall times as a running
+// maximum (NaN where unknown), the min/max pyramid built and, for a smoothing weight > 0, the
+// smoothed line and its pyramid. prepare() is what appending rows to a new line does; it
+// touches no widget, so a worker thread can do it for a long log while the UI thread goes on
+// (LiveChart::adoptRows then only moves the vectors in).
+struct ChartRows {
+    std::vector<double> x;   // step
+    std::vector<double> t;   // seconds since the run started, a running maximum (NaN: unknown)
+    std::vector<double> y;   // value
+    std::vector<double> s;   // smoothed value (empty while smoothing is off)
+    bool hasTime = true;
+    double emaLast = 0, emaWeight = 0;   // the EMA's state after the last smoothed row
+    double smoothing = 0;                // the weight s was computed with
+    double minPositive = std::numeric_limits<double>::infinity();   // for the log axis
+    MinMaxPyramid py, ps;
+    size_t size() const { return y.size(); }
+    // Appends rows (the rules above); a line without rows takes the vectors over.
+    void append(std::vector<double>&& steps, std::vector<double>&& wallTimes, std::vector<double>&& values);
+    // Brings s (and ps) up to date for weight w (recomputed from the first row when w changed).
+    void smooth(double w);
+    static ChartRows prepare(std::vector<double>&& steps, std::vector<double>&& wallTimes, std::vector<double>&& values,
+                             double smoothing);
 };
 
 class LiveChart : public QWidget {
@@ -87,6 +119,11 @@ public:
     void appendPoints(int run, const QVector<QPointF>& points);
     // A new line takes the vectors over (a long run's rows are not copied again).
     void appendRows(int run, std::vector<double>&& steps, std::vector<double>&& wallTimes, std::vector<double>&& values);
+    // Rows prepared elsewhere (ChartRows::prepare on a worker): a new line takes them over as
+    // they are; a line with rows already gets them appended.
+    void adoptRows(int run, ChartRows&& rows);
+    // The text shown in an empty plot ("" : "no rows yet"), e.g. while a long log is read.
+    void setPlaceholder(const QString& text);
     // Unix time of the run's start (the wall-clock axis adds it to the rows' wall times).
     void setRunStart(int run, double unixTime);
     void clearRun(int run);     // removes the run's line
@@ -154,7 +191,6 @@ private:
     struct Line;
     struct Axes;
     Line& line(int run);
-    void resmooth(Line& l, int from) const;
     const std::vector<double>& smoothedLine(const Line& l) const;   // brings the EMA up to date
     Axes axes(const QRect& plot) const;
     QRect plotIn(const QRect& r) const;
@@ -177,6 +213,7 @@ private:
     bool logY_ = false;
     XAxisMode xMode_ = XAxisMode::Step;
     double hoverX_ = -1;   // widget x of the mouse over the plot, -1: none
+    QString placeholder_;
 };
 
 // The grid of charts of a training view: one LiveChart per series, created on first append,
@@ -199,6 +236,7 @@ public:
     void appendPoints(const QString& series, int run, const QVector<QPointF>& points);
     void appendRows(const QString& series, int run, std::vector<double>&& steps, std::vector<double>&& wallTimes,
                     std::vector<double>&& values);
+    void adoptRows(const QString& series, int run, ChartRows&& rows);
     void setRunStart(int run, double unixTime);
     void clearRun(int run);
     void clearAll();   // removes every chart
