@@ -71,8 +71,8 @@ const char* kGuiOptions =
     "  --constellation-gallery K  then fill the cluster gallery with cluster K\n"
     "  --constellation-episode  run a few-shot episode and show the Episode tab\n"
     "  --step T           FILE is an episode: go to step T once it is open (0..its last step)\n"
-    "  --sample N         FILE is a results file: select its sample N (else, with a pick below, the\n"
-    "                     first sample listed)\n"
+    "  --sample N         FILE is a results file: select its sample N, or 'first': the first listed (the\n"
+    "                     worst: the table opens sorted failures first; also the default with a pick)\n"
     "  --results-layer L  then show LETR row L of the results file ('fine 6', 'LSD')\n"
     "  --results-cell T,P then filter by the confusion matrix cell (true T, predicted P)\n"
     "  --results-bin B    then filter by bar B (0-9) of the episode accuracy histogram\n"
@@ -185,7 +185,8 @@ void parseConstellationOptions(const QCommandLineParser& p, GuiOptions& o) {
 
 void parseResultsOptions(const QCommandLineParser& p, GuiOptions& o) {
     ResultsLaunch& r = o.results;
-    if (p.isSet("sample")) r.sample = parseInt("sample", p.value("sample"), 0, 1 << 30);
+    if (p.isSet("sample"))
+        r.sample = p.value("sample").trimmed() == "first" ? -2 : parseInt("sample", p.value("sample"), 0, 1 << 30);
     if (p.isSet("results-cell")) {
         const auto [t, q] = parsePoint(p, "results-cell");
         r.cellTrue = int(t);

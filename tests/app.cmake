@@ -35,3 +35,6 @@ glimpse_add_test(test_demo SOURCES test_demo.cpp LIBS glimpse_app XVFB TIMEOUT 3
 glimpse_add_test(test_first_use SOURCES test_first_use.cpp LIBS glimpse_app XVFB TIMEOUT 600)
 add_dependencies(test_first_use glimpse)
 target_compile_definitions(test_first_use PRIVATE GLIMPSE_EXE="$<TARGET_FILE:glimpse>")
+# The results browser (app/results, issue 53): the Results dock driven on small results files
+# written with core/results (open by kind, sort, chart filters, overlay pixels, compare, export); Xvfb.
+glimpse_add_test(test_results_browser SOURCES test_results_browser.cpp LIBS glimpse_app XVFB TIMEOUT 300 LABELS results)

@@ -91,7 +91,7 @@ void wireResultsLaunch(MainWindow& window, const ResultsLaunch& l) {
 bool resultsLaunchDone(MainWindow& window, const ResultsLaunch& l) {
     ResultsPanel* p = window.resultsPanel();
     if (!p->file() || p->busy() || p->countsPending()) return false;
-    const bool wantsSample = l.sample >= 0 || l.cellTrue >= 0 || l.bin >= 0 || l.inspect || !l.compare.isEmpty();
+    const bool wantsSample = l.sample != -1 || l.cellTrue >= 0 || l.bin >= 0 || l.inspect || !l.compare.isEmpty();
     if (wantsSample && p->shownSample() < 0 && p->tableModel()->rowCount() > 0) return false;
     if (l.inspect) {
         if (p->inspecting()) return false;

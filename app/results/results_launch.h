@@ -9,14 +9,14 @@ namespace glimpse::app {
 class MainWindow;
 
 struct ResultsLaunch {
-    long long sample = -1;        // --sample N: select sample N (the file's numbering)
+    long long sample = -1;        // --sample N: select sample N (the file's numbering); -2: the first listed
     int cellTrue = -1, cellPredicted = -1;   // --results-cell T,P: the confusion matrix cell
     int bin = -1;                 // --results-bin B: the accuracy histogram's bar (0-based)
     QString layer;                // --results-layer NAME: the LETR row ("fine 6", "LSD")
     QString compare;              // --compare-results B.h5
     bool inspect = false;         // --inspect: the family's inspector on the selected sample
     bool any() const {
-        return sample >= 0 || cellTrue >= 0 || bin >= 0 || !layer.isEmpty() || !compare.isEmpty() || inspect;
+        return sample != -1 || cellTrue >= 0 || bin >= 0 || !layer.isEmpty() || !compare.isEmpty() || inspect;
     }
 };
 

@@ -530,6 +530,9 @@ void ResultsPanel::rebuildColumns() {
     QStringList names;
     names.reserve(int(n));
     for (int64_t i = 0; i < n; ++i) names << qs(f->sampleName(i));
+    // Counts at the display score: NaN ("...") until the worker has them for this file.
+    for (auto* v : {&tpA_, &fpA_, &missA_, &fpB_})
+        if (int64_t(v->size()) != n) v->assign(static_cast<size_t>(n), std::nan(""));
     auto B = fileB_;
     auto bIndex = bIndex_;
     const bool comparing = bool(B) || rowB_ >= 0;
