@@ -133,20 +133,37 @@ MetricSeries readRows(const h5::Dataset& ds, int64_t first) {
     return s;
 }
 
-// Rows [first, n) of one member of the row compound ("step", "wall_time", "value") as doubles:
-// a memory type with that member alone makes HDF5 read (and convert) just that field.
-std::vector<double> readColumn(const h5::Dataset& ds, int64_t first, int64_t n, const char* member) {
-    std::vector<double> out(size_t(n - first));
-    if (out.empty()) return out;
-    const hsize_t start = hsize_t(first), count = hsize_t(n - first);
+// Rows [first, n) as three columns: whole rows (the file's own layout, so HDF5 converts nothing)
+// read in blocks of kReadRows into one buffer and split. One pass over the chunks; reading each
+// member on its own (a one-member compound memory type) went over every chunk three times and
+// converted each field, about twice the time for a million rows.
+constexpr hsize_t kReadRows = 16384;
+
+void readColumns(const h5::Dataset& ds, int64_t first, int64_t n, SeriesColumns& c) {
+    const size_t total = size_t(std::max<int64_t>(0, n - first));
+    // A quarter more room: a followed run grows, and a chart that takes these vectors over then
+    // appends its next rows without copying (and faulting in) a long series at once.
+    const size_t room = c.steps.size() + total + total / 4;
+    c.steps.reserve(room);
+    c.wallTimes.reserve(room);
+    c.values.reserve(room);
+    if (total == 0) return;
+    std::vector<Row> buf(size_t(std::min<hsize_t>(kReadRows, hsize_t(total))));
     h5::Id fileSpace(H5Dget_space(ds.id()), H5Sclose);
-    H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr);
-    h5::Id memSpace(H5Screate_simple(1, &count, nullptr), H5Sclose);
-    h5::Id mem(H5Tcreate(H5T_COMPOUND, sizeof(double)), H5Tclose);
-    H5Tinsert(mem.get(), member, 0, H5T_NATIVE_DOUBLE);
-    ds.check(H5Dread(ds.id(), mem.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, out.data()),
-             std::string("cannot read the series' ") + member + " (expected rows of {step int64, wall_time float64, value float64})");
-    return out;
+    h5::Id mem = rowMemType();
+    for (int64_t at = first; at < n;) {
+        const hsize_t start = hsize_t(at), count = std::min<hsize_t>(buf.size(), hsize_t(n - at));
+        H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+        h5::Id memSpace(H5Screate_simple(1, &count, nullptr), H5Sclose);
+        ds.check(H5Dread(ds.id(), mem.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, buf.data()),
+                 "cannot read the series (expected rows of {step int64, wall_time float64, value float64})");
+        for (hsize_t i = 0; i < count; ++i) {
+            c.steps.push_back(double(buf[i].step));
+            c.wallTimes.push_back(buf[i].wall_time);
+            c.values.push_back(buf[i].value);
+        }
+        at += int64_t(count);
+    }
 }
 
 void collectDatasets(const h5::Group& g, const std::string& prefix, std::vector<std::string>& out,
@@ -674,20 +691,19 @@ MetricSeries RunLogReader::series(const std::string& series, int64_t firstRow) c
     return s;
 }
 
-SeriesColumns RunLogReader::columns(const std::string& series, int64_t firstRow) const {
+SeriesColumns RunLogReader::columns(const std::string& series, int64_t firstRow, int64_t endRow) const {
     auto it = impl_->series.find(series);
     if (it == impl_->series.end()) throw Error(impl_->path + ": run log has no series '" + series + "'");
     const h5::Dataset& ds = it->second;
     const auto shape = ds.shape();
     if (shape.size() != 1) ds.fail("a series must be 1-D, file has " + h5::shapeString(shape));
     // A stable view: the rows as of the last refresh(), even if more are visible already.
-    const int64_t n = std::min<int64_t>(shape[0], impl_->rows.at(series));
+    int64_t n = std::min<int64_t>(shape[0], impl_->rows.at(series));
+    if (endRow >= 0) n = std::min(n, endRow);
     const int64_t first = std::clamp<int64_t>(firstRow, 0, std::max<int64_t>(0, n));
     SeriesColumns c;
     if (first >= n) return c;
-    c.steps = readColumn(ds, first, n, "step");
-    c.wallTimes = readColumn(ds, first, n, "wall_time");
-    c.values = readColumn(ds, first, n, "value");
+    readColumns(ds, first, n, c);
     return c;
 }
 

@@ -168,9 +168,10 @@ public:
     int64_t rowCount(const std::string& series) const;
     // Rows [firstRow, rowCount) of a series (firstRow > 0 lets charts read only new rows).
     MetricSeries series(const std::string& series, int64_t firstRow = 0) const;
-    // The same rows read column by column straight into the three vectors (one partial compound
-    // read each, no row buffer): a million-row series costs its 24 MB once.
-    SeriesColumns columns(const std::string& series, int64_t firstRow = 0) const;
+    // Rows [firstRow, endRow) (endRow < 0: to rowCount) as three columns: whole rows are read in
+    // blocks into one small buffer and split (a single pass over the file; a million-row
+    // series costs its 24 MB once). Readers on other threads may read in pieces by endRow.
+    SeriesColumns columns(const std::string& series, int64_t firstRow = 0, int64_t endRow = -1) const;
     const nlohmann::json& config() const;
     RunStatus status() const;
     const std::string& statusMessage() const;

@@ -11,12 +11,71 @@ namespace glimpse::app {
 RunFollower::RunFollower(QString path) : path_(std::move(path)) {}
 RunFollower::~RunFollower() = default;
 
+bool RunFollower::open(bool mustExist) {
+    if (reader_) return false;
+    const std::string p = path_.toStdString();
+    if (!mustExist && !std::filesystem::exists(p)) return false;
+    reader_ = std::make_unique<RunLogReader>(RunLogReader::open(p));
+    return true;
+}
+
+QStringList RunFollower::seriesNames() const {
+    QStringList out;
+    if (reader_)
+        for (const std::string& n : reader_->seriesNames()) out << QString::fromStdString(n);
+    return out;
+}
+
+int64_t RunFollower::pendingRows(const QString& series) const {
+    return reader_ ? std::max<int64_t>(0, reader_->rowCount(series.toStdString()) - rows_.value(series, 0)) : 0;
+}
+
+int64_t RunFollower::pendingRows() const {
+    int64_t n = 0;
+    for (const QString& s : seriesNames()) n += pendingRows(s);
+    return n;
+}
+
+RunFollower::Rows RunFollower::readSeries(const QString& qn, int64_t maxRows) {
+    Rows rows;
+    if (!reader_) return rows;
+    const std::string name = qn.toStdString();
+    int64_t n = reader_->rowCount(name);
+    int64_t& seen = rows_[qn];
+    if (maxRows >= 0) n = std::min(n, seen + maxRows);
+    if (n <= seen) return rows;
+    SeriesColumns s = reader_->columns(name, seen, n);
+    if (progressSeries_.isEmpty()) {
+        const auto names = reader_->seriesNames();
+        const bool hasTotal = std::find(names.begin(), names.end(), "loss/total") != names.end();
+        progressSeries_ = hasTotal ? QStringLiteral("loss/total") : QString::fromStdString(names.front());
+    }
+    if (qn == progressSeries_) {
+        if (seen == 0) recent_.clear();
+        for (size_t i = s.size() > 50 ? s.size() - 50 : 0; i < s.size(); ++i) {
+            recent_.push_back({int64_t(s.steps[i]), s.wallTimes[i]});
+            if (recent_.size() > 50) recent_.pop_front();
+        }
+    }
+    if (qn.startsWith(QStringLiteral("dist/throughput_rank")) && s.size() > 0) {
+        bool ok = false;
+        const int rank = qn.mid(int(std::char_traits<char>::length("dist/throughput_rank"))).toInt(&ok);
+        if (ok && rank >= 0 && rank < 65536) {
+            if (rankThroughput_.size() <= rank) rankThroughput_.resize(rank + 1);
+            rankThroughput_[rank] = s.values.back();
+        }
+    }
+    rows.steps = std::move(s.steps);   // moved on to the charts, not copied (a long run's rows)
+    rows.wallTimes = std::move(s.wallTimes);
+    rows.values = std::move(s.values);
+    seen = n;
+    return rows;
+}
+
 RunFollower::Update RunFollower::poll(bool mustExist) {
     Update u;
     if (!reader_) {
-        const std::string p = path_.toStdString();
-        if (!mustExist && !std::filesystem::exists(p)) return u;
-        reader_ = std::make_unique<RunLogReader>(RunLogReader::open(p));
+        if (!open(mustExist)) return u;
         u.opened = true;
     } else {
         reader_->refresh();
@@ -28,37 +87,9 @@ RunFollower::Update RunFollower::poll(bool mustExist) {
         recent_.clear();
         rankThroughput_.clear();
     }
-    for (const std::string& name : reader_->seriesNames()) {
-        const QString qn = QString::fromStdString(name);
-        const int64_t n = reader_->rowCount(name);
-        int64_t& seen = rows_[qn];
-        if (n == seen) continue;
-        SeriesColumns s = reader_->columns(name, seen);
-        if (progressSeries_.isEmpty()) {
-            const auto& names = reader_->seriesNames();
-            const bool hasTotal = std::find(names.begin(), names.end(), "loss/total") != names.end();
-            progressSeries_ = hasTotal ? QStringLiteral("loss/total") : QString::fromStdString(names.front());
-        }
-        if (qn == progressSeries_) {
-            if (seen == 0) recent_.clear();
-            for (size_t i = 0; i < s.size(); ++i) {
-                recent_.push_back({int64_t(s.steps[i]), s.wallTimes[i]});
-                if (recent_.size() > 50) recent_.pop_front();
-            }
-        }
-        if (qn.startsWith(QStringLiteral("dist/throughput_rank")) && s.size() > 0) {
-            bool ok = false;
-            const int rank = qn.mid(int(std::char_traits<char>::length("dist/throughput_rank"))).toInt(&ok);
-            if (ok && rank >= 0 && rank < 65536) {
-                if (rankThroughput_.size() <= rank) rankThroughput_.resize(rank + 1);
-                rankThroughput_[rank] = s.values.back();
-            }
-        }
-        Rows& rows = u.rows[qn];
-        rows.steps = std::move(s.steps);   // moved on to the charts, not copied (a long run's rows)
-        rows.wallTimes = std::move(s.wallTimes);
-        rows.values = std::move(s.values);
-        seen = n;
+    for (const QString& qn : seriesNames()) {
+        Rows r = readSeries(qn);
+        if (r.size() > 0) u.rows[qn] = std::move(r);
     }
     const RunLiveness live = reader_->liveness();
     dead_ = live.state == Liveness::Dead;

@@ -5,6 +5,7 @@
 #include <QMap>
 #include <QPointF>
 #include <QString>
+#include <QStringList>
 #include <QVector>
 #include <deque>
 #include <memory>
@@ -38,6 +39,19 @@ public:
     // Throws glimpse::Error for a file that exists but is not a run log (or is corrupt);
     // a missing file is not an error (waitForFile) unless mustExist.
     Update poll(bool mustExist = false);
+
+    // The pieces of a first poll, for reading a long log on a worker thread: open() opens the
+    // file (its config, series names and row counts; no rows; throws as poll does) and says
+    // whether it did; pendingRows() counts the rows not read yet; readSeries() reads one
+    // series' unread rows (at most maxRows of them) and counts them as read. While a worker
+    // calls readSeries(), the UI thread may call only the config getters (family(),
+    // configText(), dataSpec(), gameCategories(), startTime(), worldSize(), throughputUnit(),
+    // status(), path()); poll() and progress() wait until it is done.
+    bool open(bool mustExist);
+    QStringList seriesNames() const;
+    int64_t pendingRows() const;
+    int64_t pendingRows(const QString& series) const;
+    Rows readSeries(const QString& series, int64_t maxRows = -1);
 
     const QString& path() const { return path_; }
     bool isOpen() const { return reader_ != nullptr; }
