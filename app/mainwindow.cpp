@@ -352,6 +352,8 @@ void MainWindow::buildResultsDock() {
     results_ = new ResultsPanel(this, dock);
     dock->setWidget(results_);
     addDockWidget(Qt::BottomDockWidgetArea, dock);
+    // The full width above Messages (the table, thumbnails and chart need it).
+    if (auto* messages = findChild<QDockWidget*>("dock.messages")) splitDockWidget(dock, messages, Qt::Vertical);
     dock->hide();
     connect(results_, &ResultsPanel::showImageRequested, this,
             [this](const QString& label, const widgets::RgbImage& image, const QString& key) {

@@ -141,13 +141,11 @@ SideOut makeSide(const ResultsFile& f, int64_t i, int row, size_t thr, float min
 
 // A picture of a side with its overlay drawn (thumbnails, contact sheets), at most `side` px.
 cv::Mat renderSide(const SideOut& s, int side) {
-    const double scale = std::min(1.0, double(side) / std::max(s.rgb.cols, s.rgb.rows));
+    // Small images (Fashion-MNIST's 28 x 28) are enlarged with their pixels kept square.
+    const double scale = double(side) / std::max(s.rgb.cols, s.rgb.rows);
     cv::Mat out;
-    if (scale < 1.0)
-        cv::resize(s.rgb, out, cv::Size(std::max(1, int(s.rgb.cols * scale)), std::max(1, int(s.rgb.rows * scale))), 0,
-                   0, cv::INTER_AREA);
-    else
-        out = s.rgb.clone();
+    cv::resize(s.rgb, out, cv::Size(std::max(1, int(s.rgb.cols * scale)), std::max(1, int(s.rgb.rows * scale))), 0, 0,
+               scale < 1.0 ? cv::INTER_AREA : cv::INTER_NEAREST);
     rv::rasterizeLines(out, s.scene.lines, scale);
     return out;
 }
@@ -874,6 +872,7 @@ void ResultsPanel::selectSample(int64_t sample) {
                 s->hasB = true;
             }
             s->label = qs(f->sampleName(sample));
+            if (s->label.isEmpty()) s->label = QStringLiteral("episode %1").arg(sample);
             const std::string path = f->samplePath(sample);
             s->key = path.empty() ? QStringLiteral("results:%1#%2").arg(qs(f->path())).arg(sample) : qs(path);
             return s;
@@ -1022,12 +1021,28 @@ void ResultsPanel::closeCompare() {
 
 namespace {
 // Loads `checkpoint` into `panel` unless it holds it already; false when there is none to load
-// and the panel has no model.
-bool ensureCheckpoint(ModelPanel* panel, const QString& checkpoint) {
+// and the panel has no model. A checkpoint that is not there (moved, deleted) leaves the panel's
+// own model in place (`note` says so).
+bool ensureCheckpoint(ModelPanel* panel, const QString& checkpoint, QString* note = nullptr) {
+    if (!checkpoint.isEmpty() && !QFileInfo::exists(checkpoint)) {
+        if (!panel->hasModel() && !panel->modelLoading()) return false;
+        if (note)
+            *note = "The results file's checkpoint " + checkpoint + " is not there; inspecting with the " +
+                    panel->title() + " panel's model (" + QFileInfo(panel->checkpointPath()).fileName() + ").";
+        return true;
+    }
     if (checkpoint.isEmpty()) return panel->hasModel() || panel->modelLoading();
     if (QFileInfo(checkpoint).absoluteFilePath() != QFileInfo(panel->checkpointPath()).absoluteFilePath())
         panel->loadCheckpoint(checkpoint);
     return true;
+}
+
+QString missingModel(const ResultsFile& f, const QString& family) {
+    const QString ck = qs(f.header().checkpoint);
+    return ck.isEmpty() ? "Inspect: the results file names no checkpoint; open the " + family +
+                              " checkpoint in its panel (Checkpoint...) and Inspect again."
+                        : "Inspect: the results file's checkpoint " + ck + " is not there; open it (or the model to "
+                          "inspect with) in the " + family + " panel (Checkpoint...) and Inspect again.";
 }
 
 // Calls `f` once, on the next emission of `signal` by `sender`.
@@ -1056,8 +1071,10 @@ void ResultsPanel::inspectLetr() {
     if (info.baseline)
         return Q_EMIT failed(qs(info.label) + " is a baseline without attention: choose a LETR layer in the Layer box.");
     LetrInspector* letr = window_->letrInspector();
-    if (!ensureCheckpoint(letr, qs(file_->header().checkpoint)))
-        return Q_EMIT failed("Inspect: the results file names no checkpoint; open the LETR checkpoint first.");
+    QString note;
+    if (!ensureCheckpoint(letr, qs(file_->header().checkpoint), &note))
+        return Q_EMIT failed(missingModel(*file_, "LETR"));
+    if (!note.isEmpty()) Q_EMIT message(note);
     const auto& cfg = file_->header().config;
     if (cfg.is_object() && cfg.contains("flips") && cfg["flips"].is_number_integer()) letr->setFlips(cfg["flips"].get<int>());
     const int64_t sample = shown_;
@@ -1112,8 +1129,9 @@ void ResultsPanel::applyLetrInspect(int64_t sample) {
 
 void ResultsPanel::inspectCoat(bool trueClass) {
     CoatInspector* coat = window_->coatInspector();
-    if (!ensureCheckpoint(coat, qs(file_->header().checkpoint)))
-        return Q_EMIT failed("Inspect: the results file names no checkpoint; open the CoaT checkpoint first.");
+    QString note;
+    if (!ensureCheckpoint(coat, qs(file_->header().checkpoint), &note)) return Q_EMIT failed(missingModel(*file_, "CoaT"));
+    if (!note.isEmpty()) Q_EMIT message(note);
     const int64_t cls = trueClass ? file_->labels().at(size_t(shown_)) : file_->predicted().at(size_t(shown_));
     auto apply = [this, coat, cls] {
         coat->setMode(CoatMode::Cam);
@@ -1130,8 +1148,10 @@ void ResultsPanel::inspectCoat(bool trueClass) {
 void ResultsPanel::inspectFewShot(bool clusterMap) {
     auto* cst = qobject_cast<ConstellationInspector*>(window_->panel("constellation"));
     if (!cst) return Q_EMIT failed("Inspect: this Glimpse has no ConstellationNet panel.");
-    if (!ensureCheckpoint(cst, qs(file_->header().checkpoint)))
-        return Q_EMIT failed("Inspect: the results file names no checkpoint; open the ConstellationNet checkpoint first.");
+    QString note;
+    if (!ensureCheckpoint(cst, qs(file_->header().checkpoint), &note))
+        return Q_EMIT failed(missingModel(*file_, "ConstellationNet"));
+    if (!note.isEmpty()) Q_EMIT message(note);
     const results::EpisodeIn e = file_->episode(shown_);
     const auto& st = file_->settings().at(size_t(e.setting));
     if (clusterMap) {   // the first query classified into another way
