@@ -21,6 +21,8 @@
 #include "app/letr/inspector.h"
 #include "app/letr/view.h"
 #include "app/mainwindow.h"
+#include "app/training/training_panel.h"
+#include "widgets/live_chart.h"
 #include "app/replay/replay_panel.h"
 #include "app/results/results_launch.h"
 #include "core/results/results.h"
@@ -40,6 +42,8 @@ const char* kGuiOptions =
     "  --run RUN          follow a run log in the Training panel (repeat to overlay runs): RUN/run.h5,\n"
     "                     RUN/runlog.h5 (EfficientZero, XTRA) or the run folder RUN; without FILE or\n"
     "                     --demo no image is opened\n"
+    "  --chart SERIES     with --run: maximize that chart of the Training tab (as a double-click\n"
+    "                     on it does; Esc brings the grid back), e.g. --chart loss/total\n"
     "  --screenshot PNG   once the first frame is drawn, save a screenshot of the window\n"
     "                     and quit (for checks under Xvfb)\n"
     "  --checkpoint C.h5  load this LETR checkpoint (default: letr_demo.h5 when installed; on the\n"
@@ -108,6 +112,7 @@ struct GuiOptions {
     int constellationGallery = -1;
     bool constellationEpisode = false;
     int step = -1;               // an episode: the step to show once it is open (-1: step 0)
+    QString chart;               // --chart: the Training tab's chart to maximize
     ResultsLaunch results;       // a results file: pick, select, compare, inspect
 };
 
@@ -265,6 +270,8 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
         else if (c == "edges" || c == "edge") o.lineColour = LineColour::EdgeSupport;
         else throw OptionError{QStringLiteral("--line-colour: expected 'score' or 'edges', got '%1'").arg(p.value("line-colour"))};
     }
+    o.chart = p.value("chart");
+    if (p.isSet("chart") && o.runs.isEmpty()) throw OptionError{QStringLiteral("--chart acts on a followed run: give --run RUN")};
     if (p.isSet("step")) {
         o.step = parseInt("step", p.value("step"), 0, 1 << 30);
         const QString f = o.files.value(0);
@@ -286,6 +293,7 @@ void addOptions(QCommandLineParser& p) {
     p.addOptions({{"demo", "Open the built-in demo scene."},
                   {"screenshot", "Save a screenshot once drawn, then quit.", "png"},
                   {"run", "Follow a run log in the Training panel.", "run.h5"},
+                  {"chart", "Maximize this chart of the Training tab.", "series"},
                   {"checkpoint", "LETR checkpoint to load.", "h5"},
                   {"run-letr", "Run LETR on the opened image."},
                   {"entity", "Select this line entity after the run.", "k"},
@@ -464,6 +472,7 @@ void wireConstellationOptions(MainWindow& window, const GuiOptions& o) {
 // log (its kind read, no model still loading), or there is no FILE and no demo (--run alone).
 // `kind` is FILE's kind once identified ("" before; FILE not .h5: never settles this way).
 bool settledWithoutImage(MainWindow& window, const GuiOptions& o, const QString& kind) {
+    if (window.trainingPanel()->loading()) return false;   // a long run log still being read
     if (o.files.isEmpty()) return !o.demo;
     if (kind == results::kKind) return !o.results.any() && resultsLaunchDone(window, o.results);
     if (kind != "glimpse.checkpoint" && kind != "glimpse.runlog") return false;
@@ -611,6 +620,15 @@ int runGui(int argc, char** argv) {
         if (o.runLetr) letr->runWhenReady(o.entity);
     }
     for (const QString& r : o.runs) window.openRun(r);
+    if (!o.chart.isEmpty()) {
+        widgets::ChartGrid* grid = window.trainingPanel()->charts();
+        if (!grid->chart(o.chart)) {
+            std::cerr << "glimpse: --chart: the runs have no chart '" << o.chart.toStdString() << "' (they have: "
+                      << grid->layoutOrder().join(", ").toStdString() << ")\n";
+            return 2;
+        }
+        grid->maximize(o.chart);
+    }
     return app.exec();
 }
 

@@ -345,6 +345,57 @@ private Q_SLOTS:
         QCOMPARE(tabs->indexOf(view), -1);
     }
 
+    // A long log is read on a worker (issue 55's scale target): openRun returns at once with
+    // every chart laid out and saying it is being read; the charts then get every row, the same
+    // as a synchronous read, and the run is followed (polled) from there. Close runs cancels.
+    void longLogsAreReadOnAWorker() {
+        const int64_t rows = TrainingPanel::kAsyncRows / 2;
+        {
+            RunLog log;
+            log.config = {{"trainer", "letr"}};
+            log.startTime = 1.7e9;
+            for (int64_t i = 0; i < rows; ++i) {
+                log.series["loss/total"].append(i, 0.5 * double(i), 1.0 / (1.0 + double(i)) + (i == 4321 ? 7.0 : 0.0));
+                log.series["lr"].append(i, 0.5 * double(i), 1e-3);
+            }
+            log.save(file("long.h5"));
+        }
+        TrainingPanel panel(nullptr);
+        panel.resize(900, 700);
+        panel.show();
+        QVERIFY(panel.openRun(dir_.filePath("long.h5")));
+        QVERIFY(panel.loading());
+        QCOMPARE(panel.charts()->seriesNames(), QStringList({"loss/total", "lr"}));   // laid out at once
+        QVERIFY(panel.runListText(0).contains("reading"));
+        QSignalSpy done(&panel, &TrainingPanel::loadingFinished);
+        QTRY_VERIFY_WITH_TIMEOUT(!panel.loading(), 20000);
+        QCOMPARE(done.count(), 1);
+        widgets::LiveChart* loss = panel.charts()->chart("loss/total");
+        QCOMPARE(loss->pointCount(0), int(rows));
+        QCOMPARE(panel.charts()->chart("lr")->pointCount(0), int(rows));
+        QCOMPARE(loss->lastPoint(0), QPointF(double(rows - 1), 1.0 / double(rows)));
+        QCOMPARE(loss->wallTimes(0).back(), 0.5 * double(rows - 1));
+        const double hi = 7.0 + 1.0 / 4322.0, lo = 1.0 / double(rows);   // the spike counts for the axis (5 % pad)
+        QVERIFY(std::abs(loss->yRange().y() - (hi + 0.05 * (hi - lo))) < 1e-9);
+        QVERIFY(!panel.runListText(0).contains("reading"));
+        // The smoothing prepared on the worker is the chart's own.
+        const QVector<double> sm = loss->smoothedValues(0);
+        std::vector<double> y;
+        for (const QPointF& p : loss->points(0)) y.push_back(p.y());
+        const auto ref = widgets::emaSmooth(y, panel.charts()->smoothing());
+        QCOMPARE(sm.size(), int(rows));
+        for (int64_t i = 0; i < rows; i += 997) QVERIFY(std::abs(sm[int(i)] - ref[size_t(i)]) < 1e-12);
+        // Opened again and closed while it is read: nothing arrives afterwards.
+        panel.closeRuns();
+        QVERIFY(panel.openRun(dir_.filePath("long.h5")));
+        QVERIFY(panel.loading());
+        panel.closeRuns();
+        QVERIFY(!panel.loading());
+        QTest::qWait(300);
+        for (widgets::LiveChart* c : panel.charts()->charts())
+            for (int k : c->runs()) QCOMPARE(c->pointCount(k), 0);
+    }
+
     void openRunErrorsNameTheFile() {
         TrainingPanel panel(nullptr);
         QString err;

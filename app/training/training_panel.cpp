@@ -13,6 +13,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QScrollBar>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
@@ -20,6 +21,9 @@
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QtConcurrent/QtConcurrentRun>
+#include <atomic>
 #include <algorithm>
 #include <filesystem>
 
@@ -67,7 +71,8 @@ QString formatSeconds(double s) {
 struct TrainingPanel::Run {
     int index = 0;
     bool live = false;   // the job's run (re-followed when the job restarts)
-    std::unique_ptr<RunFollower> follower;
+    std::shared_ptr<RunFollower> follower;   // shared with the worker reading a long log
+    std::shared_ptr<Load> load;               // while a long log is read (startLoading)
     QString label;
     QString error;
     QStringList games;   // XTRA: the games of its per-game series, in order of appearance
@@ -85,35 +90,146 @@ constexpr int kGamesPerRun = 64;
 
 } // namespace
 
-void TrainingPanel::appendRunPoints(Run& r, QMap<QString, RunFollower::Rows>& rows) {
-    const double start = r.follower->startTime();
-    if (!rows.isEmpty()) charts_->setRunStart(r.index, start);
-    for (auto it = rows.begin(); it != rows.end(); ++it) {
-        RunFollower::Rows& v = it.value();
-        QString group, game;
-        for (const auto& g : kGameGroups)
-            if (it.key().startsWith(g.first)) {
-                group = g.second;
-                game = it.key().mid(g.first.size());
-            }
-        if (group.isEmpty()) {
-            charts_->appendRows(it.key(), r.index, std::move(v.steps), std::move(v.wallTimes), std::move(v.values));
-            continue;
-        }
+struct TrainingPanel::Load {
+    std::atomic<bool> cancel{false};
+    std::atomic<int64_t> rowsRead{0};
+    int64_t rows = 0;        // to read
+    int series = 0, done = 0;
+    QElapsedTimer clock;
+    QFuture<void> worker;
+};
+
+QPair<QString, int> TrainingPanel::seriesLine(Run& r, const QString& series) {
+    for (const auto& g : kGameGroups) {
+        if (!series.startsWith(g.first)) continue;
+        const QString game = series.mid(g.first.size());
         if (!r.games.contains(game)) r.games << game;
         const int gi = int(r.games.indexOf(game));
-        if (gi >= kGamesPerRun) continue;
-        const int key = kGameLineBase + r.index * kGamesPerRun + gi;
-        charts_->appendRows(group, key, std::move(v.steps), std::move(v.wallTimes), std::move(v.values));
-        widgets::LiveChart* chart = charts_->chart(group);
-        chart->setRunStart(key, start);
-        const QMap<QString, QString> categories = r.follower->gameCategories();
-        const QString category = categories.value(game);
-        int k = 0;   // the game's rank among its category's games in this run
-        for (int j = 0; j < gi; ++j) k += categories.value(r.games[j]) == category;
-        chart->setRunLabel(key, game + (category.isEmpty() ? QString() : " (" + category + ")") +
-                                    (r.index ? " - " + r.label : QString()));
-        chart->setLineStyle(key, widgets::gameColour(category, k), widgets::runPenStyle(r.index));
+        if (gi >= kGamesPerRun) return {QString(), -1};
+        return {g.second, kGameLineBase + r.index * kGamesPerRun + gi};
+    }
+    return {series, r.index};
+}
+
+void TrainingPanel::styleGameLine(Run& r, const QString& chartName, int key) {
+    widgets::LiveChart* chart = charts_->chart(chartName);
+    const int gi = key - kGameLineBase - r.index * kGamesPerRun;
+    if (!chart || key < kGameLineBase || gi < 0 || gi >= r.games.size()) return;
+    const QString game = r.games[gi];
+    chart->setRunStart(key, r.follower->startTime());
+    const QMap<QString, QString> categories = r.follower->gameCategories();
+    const QString category = categories.value(game);
+    int k = 0;   // the game's rank among its category's games in this run
+    for (int j = 0; j < gi; ++j) k += categories.value(r.games[j]) == category;
+    chart->setRunLabel(key, game + (category.isEmpty() ? QString() : " (" + category + ")") +
+                                (r.index ? " - " + r.label : QString()));
+    chart->setLineStyle(key, widgets::gameColour(category, k), widgets::runPenStyle(r.index));
+}
+
+void TrainingPanel::appendRunPoints(Run& r, QMap<QString, RunFollower::Rows>& rows) {
+    if (!rows.isEmpty()) charts_->setRunStart(r.index, r.follower->startTime());
+    for (auto it = rows.begin(); it != rows.end(); ++it) {
+        RunFollower::Rows& v = it.value();
+        const auto [chart, key] = seriesLine(r, it.key());
+        if (key < 0) continue;
+        charts_->appendRows(chart, key, std::move(v.steps), std::move(v.wallTimes), std::move(v.values));
+        if (key >= kGameLineBase) styleGameLine(r, chart, key);
+    }
+}
+
+bool TrainingPanel::loading() const {
+    return std::any_of(runs_.begin(), runs_.end(), [](const auto& r) { return r->load != nullptr; });
+}
+
+void TrainingPanel::startLoading(Run& r) {
+    auto load = std::make_shared<Load>();
+    load->clock.start();
+    r.load = load;
+    charts_->setRunStart(r.index, r.follower->startTime());
+    // Every chart at once (the page does not reflow as series arrive), each saying it is read.
+    QStringList names = r.follower->seriesNames();
+    QMap<QString, QString> chartOf;
+    for (const QString& n : names) {
+        const auto [chart, key] = seriesLine(r, n);
+        if (key < 0) continue;
+        chartOf[n] = chart;
+        charts_->appendRows(chart, key, {}, {}, {});
+        if (key >= kGameLineBase) styleGameLine(r, chart, key);
+        if (charts_->chart(chart)->runs().isEmpty()) charts_->chart(chart)->setPlaceholder("reading the run log...");
+    }
+    names = chartOf.keys();
+    const QStringList order = charts_->layoutOrder();   // the charts on screen first
+    std::stable_sort(names.begin(), names.end(),
+                     [&](const QString& a, const QString& b) { return order.indexOf(chartOf[a]) < order.indexOf(chartOf[b]); });
+    load->series = int(names.size());
+    load->rows = r.follower->pendingRows();
+    progressLabel_->setText(QStringLiteral("Reading %1: %2 rows in %3 series...").arg(r.label).arg(load->rows).arg(load->series));
+    const double smoothing = charts_->smoothing();
+    std::shared_ptr<RunFollower> follower = r.follower;
+    load->worker = QtConcurrent::run([this, load, follower, names, smoothing] {
+        QString error;
+        try {
+            for (const QString& n : names) {
+                if (load->cancel) return;
+                RunFollower::Rows rows = follower->readSeries(n);
+                load->rowsRead += rows.size();
+                auto prepared = std::make_shared<widgets::ChartRows>(
+                    widgets::ChartRows::prepare(std::move(rows.steps), std::move(rows.wallTimes), std::move(rows.values), smoothing));
+                if (load->cancel) return;
+                QMetaObject::invokeMethod(
+                    this, [this, load, n, prepared] { seriesLoaded(load, n, std::move(*prepared)); }, Qt::QueuedConnection);
+            }
+        } catch (const std::exception& e) {
+            error = QString::fromStdString(e.what());
+        }
+        if (!load->cancel) QMetaObject::invokeMethod(this, [this, load, error] { loadFinished(load, error); }, Qt::QueuedConnection);
+    });
+}
+
+void TrainingPanel::seriesLoaded(const std::shared_ptr<Load>& load, const QString& series, widgets::ChartRows&& rows) {
+    if (load->cancel) return;
+    for (auto& r : runs_) {
+        if (r->load != load) continue;
+        const auto [chart, key] = seriesLine(*r, series);
+        if (key < 0) return;
+        charts_->adoptRows(chart, key, std::move(rows));
+        if (key >= kGameLineBase) styleGameLine(*r, chart, key);
+        if (widgets::LiveChart* c = charts_->chart(chart)) c->setPlaceholder(QString());
+        ++load->done;
+        progressLabel_->setText(QStringLiteral("Reading %1: %2 of %3 series (%4%)...")
+                                    .arg(r->label)
+                                    .arg(load->done)
+                                    .arg(load->series)
+                                    .arg(load->rows ? int(100 * load->rowsRead / load->rows) : 100));
+        return;
+    }
+}
+
+void TrainingPanel::loadFinished(const std::shared_ptr<Load>& load, const QString& error) {
+    for (auto& r : runs_) {
+        if (r->load != load) continue;
+        r->load.reset();
+        r->error = error;
+        if (!error.isEmpty()) Q_EMIT message("Run log " + r->follower->path() + ": " + error);
+        else
+            Q_EMIT message(QStringLiteral("Read %1 rows of %2 in %3 s (on a worker thread)")
+                               .arg(load->rowsRead.load())
+                               .arg(r->follower->path())
+                               .arg(load->clock.elapsed() / 1000.0, 0, 'f', 1));
+    }
+    if (!loading())
+        for (widgets::LiveChart* c : charts_->charts()) c->setPlaceholder(QString());
+    rebuildRunList();
+    showFollowedProgress();
+    pollNow();
+    if (!loading()) Q_EMIT loadingFinished();
+}
+
+void TrainingPanel::cancelLoads(bool wait) {
+    for (auto& r : runs_) {
+        if (!r->load) continue;
+        r->load->cancel = true;
+        if (wait) r->load->worker.waitForFinished();
     }
 }
 
@@ -138,8 +254,11 @@ TrainingPanel::TrainingPanel(TrainingJob* job, QWidget* parent) : QWidget(parent
     runList_ = new QListWidget(this);
     // The run list is short (a few runs) and the preview sits beside the charts, so the charts
     // get most of the height even when the dock shares its column with a model panel.
-    runList_->setMaximumHeight(64);
-    runList_->setMinimumHeight(40);
+    // Three to four rows and the horizontal scroll bar a long path brings (64 px showed one and
+    // a half rows of three overlaid runs once the bar was there; the dock gives it its minimum).
+    const int rowH = runList_->fontMetrics().height() + 2;
+    runList_->setMaximumHeight(4 * rowH + runList_->horizontalScrollBar()->sizeHint().height() + 2 * runList_->frameWidth() + 2);
+    runList_->setMinimumHeight(3 * rowH + runList_->horizontalScrollBar()->sizeHint().height() + 2 * runList_->frameWidth());
     lay->addWidget(runList_);
     lay->addLayout(buildChartsAndPreview(), 3);
     connectJob();
@@ -384,7 +503,7 @@ void TrainingPanel::connectJob() {
     if (job_->running()) followJobRun();   // a panel made while a run is going
 }
 
-TrainingPanel::~TrainingPanel() = default;
+TrainingPanel::~TrainingPanel() { cancelLoads(/*wait=*/true); }
 
 void TrainingPanel::setConfigPath(const QString& p) { config_->setText(p); }
 QString TrainingPanel::configPath() const { return config_->text(); }
@@ -465,7 +584,7 @@ void TrainingPanel::followJobRun() {
     }
     auto run = std::make_unique<Run>();
     run->live = true;
-    run->follower = std::make_unique<RunFollower>(job_->runLogPath());
+    run->follower = std::make_shared<RunFollower>(job_->runLogPath());
     bool zeroTaken = false;
     for (const auto& r : runs_) zeroTaken |= r->index == 0;
     run->index = zeroTaken ? nextRunIndex() : 0;
@@ -479,10 +598,13 @@ void TrainingPanel::followJobRun() {
 
 bool TrainingPanel::openRun(const QString& path, QString* error) {
     auto run = std::make_unique<Run>();
-    run->follower = std::make_unique<RunFollower>(path);
+    run->follower = std::make_shared<RunFollower>(path);
     RunFollower::Update u;
+    bool async = false;
     try {
-        u = run->follower->poll(/*mustExist=*/true);
+        run->follower->open(/*mustExist=*/true);
+        async = run->follower->pendingRows() >= kAsyncRows;
+        if (!async) u = run->follower->poll();
     } catch (const std::exception& e) {
         if (error) *error = QString::fromStdString(e.what());
         return false;
@@ -490,8 +612,17 @@ bool TrainingPanel::openRun(const QString& path, QString* error) {
     run->index = nextRunIndex();
     const QFileInfo fi(path);
     run->label = fi.dir().dirName() + "/" + fi.fileName();
+    // Two runs in folders of the same name (runs/xtra_1, shots/xtra_1) would share a legend
+    // label: take more of the path, then a number.
+    const auto taken = [this](const QString& l) {
+        return std::any_of(runs_.begin(), runs_.end(), [&](const auto& r) { return r->label == l; });
+    };
+    QDir up = fi.dir();
+    for (int depth = 0; depth < 3 && taken(run->label) && up.cdUp(); ++depth) run->label = up.dirName() + "/" + run->label;
+    for (int k = 2; taken(run->label); ++k) run->label = QStringLiteral("%1 (%2)").arg(fi.dir().dirName() + "/" + fi.fileName()).arg(k);
     charts_->setRunLabel(run->index, run->label);
-    appendRunPoints(*run, u.rows);
+    if (async) startLoading(*run);
+    else appendRunPoints(*run, u.rows);
     runs_.push_back(std::move(run));
     rebuildRunList();
     followFields();
@@ -504,6 +635,7 @@ bool TrainingPanel::openRun(const QString& path, QString* error) {
 }
 
 void TrainingPanel::closeRuns() {
+    cancelLoads(/*wait=*/false);   // a worker still reading drops what it read
     for (auto it = runs_.begin(); it != runs_.end();) {
         if ((*it)->live && job_ && job_->running()) {
             ++it;
@@ -512,6 +644,7 @@ void TrainingPanel::closeRuns() {
         clearRunCharts(**it);
         it = runs_.erase(it);
     }
+    for (widgets::LiveChart* c : charts_->charts()) c->setPlaceholder(QString());
     rebuildRunList();
     followFields();
     Q_EMIT runsChanged();
@@ -525,6 +658,7 @@ void TrainingPanel::rebuildRunList() {
     runList_->clear();
     for (const auto& r : runs_) {
         QString status = r->follower->status();
+        if (r->load) status += QStringLiteral(", reading");
         if (r->follower->worldSize() > 1) status += QStringLiteral(", %1 ranks").arg(r->follower->worldSize());
         QString text = QStringLiteral("%1  [%2]  %3").arg(r->label, status, r->follower->path());
         if (r->follower->status() == "dead") text += "  - " + r->follower->statusMessage();
@@ -537,6 +671,7 @@ void TrainingPanel::rebuildRunList() {
 void TrainingPanel::pollNow() {
     bool changed = false, listDirty = false;
     for (auto& r : runs_) {
+        if (r->load) continue;   // a worker reads its first rows (loadFinished polls it then)
         // Finished and failed logs are polled too (a stat() unless the file was replaced): a
         // resumed run replaces a stopped run's log, and the job's follower may have opened the
         // old log just before its trainer replaced it.
@@ -598,7 +733,7 @@ void TrainingPanel::showFollowedProgress() {
     if (job_ && job_->running()) return;
     const Run* pick = nullptr;
     for (const auto& r : runs_) {
-        if (r->live || !r->follower->isOpen()) continue;
+        if (r->live || r->load || !r->follower->isOpen()) continue;
         if (!pick || (r->follower->status() == "running" && pick->follower->status() != "running")) pick = r.get();
     }
     if (!pick) return;

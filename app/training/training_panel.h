@@ -27,6 +27,7 @@ class QTimer;
 
 namespace glimpse::widgets {
 class ChartGrid;
+struct ChartRows;
 }
 
 namespace glimpse::app {
@@ -55,6 +56,10 @@ public:
     TrainingView* detachChartsView();
     // Whether the form shows a followed run's fields (read-only) instead of the user's.
     bool fieldsFollowRun() const { return following_; }
+    // Whether a long run log is still being read (on a worker; see startLoading).
+    bool loading() const;
+    // Runs opened with at least this many rows are read on a worker thread.
+    static constexpr int64_t kAsyncRows = 200000;
     QString dataSpec() const;
     QString outDir() const;
     QLabel* previewCaptionLabel() const { return previewCaption_; }
@@ -84,6 +89,7 @@ public Q_SLOTS:
 Q_SIGNALS:
     void runsChanged();
     void polled(bool changed);        // after each poll
+    void loadingFinished();           // every long log opened has been read
     void previewUpdated();
     void message(const QString& text);   // for the main window's Messages panel
     void errorOccurred(const QString& text);
@@ -108,6 +114,19 @@ private:
     // ("task weights", ...), one line per game coloured by its category.
     void appendRunPoints(Run& r, QMap<QString, RunFollower::Rows>& rows);   // moves the rows on
     void clearRunCharts(Run& r);   // every line of the run, the per-game ones too
+    // The chart and line key of a run's series (key < 0: not drawn, past kGamesPerRun games),
+    // and the per-game line's label and colour once its chart exists.
+    QPair<QString, int> seriesLine(Run& r, const QString& series);
+    void styleGameLine(Run& r, const QString& chart, int key);
+    // A long log (kAsyncRows rows or more) is read on a worker: the charts are laid out at once
+    // and say they are being read; the worker reads the series in layout order (the charts on
+    // screen first) and prepares each (widgets::ChartRows) before the UI thread takes it over;
+    // the run is not polled meanwhile. Close runs cancels it.
+    struct Load;
+    void startLoading(Run& r);
+    void seriesLoaded(const std::shared_ptr<Load>& load, const QString& series, widgets::ChartRows&& rows);
+    void loadFinished(const std::shared_ptr<Load>& load, const QString& error);
+    void cancelLoads(bool wait);
 
     TrainingJob* job_;
     QComboBox* model_ = nullptr;
