@@ -60,14 +60,14 @@ EOF2
 probe_run() {   # probe_run NAME STEPS -> seconds
     local t0 t1
     t0=$(date +%s.%N)
-    train "$1" 1000 0 0 150 --steps "$2" > "$WORK/$1.log" 2>&1 || { echo "probe $1 failed:" >&2; tail -20 "$WORK/$1.log" >&2; exit 1; }
+    train "$1" 1000 0 0 400 --steps "$2" > "$WORK/$1.log" 2>&1 || { echo "probe $1 failed:" >&2; tail -20 "$WORK/$1.log" >&2; exit 1; }
     t1=$(date +%s.%N)
     python3 -c "print($t1 - $t0)"
 }
 ta=$(probe_run probe10 10) || exit 1
 tb=$(probe_run probe60 60) || exit 1
 per_step=$(python3 -c "print(max(($tb - $ta) / 50.0, 0.01))")
-steps=$(python3 -c "print(int($BUDGET / $per_step))")
+steps=$(python3 -c "print(int(0.85 * $BUDGET / $per_step))")   # validation and start-up fit in the rest
 coarse=$(python3 -c "print(max(int($steps * 0.7), 50))")
 fine=$(python3 -c "print(max(int($steps * 0.3), 20))")
 val=$(python3 -c "print(max($coarse // 2, 50))")
