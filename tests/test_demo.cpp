@@ -186,7 +186,7 @@ private Q_SLOTS:
         demoAction(w, "xtra")->trigger();
         QTRY_VERIFY_WITH_TIMEOUT(w.trainingPanel()->charts()->chart("task weights"), 20000);
         QTest::qWait(500);
-        saveShot(w, "demo_xtra.png");
+        saveShot(w, "demo_xtra.png", w.trainingPanel()->charts()->chart("task weights"));
         QTRY_VERIFY_WITH_TIMEOUT(!w.busy(), 30000);
         qputenv("GLIMPSE_RESOURCES", dir_.filePath("resources").toUtf8());
     }

@@ -735,7 +735,7 @@ private Q_SLOTS:
             QTableWidget* t = m->worldModelTable();
             QVERIFY(t->isVisible());
             QCOMPARE(t->rowCount(), 6);
-            QCOMPARE(t->horizontalHeaderItem(1)->text(), QString("reward MAE"));
+            QCOMPARE(t->horizontalHeaderItem(1)->text(), QString("reward"));
             for (int k = 0; k <= 5; ++k) {
                 QCOMPARE(t->item(k, 0)->text(), QString::number(k));
                 QCOMPARE(t->item(k, 3)->text(), QString::number(direct.depths[size_t(k)].valueMae, 'f', 3));

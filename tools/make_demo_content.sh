@@ -19,7 +19,7 @@
 #   WORK      scratch directory [runs/demo_content]
 #   AGENTS    a folder with DEMON.h5 / PELLETS.h5 models to ship instead of training them here
 #             (e.g. the output of tools/gpu/agents.sh); the training stage is then skipped
-#   DEMON_SEED=1 DEMON_STEPS=1200  PELLETS_SEED=1 PELLETS_STEPS=1000   the agents' training
+#   DEMON_SEED=1 DEMON_STEPS=1200  PELLETS_SEED=1 PELLETS_STEPS=2000   the agents' training
 #             (tools/ez_study_shooter.json and tools/ez_study.json, docs/rl.md "Learning figures")
 #   STAGES    the stages to run [agents record worldmodel xtra] (each skips what it finished)
 #   NICE [15]  THREADS [1]  EPISODE_SEED [1000000]  SIMULATIONS [16]
@@ -39,7 +39,7 @@ AGENTS="${AGENTS:-}"
 DEMON_SEED="${DEMON_SEED:-1}"
 DEMON_STEPS="${DEMON_STEPS:-1200}"
 PELLETS_SEED="${PELLETS_SEED:-1}"
-PELLETS_STEPS="${PELLETS_STEPS:-1000}"
+PELLETS_STEPS="${PELLETS_STEPS:-2000}"
 NICE="${NICE:-15}"
 THREADS="${THREADS:-1}"
 EPISODE_SEED="${EPISODE_SEED:-1000000}"

@@ -13,6 +13,7 @@
 #include <QSlider>
 #include <QSpinBox>
 #include <QHeaderView>
+#include <QScrollBar>
 #include <QTableWidget>
 
 #include <torch/torch.h>
@@ -114,6 +115,7 @@ ReplayModelView::ReplayModelView(ReplayPanel* panel, QWidget* parent) : QGroupBo
     wmTable_ = new QTableWidget(this);
     wmTable_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     wmTable_->verticalHeader()->hide();
+    wmTable_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     wmTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     form->addRow(wmTable_);
     wmLabel_->hide();
@@ -537,14 +539,15 @@ void ReplayModelView::showWorldModel() {
                           .arg(a.options.depth)
                           .arg(a.options.discount, 0, 'g', 4));
     wmLabel_->show();
-    const QStringList head{"depth", "reward MAE", "untrained", "value MAE", "untrained", "value vs search", "untrained",
-                           "|reward|", "|return|"};
+    const QStringList head{"depth", "reward", "untrained", "value", "untrained", "vs search", "untrained", "|r|", "|G|"};
     wmTable_->clear();
     wmTable_->setColumnCount(int(head.size()));
     wmTable_->setHorizontalHeaderLabels(head);
-    wmTable_->horizontalHeaderItem(7)->setToolTip("mean size of the actual rewards (the error of predicting 0)");
-    wmTable_->horizontalHeaderItem(8)->setToolTip("mean size of the actual returns (the error of predicting 0)");
+    wmTable_->horizontalHeaderItem(1)->setToolTip("mean absolute error of the predicted reward against the recorded one");
+    wmTable_->horizontalHeaderItem(3)->setToolTip("mean absolute error of the predicted value against the discounted return");
     wmTable_->horizontalHeaderItem(5)->setToolTip("predicted value against the search's root value recorded at that step");
+    wmTable_->horizontalHeaderItem(7)->setToolTip("mean size of the actual rewards (the error of predicting 0)");
+    wmTable_->horizontalHeaderItem(8)->setToolTip("mean size of the actual returns G (the error of predicting 0)");
     wmTable_->setRowCount(int(a.depths.size()));
     auto cell = [](double v) {
         auto* it = new QTableWidgetItem(std::isnan(v) ? QStringLiteral("-") : QString::number(v, 'f', 3));
@@ -571,7 +574,10 @@ void ReplayModelView::showWorldModel() {
         }
     }
     wmTable_->resizeColumnsToContents();
-    int h = wmTable_->horizontalHeader()->height() + 4;
+    // Every row shown; room for the horizontal scroll bar that a narrow panel needs (the table
+    // is not laid out yet here, so whether it will show is not known).
+    int h = wmTable_->horizontalHeader()->height() + 2 * wmTable_->frameWidth() +
+            wmTable_->horizontalScrollBar()->sizeHint().height();
     for (int i = 0; i < wmTable_->rowCount(); ++i) h += wmTable_->rowHeight(i);
     wmTable_->setFixedHeight(h);
     wmTable_->show();
