@@ -783,7 +783,14 @@ void LiveChart::drawAxes(QPainter& p, const Axes& a) const {
                 }
         std::sort(yt.begin(), yt.end());
     } else {
-        const double iv = niceTickInterval(a.y1 - a.y0, std::clamp(int(a.plot.height() / (fm.height() * 2.5)), 2, 8));
+        double iv = niceTickInterval(a.y1 - a.y0, std::clamp(int(a.plot.height() / (fm.height() * 2.5)), 3, 8));
+        // At least two labels (a 90 px plot of 1.2 .. 7.4 got a spacing of 5: one label, "5"):
+        // the next smaller 1, 2, 5 spacing until two ticks fit.
+        for (int guard = 0; guard < 6 && std::floor(a.y1 / iv + 1e-9) - std::ceil(a.y0 / iv - 1e-9) < 1; ++guard) {
+            const double p10 = std::pow(10.0, std::floor(std::log10(iv) + 1e-9));
+            const double m = std::round(iv / p10);
+            iv = m >= 5 ? 2 * p10 : m >= 2 ? p10 : 0.5 * p10;
+        }
         for (double v = std::ceil(a.y0 / iv) * iv; v <= a.y1 + iv * 1e-9; v += iv) yt << (std::abs(v) < iv * 1e-9 ? 0 : v);
     }
     // Linear tick labels with the decimals their spacing needs (0.9975 next to 1), trailing zeros cut.
