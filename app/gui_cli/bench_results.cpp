@@ -18,6 +18,8 @@
 #include <QTimer>
 
 #include <algorithm>
+#include <ctime>
+#include <fstream>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -49,6 +51,20 @@ void waitUntil(const std::function<bool()>& done, int timeoutMs) {
     while (!done() && t.elapsed() < timeoutMs) QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
 }
 
+// CPU time of the calling thread (ms): what the UI thread itself spent, whatever the load.
+double threadCpuMs() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+std::string loadAverage() {
+    std::ifstream f("/proc/loadavg");
+    std::string a, b, c;
+    f >> a >> b >> c;
+    return a + " " + b + " " + c;
+}
+
 struct Row {
     std::string what;
     std::vector<double> ms;
@@ -56,8 +72,8 @@ struct Row {
 
 void print(const Row& r, double target) {
     const double worst = r.ms.empty() ? 0 : *std::max_element(r.ms.begin(), r.ms.end());
-    std::printf("gui %-8s n %4zu  p50 %8.2f  p95 %8.2f  max %8.2f ms   target %.0f ms: %s\n", r.what.c_str(), r.ms.size(),
-                pct(r.ms, 0.5), pct(r.ms, 0.95), worst, target, (r.what == "scroll" ? pct(r.ms, 0.95) : worst) < target ? "met" : "NOT met");
+    std::printf("gui %-10s n %4zu  p50 %8.2f  p95 %8.2f  max %8.2f ms   target %.0f ms: %s\n", r.what.c_str(), r.ms.size(),
+                pct(r.ms, 0.5), pct(r.ms, 0.95), worst, target, (r.what.rfind("scroll", 0) == 0 ? pct(r.ms, 0.95) : worst) < target ? "met" : "NOT met");
 }
 
 } // namespace
@@ -78,7 +94,8 @@ int benchResultsGui(const std::string& path, double scrollSeconds) {
     window.show();
     waitUntil([] { return false; }, 300);   // the window settles
     app::ResultsPanel* p = window.resultsPanel();
-    std::printf("gui: platform %s, %s\n", QApplication::platformName().toStdString().c_str(), path.c_str());
+    std::printf("gui: platform %s, %s, load average %s\n", QApplication::platformName().toStdString().c_str(),
+                path.c_str(), loadAverage().c_str());
 
     // open: the reader on a worker, the columns, chart and views on the UI thread.
     bool opened = false, failed = false;
@@ -90,12 +107,14 @@ int benchResultsGui(const std::string& path, double scrollSeconds) {
     });
     QElapsedTimer t;
     t.start();
+    const double openCpu0 = threadCpuMs();
     p->open(QString::fromStdString(path));
     waitUntil([&] { return opened || failed; }, 60000);
     if (!opened) throw Error("bench results: the dock did not open " + path + ": " + error.toStdString());
     p->tableView()->viewport()->repaint();
     p->thumbnailView()->viewport()->repaint();
     Row open{"open", {t.nsecsElapsed() / 1e6}};
+    std::printf("gui: open took %.0f ms of UI-thread CPU (the reader opens on a worker)\n", threadCpuMs() - openCpu0);
     waitUntil([&] { return !p->countsPending(); }, 120000);
     std::printf("gui: %lld samples; counts at the display score computed on a worker in %.0f ms after open\n",
                 (long long)p->file()->size(), t.nsecsElapsed() / 1e6 - open.ms[0]);
@@ -132,7 +151,7 @@ int benchResultsGui(const std::string& path, double scrollSeconds) {
     // scroll: a step every 16 ms, thumbnails made meanwhile.
     QListView* grid = p->thumbnailView();
     QScrollBar* bar = grid->verticalScrollBar();
-    Row scroll{"scroll", {}};
+    Row scroll{"scroll", {}}, scrollCpu{"scroll-cpu", {}};
     app::UiLatencyProbe probe(nullptr, 5);
     QTimer stepper;
     stepper.setTimerType(Qt::PreciseTimer);
@@ -140,9 +159,11 @@ int benchResultsGui(const std::string& path, double scrollSeconds) {
     QObject::connect(&stepper, &QTimer::timeout, [&] {
         QElapsedTimer f;
         f.start();
+        const double cpu0 = threadCpuMs();
         bar->setValue(std::min(bar->maximum(), bar->value() + step));
         grid->viewport()->repaint();
         scroll.ms.push_back(f.nsecsElapsed() / 1e6);
+        scrollCpu.ms.push_back(threadCpuMs() - cpu0);
     });
     const int64_t before = p->thumbnailModel()->made();
     probe.start();
@@ -156,6 +177,7 @@ int benchResultsGui(const std::string& path, double scrollSeconds) {
     print(sort, 100);
     print(filter, 100);
     print(scroll, 16);
+    print(scrollCpu, 16);
     std::printf("gui scroll: %d of %d px scrolled, %lld thumbnails made meanwhile; event loop lateness p50 %.2f "
                 "p99 %.2f max %.2f ms (own p99 %.2f ms)\n",
                 bar->value(), bar->maximum(), (long long)(p->thumbnailModel()->made() - before), lat.p50Ms, lat.p99Ms,
