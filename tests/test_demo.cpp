@@ -4,12 +4,13 @@
 // tools/make_demo_content.sh writes it) and an XTRA run log with task weights. "Replay an agent"
 // opens the episode in the replay viewer in mid-game, loads the agent and fills the world-model
 // table; "XTRA task weights" follows the run log with its task-weight chart; a missing item is
-// disabled. With the shipped content (resources/demo/) and GLIMPSE_DEMO_SCREENSHOTS=DIR, the real
+// disabled; `glimpse eval worldmodel` prints the core's table and refuses bad input. With the shipped content (resources/demo/) and GLIMPSE_DEMO_SCREENSHOTS=DIR, the real
 // episodes and run log are opened too and the window is saved as PNGs.
 #include <QAction>
 #include <QDir>
 #include <QMenu>
 #include <QMenuBar>
+#include <QProcess>
 #include <QScreen>
 #include <QScrollArea>
 #include <QSignalSpy>
@@ -27,6 +28,9 @@
 #include "core/io/checkpoint.h"
 #include "core/models/efficientzero/eval.h"
 #include "core/models/efficientzero/model.h"
+#include "core/replay/episode_reader.h"
+#include "core/replay/model_view.h"
+#include "core/replay/world_model_check.h"
 #include "core/runlog.h"
 #include "tests/ez_support.h"
 #include "widgets/live_chart.h"
@@ -167,6 +171,36 @@ private Q_SLOTS:
         auto* c = w.trainingPanel()->charts()->chart("task weights");
         QVERIFY(c);
         QCOMPARE(c->runs().size(), 2);
+    }
+
+    // `glimpse eval worldmodel` prints what the core computes (the agent beside an untrained
+    // network), and refuses bad input with a message naming it.
+    void evalWorldModelCommand() {
+        const QString episode = dir_.filePath("resources/demo/demon_episode.h5");
+        const QString glimpse = QStringLiteral(GLIMPSE_BINARY_DIR) + "/app/glimpse";
+        auto run = [&](const QStringList& args, QString& out) {
+            QProcess p;
+            p.setProcessChannelMode(QProcess::MergedChannels);
+            p.start(glimpse, args);
+            if (!p.waitForFinished(60000)) return -1;
+            out = QString::fromUtf8(p.readAll());
+            return p.exitCode();
+        };
+        QString out;
+        QCOMPARE(run({"eval", "worldmodel", episode, "--markdown", "--threads", "1", "--discount", "0.97"}, out), 0);
+        replay::EpisodeReader ep(episode.toStdString());
+        auto net = replay::loadEpisodeNetwork(ep);
+        replay::WorldModelCheckOptions o;
+        o.discount = 0.97;
+        const auto trained = replay::checkWorldModel(*net, ep, o);
+        auto fresh = replay::untrainedNetwork(net->config(), 0);
+        const auto untrained = replay::checkWorldModel(fresh, ep, o);
+        QVERIFY2(out.contains(QString::fromStdString(replay::worldModelTable(trained, &untrained, true))), qPrintable(out));
+        QVERIFY(out.contains("clipped rewards"));
+        QCOMPARE(run({"eval", "worldmodel", dir_.filePath("missing.h5")}, out), 1);
+        QVERIFY2(out.contains("missing.h5"), qPrintable(out));
+        QVERIFY(run({"eval", "worldmodel", episode, "--depth", "0"}, out) != 0);
+        QVERIFY2(out.contains("--depth"), qPrintable(out));
     }
 
     // The shipped content, when made (tools/make_demo_content.sh): both agents' episodes and the
