@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -120,32 +121,33 @@ int benchResultsGui(const std::string& path, double scrollSeconds) {
                 (long long)p->file()->size(), t.nsecsElapsed() / 1e6 - open.ms[0]);
 
     // sort: each numeric column, both orders.
-    Row sort{"sort", {}};
+    Row sort{"sort", {}}, sortCpu{"sort-cpu", {}};
     auto* table = p->tableModel();
     for (int c = 0; c < table->columnCount(); ++c) {
         if (table->column(c).text) continue;
         for (auto order : {Qt::AscendingOrder, Qt::DescendingOrder}) {
             t.restart();
+            const double cpu0 = threadCpuMs();
             p->tableView()->sortByColumn(c, order);
             p->tableView()->viewport()->repaint();
             sort.ms.push_back(t.nsecsElapsed() / 1e6);
+            sortCpu.ms.push_back(threadCpuMs() - cpu0);
         }
     }
     // filter: a chart pick, a name filter, clearing.
-    Row filter{"filter", {}};
+    Row filter{"filter", {}}, filterCpu{"filter-cpu", {}};
+    auto timed = [&](const std::function<void()>& f) {
+        t.restart();
+        const double cpu0 = threadCpuMs();
+        f();
+        p->tableView()->viewport()->repaint();
+        filter.ms.push_back(t.nsecsElapsed() / 1e6);
+        filterCpu.ms.push_back(threadCpuMs() - cpu0);
+    };
     for (int k = 0; k < 3; ++k) {
-        t.restart();
-        p->pickSeries(p->rowBox()->currentIndex());
-        p->tableView()->viewport()->repaint();
-        filter.ms.push_back(t.nsecsElapsed() / 1e6);
-        t.restart();
-        p->filterEdit()->setText(QStringLiteral("%1").arg(k + 1));
-        p->tableView()->viewport()->repaint();
-        filter.ms.push_back(t.nsecsElapsed() / 1e6);
-        t.restart();
-        p->clearPick();
-        p->tableView()->viewport()->repaint();
-        filter.ms.push_back(t.nsecsElapsed() / 1e6);
+        timed([&] { p->pickSeries(p->rowBox()->currentIndex()); });
+        timed([&] { p->filterEdit()->setText(QStringLiteral("%1").arg(k + 1)); });
+        timed([&] { p->clearPick(); });
     }
 
     // scroll: a step every 16 ms, thumbnails made meanwhile.
@@ -175,7 +177,9 @@ int benchResultsGui(const std::string& path, double scrollSeconds) {
 
     print(open, 1000);
     print(sort, 100);
+    print(sortCpu, 100);
     print(filter, 100);
+    print(filterCpu, 100);
     print(scroll, 16);
     print(scrollCpu, 16);
     std::printf("gui scroll: %d of %d px scrolled, %lld thumbnails made meanwhile; event loop lateness p50 %.2f "
