@@ -183,6 +183,7 @@ int benchCoat(const std::vector<std::string>& argv) {
     if (threads < 1 || runs < 1 || warmup < 0 || batch < 1 || batch > 256)
         throw Error("--threads/--runs must be >= 1, --warmup >= 0, --batch in 1..256");
     glimpse::setComputeThreads(int(threads));
+    keepFreedMemory();   // as bench letr and infer: no page faults for every pass's large buffers
     std::string desc;
     auto model = makeModel(a, desc);
     model->eval();
