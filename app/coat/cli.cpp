@@ -164,6 +164,18 @@ int inferCoat(const std::vector<std::string>& argv) {
     return ok == images.size() ? 0 : 1;
 }
 
+// The mean time in ms of one effective-attention query on the last block of scale 1 (the largest
+// grid), over `queries` queries spread over its heads and tokens.
+static double timeScale1Queries(const CoatTrace& trace, int queries) {
+    const auto blocks = trace.blocksOfScale(0);
+    const Grid g = trace.grid(0);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int q = 0; q < queries; ++q)
+        (void)trace.effectiveAttention(blocks.back(), q % trace.numHeads(), (q * 7) % g[0], (q * 13) % g[1])[0][0]
+            .item<float>();
+    return msSince(t0) / queries;
+}
+
 int benchCoat(const std::vector<std::string>& argv) {
     if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
         std::cerr << kBenchCoatUsage;
@@ -252,16 +264,7 @@ int benchCoat(const std::vector<std::string>& argv) {
     const double qCrpe = trace.hasCrpe() ? timeQueries(2) : 0.0;
     const double qCls = timeQueries(3);
     // The largest grid (scale 1) alone: the worst case of a query.
-    double qScale1 = 0;
-    {
-        const auto blocks = trace.blocksOfScale(0);
-        const Grid g = trace.grid(0);
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int q = 0; q < queries; ++q)
-            (void)trace.effectiveAttention(blocks.back(), q % trace.numHeads(), (q * 7) % g[0], (q * 13) % g[1])[0][0]
-                .item<float>();
-        qScale1 = msSince(t0) / queries;
-    }
+    const double qScale1 = timeScale1Queries(trace, queries);
 
     const double fwd = median(tForward);
     std::printf("CoaT bench: %s, %s, %.2fM parameters, embed dims %lld/%lld/%lld/%lld, %lld parallel groups\n",

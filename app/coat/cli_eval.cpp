@@ -37,6 +37,19 @@ const char* kEvalCoatUsage =
 
 } // namespace
 
+// Prints the (at most 5) most frequent off-diagonal cells of the K x K confusion matrix c
+// (row: the label, column: the prediction), the most frequent first.
+static void printMostConfused(const int64_t* c, int64_t K, const std::vector<std::string>& names) {
+    std::vector<std::pair<int64_t, int64_t>> cells;
+    for (int64_t x = 0; x < K; ++x)
+        for (int64_t y = 0; y < K; ++y)
+            if (x != y && c[x * K + y] > 0) cells.push_back({c[x * K + y], x * K + y});
+    std::sort(cells.begin(), cells.end(), [](const auto& u, const auto& v) { return u.first > v.first; });
+    for (size_t k = 0; k < cells.size() && k < 5; ++k)
+        std::printf("  confused: %s as %s (%lld)\n", names[size_t(cells[k].second / K)].c_str(),
+                    names[size_t(cells[k].second % K)].c_str(), (long long)cells[k].first);
+}
+
 int evalCoat(const std::vector<std::string>& argv) {
     if (std::find(argv.begin(), argv.end(), "--help") != argv.end() || std::find(argv.begin(), argv.end(), "-h") != argv.end()) {
         std::cout << kEvalCoatUsage;
@@ -139,14 +152,7 @@ int evalCoat(const std::vector<std::string>& argv) {
     std::printf("accuracy %.2f%% (%lld of %lld), top-5 %.2f%%, mean cross-entropy %.4f\n", 100 * r.acc,
                 (long long)correct, (long long)r.count, r.count ? 100.0 * double(top5Correct) / double(r.count) : 0.0,
                 r.loss);
-    std::vector<std::pair<int64_t, int64_t>> cells;
-    for (int64_t x = 0; x < K; ++x)
-        for (int64_t y = 0; y < K; ++y)
-            if (x != y && c[x * K + y] > 0) cells.push_back({c[x * K + y], x * K + y});
-    std::sort(cells.begin(), cells.end(), [](const auto& u, const auto& v) { return u.first > v.first; });
-    for (size_t k = 0; k < cells.size() && k < 5; ++k)
-        std::printf("  confused: %s as %s (%lld)\n", names[size_t(cells[k].second / K)].c_str(),
-                    names[size_t(cells[k].second % K)].c_str(), (long long)cells[k].first);
+    printMostConfused(c, K, names);
     if (writer) {
         results::ClassSummary s;
         s.classNames = names;

@@ -28,8 +28,8 @@ std::vector<float> toFloats(const Tensor& t) {
 
 } // namespace
 
-WorldModelCheck checkWorldModel(Network& net, EpisodeReader& ep, const WorldModelCheckOptions& o,
-                                const std::atomic<bool>* cancel, const std::function<void(int64_t, int64_t)>& progress) {
+// Throws when the options, the network or the episode do not allow a check of depth o.depth.
+static void validateWorldModelCheck(Network& net, EpisodeReader& ep, const WorldModelCheckOptions& o) {
     const int K = o.depth;
     if (K < 1 || K > 100) throw Error("world model check: the depth must be in 1..100, got " + std::to_string(K));
     if (!(o.discount >= 0 && o.discount <= 1))
@@ -53,6 +53,14 @@ WorldModelCheck checkWorldModel(Network& net, EpisodeReader& ep, const WorldMode
     const int64_t T = ep.length();
     if (T < K)
         throw Error(ep.path() + ": " + std::to_string(T) + " steps are too few for rollouts of depth " + std::to_string(K));
+}
+
+WorldModelCheck checkWorldModel(Network& net, EpisodeReader& ep, const WorldModelCheckOptions& o,
+                                const std::atomic<bool>* cancel, const std::function<void(int64_t, int64_t)>& progress) {
+    validateWorldModelCheck(net, ep, o);
+    const int K = o.depth;
+    const auto& c = net.config();
+    const int64_t T = ep.length();
 
     // What happened, as the network was trained on it: rewards (clipped), segment ends and the
     // discounted return G(s) from each step to the end of its segment (G(T) = 0).
