@@ -120,6 +120,47 @@ void printOffscreenDraw(const QList<widgets::LiveChart*>& charts) {
     std::fflush(stdout);
 }
 
+// The live refreshes of the charts scenario, on the wall clock and in UI-thread CPU time.
+struct LiveRefreshTimes {
+    std::vector<double> refresh, paint, refreshCpu, paintCpu;
+};
+
+// Every 100 ms for liveSeconds: the UI thread reads the new rows (poll) and repaints the
+// charts tab, timed on the wall clock and in the UI thread's own CPU time.
+static void measureLiveRefreshes(app::TrainingPanel* panel, app::TrainingView* view, double liveSeconds,
+                                 LiveRefreshTimes& times) {
+    QElapsedTimer live;
+    live.start();
+    const auto cpuMs = [] {
+        timespec ts{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+    };
+    while (live.elapsed() < liveSeconds * 1000) {
+        app::pumpEvents(100);
+        QElapsedTimer t;
+        t.start();
+        const double c0 = cpuMs();
+        panel->pollNow();
+        const double pollMs = t.nsecsElapsed() / 1e6, pollCpu = cpuMs() - c0;
+        view->repaint();
+        const double all = t.nsecsElapsed() / 1e6, allCpu = cpuMs() - c0;
+        times.refresh.push_back(all);
+        times.paint.push_back(all - pollMs);
+        times.refreshCpu.push_back(allCpu);
+        times.paintCpu.push_back(allCpu - pollCpu);
+    }
+}
+
+static void printLiveRefreshes(const LiveRefreshTimes& t) {
+    std::printf("charts: %zu live refreshes (read new rows + repaint) p50 %.1f p95 %.1f max %.1f ms; repaint alone p50 %.1f p95 %.1f max %.1f ms\n",
+                t.refresh.size(), percentile(t.refresh, 0.5), percentile(t.refresh, 0.95), percentile(t.refresh, 1.0),
+                percentile(t.paint, 0.5), percentile(t.paint, 0.95), percentile(t.paint, 1.0));
+    std::printf("charts: the same in UI-thread CPU time: refresh p50 %.1f p95 %.1f max %.1f ms; repaint alone p50 %.1f p95 %.1f max %.1f ms\n",
+                percentile(t.refreshCpu, 0.5), percentile(t.refreshCpu, 0.95), percentile(t.refreshCpu, 1.0),
+                percentile(t.paintCpu, 0.5), percentile(t.paintCpu, 0.95), percentile(t.paintCpu, 1.0));
+}
+
 // Training charts at scale (issue 55): a run log of o.steps x o.series rows opened, then
 // followed live; the UI thread's cost of opening it and of each refresh.
 void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app::UiScenarioOptions& uo,
@@ -222,40 +263,14 @@ void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app
     // Live: every 100 ms the UI thread reads the new rows (poll) and repaints the charts tab,
     // timed on the wall clock and in the UI thread's own CPU time (the wall time also counts
     // waiting for a core on a loaded machine).
-    std::vector<double> refresh, paint, refreshCpu, paintCpu;
+    LiveRefreshTimes times;
     probe.start();
-    const double liveSeconds = uo.seconds;
-    QElapsedTimer live;
-    live.start();
-    const auto cpuMs = [] {
-        timespec ts{};
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-        return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-    };
-    while (live.elapsed() < liveSeconds * 1000) {
-        app::pumpEvents(100);
-        QElapsedTimer t;
-        t.start();
-        const double c0 = cpuMs();
-        panel->pollNow();
-        const double pollMs = t.nsecsElapsed() / 1e6, pollCpu = cpuMs() - c0;
-        view->repaint();
-        const double all = t.nsecsElapsed() / 1e6, allCpu = cpuMs() - c0;
-        refresh.push_back(all);
-        paint.push_back(all - pollMs);
-        refreshCpu.push_back(allCpu);
-        paintCpu.push_back(allCpu - pollCpu);
-    }
+    measureLiveRefreshes(panel, view, uo.seconds, times);
     probe.stop();
     stop = true;
     app::pumpUntil([&] { return done.load(); }, 60000);
     writer.join();
-    std::printf("charts: %zu live refreshes (read new rows + repaint) p50 %.1f p95 %.1f max %.1f ms; repaint alone p50 %.1f p95 %.1f max %.1f ms\n",
-                refresh.size(), percentile(refresh, 0.5), percentile(refresh, 0.95), percentile(refresh, 1.0),
-                percentile(paint, 0.5), percentile(paint, 0.95), percentile(paint, 1.0));
-    std::printf("charts: the same in UI-thread CPU time: refresh p50 %.1f p95 %.1f max %.1f ms; repaint alone p50 %.1f p95 %.1f max %.1f ms\n",
-                percentile(refreshCpu, 0.5), percentile(refreshCpu, 0.95), percentile(refreshCpu, 1.0),
-                percentile(paintCpu, 0.5), percentile(paintCpu, 0.95), percentile(paintCpu, 1.0));
+    printLiveRefreshes(times);
     const app::LatencyStats s = probe.stats();
     std::printf("charts: probe meanwhile: %d ticks, lateness mean %.2f p99 %.2f max %.1f ms; %lld steps written in all\n",
                 s.ticks, s.meanMs, s.p99Ms, s.maxMs, (long long)written.load());

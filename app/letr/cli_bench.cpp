@@ -118,6 +118,52 @@ void printTraceFigures(const LetrTrace& trace32, const LetrTrace& trace16) {
 
 } // namespace
 
+// The bench's first lines: the model, its config, the input and (recorded) the feature maps.
+static void printModelAndInput(const std::string& modelDesc, const LetrConfig& cfg, const std::string& imageDesc,
+                               const cv::Mat& rgb, const LetrImage& input, bool record, const LetrTrace& trace32) {
+    std::printf("LETR bench: %s, %s, d=%lld, %lld heads, FFN %lld, N=%lld, layers enc/dec coarse %lld/%lld",
+                modelDesc.c_str(), cfg.backbone.c_str(), (long long)cfg.hiddenDim, (long long)cfg.nheads,
+                (long long)cfg.dimFeedforward, (long long)cfg.numQueries, (long long)cfg.coarseEncLayers,
+                (long long)cfg.coarseDecLayers);
+    if (cfg.fineStage) std::printf(", fine %lld/%lld", (long long)cfg.fineEncLayers, (long long)cfg.fineDecLayers);
+    std::printf("\n  input %s %dx%d -> %lldx%lld (short side %lld)", imageDesc.c_str(), rgb.cols, rgb.rows,
+                (long long)input.width(), (long long)input.height(), (long long)cfg.shortSide);
+    if (record) {
+        const auto fsC = trace32.featureSize(Stage::Coarse);
+        std::printf("; coarse map %lldx%lld", (long long)fsC[1], (long long)fsC[0]);
+    }
+    if (record && cfg.fineStage) {
+        const auto fsF = trace32.featureSize(Stage::Fine);
+        std::printf(", fine map %lldx%lld", (long long)fsF[1], (long long)fsF[0]);
+    }
+}
+
+// The same input once more in float32 with the reference layout: how far this precision
+// and layout move the last layer's lines (endpoints in input pixels) and scores.
+static void printFloat32Difference(LetrModel& model, const LetrImage& input, torch::ScalarType precision,
+                                   bool referenceLayout) {
+    LetrForwardOptions fo;
+    LetrForwardOptions fast;
+    fast.backboneChannelsLast = model.device().is_cpu() && !referenceLayout;
+    if (precision == torch::kBFloat16) {
+        fast.backboneDtype = torch::kBFloat16;
+        fast.transformerDtype = torch::kBFloat16;
+    }
+    const auto ref = model.forward({input.tensor}, fo).last();
+    const auto got = model.forward({input.tensor}, fast).last();
+    const int64_t L = ref.lines.size(0);
+    const auto scale = torch::tensor({double(input.width()), double(input.height())}, torch::kFloat);
+    auto endpoints = [&](const LetrStageOutput& o) { return o.lines[L - 1][0].to(torch::kCPU).view({-1, 2, 2}) * scale; };
+    const auto d = (endpoints(got) - endpoints(ref)).pow(2).sum(-1).sqrt();   // [N, 2] px
+    auto score = [&](const LetrStageOutput& o) { return o.logits[L - 1][0].to(torch::kCPU).softmax(-1).select(-1, 0); };
+    const auto sRef = score(ref), sGot = score(got);
+    const int64_t top = std::min<int64_t>(100, sRef.size(0));
+    const auto order = sRef.argsort(0, true).narrow(0, 0, top);
+    std::printf("  vs float32   endpoints max %.4f px, median %.4f px, max over the %lld best lines %.4f px;"
+                " scores max %.2g\n", d.max().item<double>(), d.flatten().median().item<double>(), (long long)top,
+                d.index_select(0, order).max().item<double>(), (sGot - sRef).abs().max().item<double>());
+}
+
 int benchLetr(const std::vector<std::string>& argv) {
     if (!argv.empty() && (argv[0] == "--help" || argv[0] == "-h")) {
         std::cout << kBenchUsage;
@@ -199,21 +245,7 @@ int benchLetr(const std::vector<std::string>& argv) {
         cForward.push_back(cpuMs);
     }
 
-    std::printf("LETR bench: %s, %s, d=%lld, %lld heads, FFN %lld, N=%lld, layers enc/dec coarse %lld/%lld",
-                modelDesc.c_str(), cfg.backbone.c_str(), (long long)cfg.hiddenDim, (long long)cfg.nheads,
-                (long long)cfg.dimFeedforward, (long long)cfg.numQueries, (long long)cfg.coarseEncLayers,
-                (long long)cfg.coarseDecLayers);
-    if (cfg.fineStage) std::printf(", fine %lld/%lld", (long long)cfg.fineEncLayers, (long long)cfg.fineDecLayers);
-    std::printf("\n  input %s %dx%d -> %lldx%lld (short side %lld)", imageDesc.c_str(), rgb.cols, rgb.rows,
-                (long long)input.width(), (long long)input.height(), (long long)cfg.shortSide);
-    if (record) {
-        const auto fsC = trace32.featureSize(Stage::Coarse);
-        std::printf("; coarse map %lldx%lld", (long long)fsC[1], (long long)fsC[0]);
-    }
-    if (record && cfg.fineStage) {
-        const auto fsF = trace32.featureSize(Stage::Fine);
-        std::printf(", fine map %lldx%lld", (long long)fsF[1], (long long)fsF[0]);
-    }
+    printModelAndInput(modelDesc, cfg, imageDesc, rgb, input, record, trace32);
     std::printf("\n  %s%s%s, %lld threads, %lld runs after %lld warm-up (median ms), freed memory %s\n", device.c_str(),
                 autocast == torch::kFloat ? ""
                 : (std::string(" autocast ") + c10::toString(autocast) + (device == "cpu" ? " (backbone)" : "")).c_str(),
@@ -228,30 +260,7 @@ int benchLetr(const std::vector<std::string>& argv) {
     const double end = median(tEnd);
     std::printf("  end-to-end   %9.1f ms   (preprocess + forward + %s) = %.2f images/s\n", end,
                 record ? "trace capture" : "lines to the CPU, no attention recorded", end > 0 ? 1000.0 / end : 0.0);
-    if (precision != torch::kFloat || !referenceLayout) {
-        // The same input once more in float32 with the reference layout: how far this precision
-        // and layout move the last layer's lines (endpoints in input pixels) and scores.
-        LetrForwardOptions fo;
-        LetrForwardOptions fast;
-        fast.backboneChannelsLast = model->device().is_cpu() && !referenceLayout;
-        if (precision == torch::kBFloat16) {
-            fast.backboneDtype = torch::kBFloat16;
-            fast.transformerDtype = torch::kBFloat16;
-        }
-        const auto ref = model->forward({input.tensor}, fo).last();
-        const auto got = model->forward({input.tensor}, fast).last();
-        const int64_t L = ref.lines.size(0);
-        const auto scale = torch::tensor({double(input.width()), double(input.height())}, torch::kFloat);
-        auto endpoints = [&](const LetrStageOutput& o) { return o.lines[L - 1][0].to(torch::kCPU).view({-1, 2, 2}) * scale; };
-        const auto d = (endpoints(got) - endpoints(ref)).pow(2).sum(-1).sqrt();   // [N, 2] px
-        auto score = [&](const LetrStageOutput& o) { return o.logits[L - 1][0].to(torch::kCPU).softmax(-1).select(-1, 0); };
-        const auto sRef = score(ref), sGot = score(got);
-        const int64_t top = std::min<int64_t>(100, sRef.size(0));
-        const auto order = sRef.argsort(0, true).narrow(0, 0, top);
-        std::printf("  vs float32   endpoints max %.4f px, median %.4f px, max over the %lld best lines %.4f px;"
-                    " scores max %.2g\n", d.max().item<double>(), d.flatten().median().item<double>(), (long long)top,
-                    d.index_select(0, order).max().item<double>(), (sGot - sRef).abs().max().item<double>());
-    }
+    if (precision != torch::kFloat || !referenceLayout) printFloat32Difference(*model, input, precision, referenceLayout);
     if (record) printTraceFigures(trace32, trace16);
     std::printf("  peak RSS     %.1f MiB (VmHWM)\n", double(peakRssKiB()) / 1024.0);
     return 0;
