@@ -281,8 +281,12 @@ private Q_SLOTS:
         r = run({"eval", "letr", "--help"});
         QCOMPARE(r.code, 0);
         QVERIFY(r.out.contains("--layers all|last"));
-        r = run({"eval", "coat"});
+        r = run({"eval", "nosuch"});
         QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("unknown model 'nosuch'"), qPrintable(r.err));
+        r = run({"eval", "coat"});
+        QCOMPARE(r.code, 1);
+        QVERIFY2(r.err.contains("--checkpoint"), qPrintable(r.err));
         r = run({"eval", "letr", "--data", "procedural:1"});
         QCOMPARE(r.code, 1);
         QVERIFY2(r.err.contains("--checkpoint"), qPrintable(r.err));

@@ -173,10 +173,12 @@ private Q_SLOTS:
         QVERIFY2(r.err.contains("none.h5"), qPrintable(r.err));
     }
 
-    // eval letr: an "M-LSD" row after LSD's, stored as mlsd/* in the eval file.
+    // eval letr: an "M-LSD" row after LSD's, stored as mlsd/* in the eval file (--eval-out; --out
+    // writes the per-sample results file).
     void evalLetrRow() {
         const QString out = dir_.filePath("eval.h5");
-        const Result r = run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:2:1:128x96", "--out", out});
+        const Result r =
+            run({"eval", "letr", "--checkpoint", ckpt_, "--data", "procedural:2:1:128x96", "--eval-out", out});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         const int lsd = r.out.indexOf("\nLSD"), mlsd = r.out.indexOf("\nM-LSD");
         QVERIFY2(lsd > 0 && mlsd > lsd, qPrintable(r.out));
