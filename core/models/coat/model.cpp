@@ -7,54 +7,24 @@
 #include <opencv2/imgproc.hpp>
 
 #include "core/error.h"
+#include "core/util/products.h"
 #include "core/io/checkpoint.h"
 
 namespace glimpse::coat {
 
 namespace {
-// The precision of the matrix products on this thread (CoatForwardOptions::productDtype; set by
-// CoatModel::forward for the pass and restored after).
-thread_local torch::ScalarType tlProductDtype = torch::kFloat;
+// The products (CoatForwardOptions::productDtype; core/util/products.h).
+using products::ProductDtypeGuard;
+torch::Tensor linearP(torch::nn::LinearImpl& l, const torch::Tensor& x) { return products::linear(l, x); }
 
-struct ProductDtypeGuard {
-    explicit ProductDtypeGuard(torch::ScalarType t) : was(tlProductDtype) { tlProductDtype = t; }
-    ~ProductDtypeGuard() { tlProductDtype = was; }
-    ProductDtypeGuard(const ProductDtypeGuard&) = delete;
-    ProductDtypeGuard& operator=(const ProductDtypeGuard&) = delete;
-    torch::ScalarType was;
-};
-
-bool lowPrecisionProducts(const torch::Tensor& x) { return tlProductDtype != torch::kFloat && x.is_cpu(); }
-
-// A linear layer in float32, or with bfloat16 operands (oneDNN, float32 accumulation) and the
-// result back in float32.
-torch::Tensor linearP(torch::nn::LinearImpl& l, const torch::Tensor& x) {
-    if (!lowPrecisionProducts(x)) return l.forward(x);
-    const auto t = tlProductDtype;
-    return torch::linear(x.to(t), l.weight.to(t), l.bias.defined() ? l.bias.to(t) : l.bias).to(torch::kFloat);
-}
-
-// matmul of [..., n, k] x [..., k, m] with equal leading dimensions. On the CPU without
-// gradients, float32 batches run one BLAS product per entry (LibTorch 1.13's CPU bmm does not
-// hand them to the BLAS: several times slower, docs/performance.md); bfloat16 products go to
-// oneDNN.
+// matmul of [..., n, k] x [..., k, m] with equal leading dimensions: on the CPU without gradients
+// as one batched product (products::bmm: a BLAS product per entry, or bfloat16 through oneDNN).
 torch::Tensor matmulP(const torch::Tensor& a, const torch::Tensor& b) {
     if (!a.is_cpu() || a.dim() < 3 || a.sizes().slice(0, a.dim() - 2) != b.sizes().slice(0, b.dim() - 2) ||
         (torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad())))
         return torch::matmul(a, b);
     auto lead = a.sizes().slice(0, a.dim() - 2).vec();
-    const auto a3 = a.reshape({-1, a.size(-2), a.size(-1)}), b3 = b.reshape({-1, b.size(-2), b.size(-1)});
-    torch::Tensor out;
-    if (lowPrecisionProducts(a)) {
-        out = torch::bmm(a3.to(tlProductDtype), b3.to(tlProductDtype)).to(torch::kFloat);
-    } else {
-        const auto ac = a3.contiguous(), bc = b3.contiguous();
-        out = torch::empty({a3.size(0), a3.size(1), b3.size(2)}, a.options());
-        for (int64_t i = 0; i < a3.size(0); ++i) {
-            auto o = out[i];
-            at::mm_out(o, ac[i], bc[i]);
-        }
-    }
+    const auto out = products::bmm(a.reshape({-1, a.size(-2), a.size(-1)}), b.reshape({-1, b.size(-2), b.size(-1)}));
     lead.push_back(a.size(-2));
     lead.push_back(b.size(-1));
     return out.view(lead);

@@ -16,6 +16,7 @@
 #endif
 
 #include "core/error.h"
+#include "core/util/products.h"
 #include "core/io/checkpoint.h"
 #include "core/models/letr/mlsd_backbone.h"
 #include "core/models/mlsd/model.h"
@@ -31,45 +32,13 @@ const char* stageName(Stage s) { return s == Stage::Coarse ? "coarse" : "fine"; 
 // ---- inference products ----------------------------------------------------------------------
 
 namespace {
-// The precision of the transformers' matrix products on this thread (LetrForwardOptions::
-// transformerDtype; set by LetrModel::forward for the pass and restored after).
-thread_local torch::ScalarType tlProductDtype = torch::kFloat;
-
-struct ProductDtypeGuard {
-    explicit ProductDtypeGuard(torch::ScalarType t) : was(tlProductDtype) { tlProductDtype = t; }
-    ~ProductDtypeGuard() { tlProductDtype = was; }
-    ProductDtypeGuard(const ProductDtypeGuard&) = delete;
-    ProductDtypeGuard& operator=(const ProductDtypeGuard&) = delete;
-    torch::ScalarType was;
-};
-
-bool lowPrecisionProducts(const torch::Tensor& x) { return tlProductDtype != torch::kFloat && x.is_cpu(); }
-
-// A linear layer: float32 as torch::linear, or with bfloat16 operands (oneDNN's AVX512-BF16 /
-// AMX kernels, float32 accumulation) and the result back in float32.
+// The transformers' products (LetrForwardOptions::transformerDtype; core/util/products.h).
+using products::ProductDtypeGuard;
 torch::Tensor linearP(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-    if (!lowPrecisionProducts(x)) return torch::linear(x, w, b);
-    const auto t = tlProductDtype;
-    return torch::linear(x.to(t), w.to(t), b.defined() ? b.to(t) : b).to(torch::kFloat);
+    return products::linear(x, w, b);
 }
-torch::Tensor linearP(torch::nn::LinearImpl& l, const torch::Tensor& x) { return linearP(x, l.weight, l.bias); }
-
-// Batched product [n, a, k] x [n, k, c] -> [n, a, c]. LibTorch 1.13's CPU bmm does not hand float32
-// batches of this size to the BLAS (10x slower than one matrix product per batch entry, measured in
-// docs/performance.md), so without gradients the CPU runs one BLAS product per entry.
-torch::Tensor bmmP(const torch::Tensor& a, const torch::Tensor& b) {
-    if (lowPrecisionProducts(a)) return torch::bmm(a.to(tlProductDtype), b.to(tlProductDtype)).to(torch::kFloat);
-    if (!a.is_cpu() || a.scalar_type() != torch::kFloat || b.scalar_type() != torch::kFloat ||
-        (torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad())))
-        return torch::bmm(a, b);
-    const auto ac = a.contiguous(), bc = b.contiguous();
-    auto out = torch::empty({a.size(0), a.size(1), b.size(2)}, a.options());
-    for (int64_t i = 0; i < a.size(0); ++i) {
-        auto o = out[i];
-        at::mm_out(o, ac[i], bc[i]);
-    }
-    return out;
-}
+torch::Tensor linearP(torch::nn::LinearImpl& l, const torch::Tensor& x) { return products::linear(l, x); }
+torch::Tensor bmmP(const torch::Tensor& a, const torch::Tensor& b) { return products::bmm(a, b); }
 } // namespace
 
 // ---- FrozenBatchNorm2d ---------------------------------------------------------------------

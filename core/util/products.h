@@ -1,0 +1,32 @@
+#pragma once
+// Matrix products of the inference forwards (LETR's transformers, CoaT): float32, or bfloat16
+// operands with float32 accumulation and results (oneDNN's AVX512-BF16 / AMX kernels) while a
+// ProductDtypeGuard asks for them on this thread (docs/performance.md).
+#include <torch/torch.h>
+
+namespace glimpse::products {
+
+// Sets the precision of this thread's products for a forward pass and restores it after.
+struct ProductDtypeGuard {
+    explicit ProductDtypeGuard(torch::ScalarType t);
+    ~ProductDtypeGuard();
+    ProductDtypeGuard(const ProductDtypeGuard&) = delete;
+    ProductDtypeGuard& operator=(const ProductDtypeGuard&) = delete;
+    torch::ScalarType was;
+};
+
+// The dtype of this thread's products (kFloat unless a guard asks for another).
+torch::ScalarType productDtype();
+// True when products of x run in a lower precision (a guard asks for one and x is on the CPU).
+bool lowPrecision(const torch::Tensor& x);
+
+// A linear layer: torch::linear in float32, or with operands in the guard's dtype.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
+torch::Tensor linear(torch::nn::LinearImpl& l, const torch::Tensor& x);
+
+// Batched product [n, a, k] x [n, k, c] -> [n, a, c]. LibTorch 1.13's CPU bmm does not hand float32
+// batches to the BLAS (10x slower than one matrix product per batch entry, docs/performance.md),
+// so without gradients the CPU runs one BLAS product per entry.
+torch::Tensor bmm(const torch::Tensor& a, const torch::Tensor& b);
+
+} // namespace glimpse::products
