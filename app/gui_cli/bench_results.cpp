@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "app/cli/cli.h"
+#include "app/gui_cli/bench_app.h"
 #include "app/gui_cli/bench_results.h"
 #include "app/mainwindow.h"
 #include "app/results/results_panel.h"
@@ -80,16 +81,7 @@ void print(const Row& r, double target) {
 } // namespace
 
 int benchResultsGui(const std::string& path, double scrollSeconds) {
-    if (qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") &&
-        qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-        qputenv("QT_QPA_PLATFORM", "offscreen");
-    static int argc = 1;
-    static char name[] = "glimpse";
-    static char* argv[] = {name, nullptr};
-    QApplication app(argc, argv);
-    QApplication::setOrganizationName("Glimpse");
-    QApplication::setApplicationName("GlimpseBenchResults");   // recent files stay the GUI's own
-    glimpse::setBlasThreads(1);
+    const auto app = makeBenchApplication("GlimpseBenchResults");
     app::MainWindow window;
     window.resize(1280, 900);
     window.show();

@@ -19,6 +19,7 @@
 
 #include "core/util/threads.h"
 #include "app/cli/cli.h"
+#include "app/gui_cli/bench_app.h"
 #include "app/letr/view.h"
 #include "app/mainwindow.h"
 #include "app/training/training_panel.h"
@@ -351,16 +352,7 @@ int benchUi(const std::vector<std::string>& args) {
     co.series = int(a.getInt("--chart-series", 20));
     if (co.steps < 1 || co.series < 1 || co.series > 1000) throw Error("--chart-steps must be positive, --chart-series in 1..1000");
 
-    if (qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") &&
-        qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-        qputenv("QT_QPA_PLATFORM", "offscreen");
-    static int argc = 1;
-    static char name[] = "glimpse";
-    static char* argv[] = {name, nullptr};
-    QApplication app(argc, argv);
-    QApplication::setOrganizationName("Glimpse");
-    QApplication::setApplicationName("GlimpseBenchUi");   // recent files stay the GUI's own
-    glimpse::setBlasThreads(1);                               // as the GUI (app/gui.cpp)
+    const auto app = makeBenchApplication("GlimpseBenchUi");
     QTemporaryDir tmp;
     o.workDir = a.has("--work-dir") ? QString::fromStdString(*a.get("--work-dir")) : tmp.path();
     std::printf("platform %s, probe interval %d ms, work dir %s\n", QApplication::platformName().toStdString().c_str(),
