@@ -221,10 +221,19 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query, const 
     auto kT = k.view({B, S, H, dh}).permute({0, 2, 3, 1}).contiguous();
     v = v.view({B, S, H, dh}).permute({0, 2, 1, 3}).contiguous();
     auto logits = bmmP(q.view({B * H, L, dh}), kT.view({B * H, dh, S})).view({B, H, L, S});
-    if (keyPaddingMask.defined())
-        logits.masked_fill_(keyPaddingMask.view({B, 1, 1, S}), -std::numeric_limits<float>::infinity());
-    if (attnMask.defined())
-        logits.masked_fill_(attnMask.to(logits.device()).view({1, 1, L, S}), -std::numeric_limits<float>::infinity());
+    // One mask, applied once. In place only without autograd: logits is a view of the product, and
+    // an in-place write on a view makes the backward pass copy the whole [B, H, L, S] gradient
+    // (CopySlices) once per mask, which was half of a LETR training step on the CPU.
+    torch::Tensor masked;
+    if (keyPaddingMask.defined()) masked = keyPaddingMask.view({B, 1, 1, S});
+    if (attnMask.defined()) {
+        auto m = attnMask.to(logits.device()).view({1, 1, L, S});
+        masked = masked.defined() ? masked.logical_or(m) : m;
+    }
+    if (masked.defined()) {
+        const double minusInf = -std::numeric_limits<float>::infinity();
+        logits = logits.requires_grad() ? logits.masked_fill(masked, minusInf) : logits.masked_fill_(masked, minusInf);
+    }
     auto attn = torch::softmax(logits, -1);
     if (captureWeights) capturedWeights = attn.detach().clone();
     if (dropout_ > 0.0 && is_training()) attn = torch::dropout(attn, dropout_, true);
