@@ -17,6 +17,7 @@
 
 int main(int argc, char** argv) {
     glimpse::chooseBlasKernels(argv);   // may execute glimpse again with OPENBLAS_CORETYPE set
+    glimpse::tuneAllocator();
     // The labeller of --data mlsd:LIST (core/data/mlsd_lines.h), "" when not installed.
     glimpse::data::setMlsdLabelCheckpoint(glimpse::cli::resourcePath("mlsd_tiny.h5"));
 #ifndef GLIMPSE_HEADLESS

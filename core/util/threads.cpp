@@ -4,6 +4,7 @@
 #include <cpuid.h>
 #endif
 #include <dlfcn.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -46,6 +47,17 @@ void chooseBlasKernels(char** argv) {
     if (!core || chosen == core) return;
     setenv("OPENBLAS_CORETYPE", core, 1);
     execv("/proc/self/exe", argv);   // returns only on failure: go on with Prescott's kernels
+}
+
+void tuneAllocator() {
+#if defined(__GLIBC__)
+    if (std::getenv("GLIBC_TUNABLES") || std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_") ||
+        std::getenv("MALLOC_TOP_PAD_"))
+        return;
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_TOP_PAD, 64 << 20);
+#endif
 }
 
 bool cpuHasBf16() {

@@ -29,6 +29,15 @@ void setComputeThreads(int threads);
 // chose another kernel; returns only then (or when the exec fails).
 void chooseBlasKernels(char** argv);
 
+// glibc's allocator, tuned for tensors: by default it maps every block of 128 KiB or more with
+// mmap, unmaps it on free and gives the top of the heap back above 128 KiB, so each training
+// step's activations (tens of MB) were mapped, page-faulted and zeroed anew: a third of a LETR
+// training step on this project's CPU machines was spent in the kernel doing that. This keeps
+// blocks up to 32 MiB in the heap, trims only above 256 MiB and grows it 64 MiB at a time
+// (docs/performance.md, "The allocator"). Environment settings (GLIBC_TUNABLES, MALLOC_*_)
+// win: nothing changes when one of them is set. Call it first in main().
+void tuneAllocator();
+
 // True when the processor has bfloat16 instructions that oneDNN uses for convolutions
 // (AVX512-BF16, or AMX-BF16) and the operating system saves their register state: then a
 // bfloat16 backbone trains faster than a float32 one. Without them oneDNN emulates bfloat16,
