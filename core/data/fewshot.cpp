@@ -9,6 +9,7 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "core/data/procedural_draw.h"
 #include "core/error.h"
 #include "core/util/path.h"
 
@@ -16,78 +17,11 @@ namespace glimpse::data {
 
 namespace fs = std::filesystem;
 
-// ---- deterministic random numbers ---------------------------------------------------------
-
 namespace {
 
-uint64_t splitmix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-uint64_t idSeed(uint64_t seed, uint64_t tag, uint64_t a, uint64_t b = 0) {
-    return splitmix(splitmix(splitmix(splitmix(seed) ^ tag) ^ a) ^ (b * 0x632be59bd9b4e019ULL));
-}
+using namespace procgen;
 
 constexpr uint64_t kKindTag = 0x6b696e64, kClassTag = 0x636c6173, kSampleTag = 0x73616d70, kEpisodeTag = 0x65706973;
-
-// Raw mt19937_64 draws turned into numbers with plain arithmetic only (std::*_distribution
-// differ between standard libraries), so every build draws the same values.
-class Draw {
-public:
-    explicit Draw(uint64_t seed) : g_(seed) {}
-    double uni() { return double(g_() >> 11) * (1.0 / 9007199254740992.0); }   // [0, 1)
-    double uni(double a, double b) {
-        const double u = uni();
-        return a + (b - a) * u;
-    }
-    // Uniform in [0, n), unbiased (rejection).
-    int64_t below(int64_t n) {
-        const uint64_t un = uint64_t(n), limit = UINT64_MAX - UINT64_MAX % un;
-        uint64_t v = g_();
-        while (v >= limit) v = g_();
-        return int64_t(v % un);
-    }
-    int range(int a, int b) { return a + int(below(int64_t(b) - a + 1)); }   // [a, b]
-    // Approximately standard normal (sum of four uniforms, Irwin-Hall), arithmetic only.
-    double gauss() {
-        double s = 0;
-        for (int i = 0; i < 4; ++i) s += uni();
-        return (s - 2.0) * 1.7320508075688772;
-    }
-
-private:
-    std::mt19937_64 g_;
-};
-
-// A rotation by the angle whose half-angle tangent is t (|t| <= 1: -90..90 degrees), without
-// trigonometric functions: cos = (1 - t^2) / (1 + t^2), sin = 2t / (1 + t^2).
-struct Rot {
-    double c = 1, s = 0;
-};
-Rot rotation(double t) {
-    const double d = 1.0 + t * t;
-    return {(1.0 - t * t) / d, 2.0 * t / d};
-}
-
-struct Rgb {
-    double r = 0, g = 0, b = 0;
-};
-
-// HSV (h in [0, 6), s, v in [0, 1]) to RGB 0..255.
-Rgb hsv(double h, double s, double v) {
-    const int i = int(h) % 6;
-    const double f = h - std::floor(h), p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
-    const double tab[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
-    return {255 * tab[i][0], 255 * tab[i][1], 255 * tab[i][2]};
-}
-
-cv::Scalar scalar(const Rgb& c) { return cv::Scalar(c.r, c.g, c.b); }
-
-double clamp01(double v) { return v < 0 ? 0 : (v > 1 ? 1 : v); }
-uint8_t byte(double v) { return uint8_t(v <= 0 ? 0 : (v >= 255 ? 255 : std::lround(v))); }
 
 // ---- procedural classes -------------------------------------------------------------------
 
@@ -189,18 +123,6 @@ ClassGen makeClass(uint64_t seed, int64_t cls) {
 
 // ---- drawing one sample -------------------------------------------------------------------
 
-constexpr int kShift = 4;   // sub-pixel bits of OpenCV drawing coordinates
-
-struct Layer {
-    cv::Mat fg, mask;   // premultiplied colour (CV_8UC3, black outside) and coverage (CV_8UC1)
-    int w;
-    cv::Point at(double x, double y) const {
-        return {int(std::lround(x * w * (1 << kShift))), int(std::lround(y * w * (1 << kShift)))};
-    }
-    int len(double v) const { return int(std::lround(v * w * (1 << kShift))); }
-    int px(double v) const { return std::max(1, int(std::lround(v * w))); }
-};
-
 void drawGlyph(Layer& L, const ClassGen& g, const Rgb* pal, Draw& r) {
     const int thick = L.px(g.thickness * r.uni(0.85, 1.15));
     const cv::Scalar col = scalar(pal[0]);
@@ -299,56 +221,6 @@ void drawShapes(Layer& L, const ClassGen& g, const Rgb* pal, Draw& r) {
     }
 }
 
-// The background: plain, a linear gradient, or clutter (faint random strokes and blobs).
-cv::Mat background(Draw& r, int w) {
-    const int type = r.range(0, 2);
-    const double h0 = r.uni(0, 6), s0 = r.uni(0, 0.45), v0 = r.uni(0.15, 0.95);
-    const Rgb a = hsv(h0, s0, v0);
-    cv::Mat bg(w, w, CV_8UC3, scalar(a));
-    if (type == 1) {
-        const double h1 = r.uni(0, 6), s1 = r.uni(0, 0.45), v1 = r.uni(0.15, 0.95);
-        const Rgb b = hsv(h1, s1, v1);
-        const Rot d = rotation(r.uni(-1, 1));
-        for (int y = 0; y < w; ++y)
-            for (int x = 0; x < w; ++x) {
-                const double u = (x + 0.5) / w - 0.5, v = (y + 0.5) / w - 0.5;
-                const double k = clamp01(0.5 + u * d.c + v * d.s);
-                bg.at<cv::Vec3b>(y, x) = cv::Vec3b(byte(a.r + (b.r - a.r) * k), byte(a.g + (b.g - a.g) * k),
-                                                   byte(a.b + (b.b - a.b) * k));
-            }
-    } else if (type == 2) {
-        const int n = r.range(3, 7);
-        for (int i = 0; i < n; ++i) {
-            const double dr = r.uni(-45, 45), dg = r.uni(-45, 45), db = r.uni(-45, 45);
-            const cv::Scalar c(byte(a.r + dr), byte(a.g + dg), byte(a.b + db));
-            const double x0 = r.uni(0, 1), y0 = r.uni(0, 1), x1 = r.uni(0, 1), y1 = r.uni(0, 1);
-            const double rad = r.uni(0.04, 0.15);
-            const int thick = std::max(1, int(std::lround(r.uni(0.01, 0.04) * w)));
-            auto at = [&](double x, double y) {
-                return cv::Point(int(std::lround(x * w * (1 << kShift))), int(std::lround(y * w * (1 << kShift))));
-            };
-            if (i % 2 == 0) cv::line(bg, at(x0, y0), at(x1, y1), c, thick, cv::LINE_AA, kShift);
-            else cv::circle(bg, at(x0, y0), int(std::lround(rad * w * (1 << kShift))), c, cv::FILLED, cv::LINE_AA, kShift);
-        }
-    }
-    return bg;
-}
-
-// Forward map of the sample's affine transform about the image centre.
-cv::Mat sampleAffine(Draw& r, int w) {
-    const Rot rot = rotation(r.uni(-0.17633, 0.17633));   // tan(10 deg): +-20 degrees
-    const double s = r.uni(0.8, 1.2), tx = r.uni(-0.1, 0.1) * w, ty = r.uni(-0.1, 0.1) * w;
-    const double c = w / 2.0, a = s * rot.c, b = s * rot.s;
-    cv::Mat m(2, 3, CV_64F);
-    m.at<double>(0, 0) = a;
-    m.at<double>(0, 1) = -b;
-    m.at<double>(0, 2) = c - a * c + b * c + tx;
-    m.at<double>(1, 0) = b;
-    m.at<double>(1, 1) = a;
-    m.at<double>(1, 2) = c - b * c - a * c + ty;
-    return m;
-}
-
 void checkClass(int64_t cls, const char* what) {
     if (cls < 0) throw Error(std::string(what) + ": class id " + std::to_string(cls) + " is negative");
 }
@@ -381,25 +253,7 @@ cv::Mat renderProceduralFewShot(uint64_t seed, int64_t cls, int64_t sample, int 
     cv::Mat fg, mask;
     cv::warpAffine(L.fg, fg, m, L.fg.size(), cv::INTER_LINEAR, cv::BORDER_CONSTANT, cv::Scalar::all(0));
     cv::warpAffine(L.mask, mask, m, L.mask.size(), cv::INTER_LINEAR, cv::BORDER_CONSTANT, cv::Scalar(0));
-    cv::Mat img = background(r, w);
-    for (int y = 0; y < w; ++y)   // premultiplied "over"
-        for (int x = 0; x < w; ++x) {
-            const int a = mask.at<uint8_t>(y, x);
-            const cv::Vec3b f = fg.at<cv::Vec3b>(y, x);
-            cv::Vec3b& o = img.at<cv::Vec3b>(y, x);
-            for (int c = 0; c < 3; ++c) o[c] = uint8_t(std::min(255, f[c] + (o[c] * (255 - a) + 127) / 255));
-        }
-    const double sigma = r.uni(0.3, 1.1);
-    cv::GaussianBlur(img, img, cv::Size(0, 0), sigma, sigma, cv::BORDER_REFLECT);
-    cv::Mat out;
-    cv::resize(img, out, cv::Size(size, size), 0, 0, cv::INTER_AREA);
-    const double noise = r.uni(2, 9);
-    for (int y = 0; y < size; ++y)
-        for (int x = 0; x < size; ++x) {
-            cv::Vec3b& o = out.at<cv::Vec3b>(y, x);
-            for (int c = 0; c < 3; ++c) o[c] = byte(o[c] + noise * r.gauss());
-        }
-    return out;
+    return compositeSample(r, background(r, w), fg, mask, size);
 }
 
 // ---- ProceduralFewShotDataset -------------------------------------------------------------
