@@ -48,6 +48,8 @@ const char* kTrainUsage =
     "Trains ConstellationNet (or, with --baseline, the ProtoNet baseline: the same backbone without\n"
     "constellation modules) on the base classes of the few-shot dataset D:\n"
     "  procedural[:SEED]   100 generated classes (64 base / 16 val / 20 novel)\n"
+    "  composition[:SEED]  100 generated classes of shapes, textures and arrangements, colours\n"
+    "                      random per image (64 base / 16 val / 20 novel)\n"
     "  fashion-mnist[:DIR] 5 base classes (T-shirt..Coat), 5 novel (Sandal..Ankle boot)\n"
     "  DIR                 a mini-ImageNet-style folder: DIR/train, DIR/val (optional), DIR/test\n"
     "At the end it reports 5-way 1-shot and 5-shot accuracy (95% CI) on the novel classes.\n"

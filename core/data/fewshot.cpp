@@ -9,6 +9,7 @@
 
 #include <opencv2/imgproc.hpp>
 
+#include "core/data/composition.h"
 #include "core/data/procedural_draw.h"
 #include "core/error.h"
 #include "core/util/path.h"
@@ -449,6 +450,15 @@ FewShotSplits openFewShotDataset(const std::string& spec, int imageSize) {
             seed, kProceduralBaseClasses + kProceduralValClasses, kProceduralNovelClasses, 600, imageSize);
         return s;
     }
+    if (spec == "composition" || spec.rfind("composition:", 0) == 0) {
+        const uint64_t seed = spec == "composition" ? 0 : parseSeed(spec, spec.substr(12));
+        s.base = std::make_shared<CompositionFewShotDataset>(seed, 0, kCompositionBaseClasses, 600, imageSize);
+        s.val = std::make_shared<CompositionFewShotDataset>(seed, kCompositionBaseClasses, kCompositionValClasses, 600,
+                                                            imageSize);
+        s.novel = std::make_shared<CompositionFewShotDataset>(
+            seed, kCompositionBaseClasses + kCompositionValClasses, kCompositionNovelClasses, 600, imageSize);
+        return s;
+    }
     if (spec == "fashion-mnist" || spec.rfind("fashion-mnist:", 0) == 0) {
         const std::string dir = spec == "fashion-mnist" ? fashionMnistDefaultDir() : spec.substr(14);
         if (dir.empty()) throw Error("few-shot dataset '" + spec + "': empty folder after 'fashion-mnist:'");
@@ -462,7 +472,7 @@ FewShotSplits openFewShotDataset(const std::string& spec, int imageSize) {
     std::error_code ec;
     if (spec.empty() || !fs::is_directory(spec, ec))
         throw Error("few-shot dataset '" + spec +
-                    "': no such folder, and not 'procedural[:SEED]' or 'fashion-mnist[:DIR]'");
+                    "': no such folder, and not 'procedural[:SEED]', 'composition[:SEED]' or 'fashion-mnist[:DIR]'");
     openFolderSplits(s, spec);
     return s;
 }

@@ -6,6 +6,10 @@
 //   procedural[:SEED]      the built-in procedural family (below): 100 classes split like
 //                          mini-ImageNet / CIFAR-FS, base 0-63, val 64-79, novel 80-99, 600
 //                          images per class (default seed 0)
+//   composition[:SEED]     the composition family (core/data/composition.h): 100 classes of
+//                          shapes, textures and their arrangement whose colours are random per
+//                          image (colour gives the class away in the procedural family, not
+//                          here), split 0-63 / 64-79 / 80-99, 600 images per class
 //   fashion-mnist[:DIR]    Fashion-MNIST (core/data/classification.h): base = classes 0-4
 //                          (T-shirt/top, Trouser, Pullover, Dress, Coat) of the train split;
 //                          novel = classes 5-9 (Sandal, Shirt, Sneaker, Bag, Ankle boot) of the
