@@ -473,6 +473,7 @@ void wireConstellationOptions(MainWindow& window, const GuiOptions& o) {
 // `kind` is FILE's kind once identified ("" before; FILE not .h5: never settles this way).
 bool settledWithoutImage(MainWindow& window, const GuiOptions& o, const QString& kind) {
     if (window.trainingPanel()->loading()) return false;   // a long run log still being read
+    if (window.trainingPanel()->previewBusy()) return false;   // the run's preview being drawn
     if (o.files.isEmpty()) return !o.demo;
     if (kind == results::kKind) return !o.results.any() && resultsLaunchDone(window, o.results);
     if (kind != "glimpse.checkpoint" && kind != "glimpse.runlog") return false;

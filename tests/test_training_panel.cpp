@@ -10,6 +10,7 @@
 #include <QFileInfo>
 #include <QPen>
 #include <QProcess>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSemaphore>
 #include <QSignalSpy>
@@ -500,7 +501,48 @@ private Q_SLOTS:
         // Its preview is asked of EfficientZero (which has none), not of the LETR preview.
         panel2.refreshPreview();
         QVERIFY2(panel2.previewCaption() == "no preview for EfficientZero runs", qPrintable(panel2.previewCaption()));
+        QCOMPARE(panel2.previewBoxText(), QString("no preview"));   // not "no preview yet"
+        // Its total is the config's "steps" (EfficientZero logs have no "total_steps").
+        QVERIFY2(panel2.progressText().contains("step 5 / 10"), qPrintable(panel2.progressText()));
+        QCOMPARE(panel2.progressValue(), 500);
         e.finish();
+    }
+
+    // An XTRA finetuning run (issue 55's screenshots): the progress bar of a finished run is
+    // full, the preview box and its caption agree that XTRA has no preview, and closing the
+    // run clears them.
+    void xtraRunShowsItsProgressAndNoPreview() {
+        const std::string path = file("xtra-done.h5");
+        RunLogWriter w = RunLogWriter::create(
+            path, {{"trainer", "xtra"}, {"family", "efficientzero"}, {"steps", 4}},
+            {"loss", "task_weight/invaders", "task_weight/pellets"});
+        for (int step = 1; step <= 4; ++step) {
+            w.append("loss", step, 1.0 / step);
+            w.append("task_weight/invaders", step, 0.5);
+            w.append("task_weight/pellets", step, 0.5);
+        }
+        w.finish();
+        TrainingPanel panel(nullptr);
+        QString err;
+        QVERIFY2(panel.openRun(QString::fromStdString(path), &err), qPrintable(err));
+        QVERIFY2(panel.progressText().contains("step 4 / 4  (finished)"), qPrintable(panel.progressText()));
+        QCOMPARE(panel.progressValue(), 1000);
+        QVERIFY(!panel.previewBusy());
+        QCOMPARE(panel.previewCaption(), QString("no preview for XTRA runs"));
+        QCOMPARE(panel.previewBoxText(), QString("no preview"));
+        QVERIFY(panel.previewImage().isNull());
+        panel.closeRuns();
+        QCOMPARE(panel.previewBoxText(), QString("no preview yet"));
+        QCOMPARE(panel.previewCaption(), QString());
+        // A finished log that records no total at all: full, and the bar names the step.
+        const std::string bare = file("xtra-nototal.h5");
+        RunLogWriter b = RunLogWriter::create(bare, {{"trainer", "xtra"}}, {"loss"});
+        b.append("loss", 3, 1.0);
+        b.finish();
+        QVERIFY2(panel.openRun(QString::fromStdString(bare), &err), qPrintable(err));
+        QVERIFY2(panel.progressText().contains("step 3  (finished)"), qPrintable(panel.progressText()));
+        QCOMPARE(panel.progressValue(), 1000);
+        QCOMPARE(panel.findChild<QProgressBar*>()->text(), QString("step 3"));
     }
 
     void jobTrainsOnAWorkerThreadAndPlotsLive() {
@@ -751,6 +793,8 @@ private Q_SLOTS:
         panel.refreshPreview();   // no model yet: a message, no image
         QVERIFY(updated.wait(20000));
         QVERIFY(panel.previewImage().isNull());
+        QCOMPARE(panel.previewBoxText(), QString("no preview"));
+        QVERIFY2(panel.previewCaption().startsWith("no preview: no model.h5 or checkpoint.h5"), qPrintable(panel.previewCaption()));
         // A trainer checkpoint (family letr-train) mid-run: every query made confident and
         // every query's line set to the same segment (0.1, 0.2) - (0.9, 0.8) of the image, so
         // the preview must draw exactly that segment over the fixed image.
@@ -776,7 +820,11 @@ private Q_SLOTS:
         st.model = train::moduleTensors(trained);
         train::saveTrainState(file("prev/checkpoint.h5"), "letr-train", st);
         panel.refreshPreview();
+        // Drawn on a worker; meanwhile the box says so (--screenshot waits for previewBusy()).
+        QVERIFY(panel.previewBusy());
+        QCOMPARE(panel.previewBoxText(), QString("drawing the preview..."));
         QVERIFY(updated.wait(20000));
+        QVERIFY(!panel.previewBusy());
         QCOMPARE(panel.previewImage().size(), QSize(320, 240));
         QVERIFY2(panel.previewCaption().startsWith("checkpoint.h5: 8 lines"), qPrintable(panel.previewCaption()));
         const cv::Mat plain = makeDemoImage(320, 240, 7);

@@ -7,6 +7,7 @@
 #include <QFile>
 #include <QScrollArea>
 #include <QTemporaryDir>
+#include <QThread>
 
 #include <algorithm>
 #include <atomic>
@@ -38,7 +39,7 @@ const char* kUsage =
     "usage: glimpse bench ui [--seconds S] [--repeat N] [--scenarios letr,follow,scrub]\n"
     "                        [--checkpoint C.h5] [--image I.png] [--episode-steps N]\n"
     "                        [--rows-per-second R] [--interval MS] [--work-dir DIR]\n"
-    "                        [--chart-steps N] [--chart-series S]\n"
+    "                        [--chart-steps N] [--chart-series S] [--chart-workers W]\n"
     "Opens the main window (on the current display; without one, Qt's offscreen platform, where\n"
     "the Vulkan viewport draws nothing) and measures how late a 5 ms timer on the UI thread is\n"
     "handled (--interval) while: letr - LETR runs on the image (default the demo scene) again\n"
@@ -51,7 +52,9 @@ const char* kUsage =
     "thread writes a live run log of --chart-steps (default 1000000) steps x --chart-series\n"
     "(default 20) series, the window opens it (UI thread: openRun + first paint of the charts\n"
     "tab; then the worker's progress: the charts on screen full, every row read, with the UI\n"
-    "thread's lateness meanwhile), then the writer goes on at R steps/s while every 100 ms the\n"
+    "thread's lateness meanwhile, and the process's CPU time by then: the writer waits; the\n"
+    "log is read by W workers, default one per core),\n"
+    "meanwhile), then the writer goes on at R steps/s while every 100 ms the\n"
     "UI thread reads the new rows and repaints the charts tab (per refresh p50 / p95 / max, wall\n"
     "clock and the UI thread's CPU time), and all the charts are\n"
     "drawn once offscreen (every chart, not only those on screen). Prints per scenario the ticks and the mean,\n"
@@ -84,6 +87,7 @@ struct Worst {
 struct ChartsOptions {
     int64_t steps = 1000000;
     int series = 20;
+    int workers = 0;   // loading workers (0: one per core)
 };
 
 double percentile(std::vector<double> v, double q) {
@@ -162,26 +166,17 @@ static void printLiveRefreshes(const LiveRefreshTimes& t) {
                 percentile(t.paintCpu, 0.5), percentile(t.paintCpu, 0.95), percentile(t.paintCpu, 1.0));
 }
 
-// Training charts at scale (issue 55): a run log of o.steps x o.series rows opened, then
-// followed live; the UI thread's cost of opening it and of each refresh.
-void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app::UiScenarioOptions& uo,
-                       const ChartsOptions& o) {
-    const QString path = QDir(uo.workDir).filePath("charts_run.h5");
-    QFile::remove(path);
-    std::vector<std::string> names;
-    for (int k = 0; k < o.series; ++k)
-        names.push_back(k == 0 ? "loss/total" : k < 6 ? "loss/term" + std::to_string(k) : k < 9 ? "val/metric" + std::to_string(k)
-                                                                                             : "sys/series" + std::to_string(k));
-    std::atomic<bool> prefilled{false}, stop{false}, done{false};
+// The charts scenario's writer thread: o.steps x o.series rows, then (once `live` is set)
+// rowsPerSecond steps per second until `stop`.
+struct ChartsWriter {
+    std::atomic<bool> prefilled{false}, live{false}, stop{false}, done{false};
     std::atomic<int64_t> written{0};
     std::string error;
-    const auto value = [](int k, int64_t i) {   // a decaying loss with noise and rare spikes
-        const double noise = std::sin(double(i) * 12.9898 + k * 78.233) * 43758.5453;
-        return (1.0 + k) / (1.0 + double(i) * 1e-4) * (1.0 + 0.1 * (noise - std::floor(noise))) + (i % 99991 == 7 ? 5.0 : 0.0);
-    };
-    QElapsedTimer prefillClock;
-    prefillClock.start();
-    std::thread writer([&] {
+    void run(const QString& path, const std::vector<std::string>& names, const ChartsOptions& o, int rowsPerSecond) {
+        const auto value = [](int k, int64_t i) {   // a decaying loss with noise and rare spikes
+            const double noise = std::sin(double(i) * 12.9898 + k * 78.233) * 43758.5453;
+            return (1.0 + k) / (1.0 + double(i) * 1e-4) * (1.0 + 0.1 * (noise - std::floor(noise))) + (i % 99991 == 7 ? 5.0 : 0.0);
+        };
         try {
             RunLogWriter::Options opts;
             opts.flushInterval = 0.25;
@@ -192,10 +187,11 @@ void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app
             log.flush();
             written = i;
             prefilled = true;
+            while (!live && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
             const auto t0 = std::chrono::steady_clock::now();
             while (!stop) {   // live: rowsPerSecond steps per second
                 const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                const int64_t want = o.steps + int64_t(el * uo.rowsPerSecond);
+                const int64_t want = o.steps + int64_t(el * rowsPerSecond);
                 for (; i < want; ++i)
                     for (int k = 0; k < o.series; ++k) log.append(names[size_t(k)], i, value(k, i), double(i) * 0.01);
                 written = i;
@@ -207,7 +203,34 @@ void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app
             prefilled = true;
         }
         done = true;
-    });
+    }
+};
+
+// The process's CPU time (user + system, every thread) in ms.
+double processCpuMs() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+}
+
+// Training charts at scale (issue 55): a run log of o.steps x o.series rows opened, then
+// followed live; the UI thread's cost of opening it and of each refresh. The writer appends
+// nothing while the log is opened and read (the process's CPU time then is the open's).
+void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app::UiScenarioOptions& uo,
+                       const ChartsOptions& o) {
+    const QString path = QDir(uo.workDir).filePath("charts_run.h5");
+    QFile::remove(path);
+    std::vector<std::string> names;
+    for (int k = 0; k < o.series; ++k)
+        names.push_back(k == 0 ? "loss/total" : k < 6 ? "loss/term" + std::to_string(k) : k < 9 ? "val/metric" + std::to_string(k)
+                                                                                             : "sys/series" + std::to_string(k));
+    ChartsWriter cw;
+    std::atomic<bool>&prefilled = cw.prefilled, &stop = cw.stop, &done = cw.done;
+    std::atomic<int64_t>& written = cw.written;
+    const std::string& error = cw.error;
+    QElapsedTimer prefillClock;
+    prefillClock.start();
+    std::thread writer([&] { cw.run(path, names, o, uo.rowsPerSecond); });
     app::pumpUntil([&] { return prefilled.load(); }, 600000);
     std::printf("charts: wrote %lld steps x %d series in %.1f s\n", (long long)o.steps, o.series,
                 prefillClock.elapsed() / 1000.0);
@@ -218,11 +241,13 @@ void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app
     }
     printMemoryCost(size_t(o.steps) * size_t(o.series) * 3);
     app::TrainingPanel* panel = w.trainingPanel();
+    panel->setLoadWorkers(o.workers);
     app::TrainingView* view = panel->chartsView();
     // Open: what the UI thread spends in openRun (the rows of a long log are read and prepared
     // on a worker), then the first paint (the page of charts, still being read).
     QElapsedTimer clock;
     clock.start();
+    const double cpu0 = processCpuMs();
     const bool opened = w.openRun(path);
     const double openMs = clock.nsecsElapsed() / 1e6;
     view->repaint();
@@ -247,9 +272,9 @@ void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app
     // charts on screen fill first.
     probe.start();
     app::pumpUntil([&] { const auto v = onScreen(); return !v.isEmpty() && std::all_of(v.begin(), v.end(), hasRows); }, 600000);
-    const double visibleMs = clock.nsecsElapsed() / 1e6;
+    const double visibleMs = clock.nsecsElapsed() / 1e6, visibleCpu = processCpuMs() - cpu0;
     app::pumpUntil([&] { return !panel->loading(); }, 600000);
-    const double loadedMs = clock.nsecsElapsed() / 1e6;
+    const double loadedMs = clock.nsecsElapsed() / 1e6, loadedCpu = processCpuMs() - cpu0;
     view->repaint();
     const double paintedMs = clock.nsecsElapsed() / 1e6;
     probe.stop();
@@ -260,7 +285,11 @@ void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app
                 "meanwhile p99 %.1f max %.1f ms (%d ticks)\n",
                 openMs, firstPaintMs, int(shownNow.size()), visibleMs, (long long)(o.steps * o.series), loadedMs, paintedMs,
                 ls.p99Ms, ls.maxMs, ls.ticks);
+    std::printf("charts: the process's CPU time (every thread, user + system) from openRun: %.0f ms when the charts on "
+                "screen are full, %.0f ms when all rows are read and prepared (loading workers: %d)\n",
+                visibleCpu, loadedCpu, o.workers > 0 ? o.workers : std::min(QThread::idealThreadCount(), app::TrainingPanel::kLoadWorkers));
     std::fflush(stdout);
+    cw.live = true;
     // Live: every 100 ms the UI thread reads the new rows (poll) and repaints the charts tab,
     // timed on the wall clock and in the UI thread's own CPU time (the wall time also counts
     // waiting for a core on a loaded machine).
@@ -333,7 +362,7 @@ int benchUi(const std::vector<std::string>& args) {
         return 0;
     }
     a.checkKnown({"--seconds", "--repeat", "--scenarios", "--checkpoint", "--image", "--episode-steps",
-                  "--rows-per-second", "--interval", "--work-dir", "--chart-steps", "--chart-series"});
+                  "--rows-per-second", "--interval", "--work-dir", "--chart-steps", "--chart-series", "--chart-workers"});
     app::UiScenarioOptions o;
     o.seconds = a.getDouble("--seconds", 6);
     const long long repeat = a.getInt("--repeat", 1);
@@ -350,6 +379,9 @@ int benchUi(const std::vector<std::string>& args) {
     ChartsOptions co;
     co.steps = a.getInt("--chart-steps", 1000000);
     co.series = int(a.getInt("--chart-series", 20));
+    co.workers = int(a.getInt("--chart-workers", 0));
+    if (co.workers < 0 || co.workers > app::TrainingPanel::kLoadWorkers)
+        throw Error("--chart-workers must be in 0.." + std::to_string(app::TrainingPanel::kLoadWorkers) + " (0: one per core)");
     if (co.steps < 1 || co.series < 1 || co.series > 1000) throw Error("--chart-steps must be positive, --chart-series in 1..1000");
 
     const auto app = makeBenchApplication("GlimpseBenchUi");

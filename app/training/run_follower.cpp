@@ -27,7 +27,9 @@ QStringList RunFollower::seriesNames() const {
 }
 
 int64_t RunFollower::pendingRows(const QString& series) const {
-    return reader_ ? std::max<int64_t>(0, reader_->rowCount(series.toStdString()) - rows_.value(series, 0)) : 0;
+    if (!reader_) return 0;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return std::max<int64_t>(0, reader_->rowCount(series.toStdString()) - rows_.value(series, 0));
 }
 
 int64_t RunFollower::pendingRows() const {
@@ -40,16 +42,20 @@ RunFollower::Rows RunFollower::readSeries(const QString& qn, int64_t maxRows) {
     Rows rows;
     if (!reader_) return rows;
     const std::string name = qn.toStdString();
-    int64_t n = reader_->rowCount(name);
-    int64_t& seen = rows_[qn];
+    int64_t n = reader_->rowCount(name), seen = 0;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);   // workers read different series at once
+        seen = rows_.value(qn, 0);
+        if (progressSeries_.isEmpty()) {
+            const auto names = reader_->seriesNames();
+            const bool hasTotal = std::find(names.begin(), names.end(), "loss/total") != names.end();
+            progressSeries_ = hasTotal ? QStringLiteral("loss/total") : QString::fromStdString(names.front());
+        }
+    }
     if (maxRows >= 0) n = std::min(n, seen + maxRows);
     if (n <= seen) return rows;
     SeriesColumns s = reader_->columns(name, seen, n);
-    if (progressSeries_.isEmpty()) {
-        const auto names = reader_->seriesNames();
-        const bool hasTotal = std::find(names.begin(), names.end(), "loss/total") != names.end();
-        progressSeries_ = hasTotal ? QStringLiteral("loss/total") : QString::fromStdString(names.front());
-    }
+    std::lock_guard<std::mutex> lock(mutex_);
     if (qn == progressSeries_) {
         if (seen == 0) recent_.clear();
         for (size_t i = s.size() > 50 ? s.size() - 50 : 0; i < s.size(); ++i) {
@@ -68,7 +74,7 @@ RunFollower::Rows RunFollower::readSeries(const QString& qn, int64_t maxRows) {
     rows.steps = std::move(s.steps);   // moved on to the charts, not copied (a long run's rows)
     rows.wallTimes = std::move(s.wallTimes);
     rows.values = std::move(s.values);
-    seen = n;
+    rows_[qn] = n;
     return rows;
 }
 
@@ -124,8 +130,14 @@ RunFollower::Progress RunFollower::progress() const {
     Progress p;
     if (!reader_) return p;
     const auto& c = reader_->config();
-    auto it = c.find("total_steps");
-    if (it != c.end() && it->is_number_integer()) p.total = it->get<int64_t>();
+    // "total_steps" (LETR, CoaT, ConstellationNet, XTRA pretraining); EfficientZero and XTRA
+    // finetuning logs record their config's "steps" only.
+    for (const char* key : {"total_steps", "steps"}) {
+        auto it = c.find(key);
+        if (it == c.end() || !it->is_number_integer()) continue;
+        p.total = it->get<int64_t>();
+        break;
+    }
     if (recent_.empty()) return p;
     p.step = recent_.back().first;
     if (reader_->status() != RunStatus::Running || dead_) {

@@ -9,6 +9,7 @@
 #include <QVector>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,9 @@ public:
     // The pieces of a first poll, for reading a long log on a worker thread: open() opens the
     // file (its config, series names and row counts; no rows; throws as poll does) and says
     // whether it did; pendingRows() counts the rows not read yet; readSeries() reads one
-    // series' unread rows (at most maxRows of them) and counts them as read. While a worker
-    // calls readSeries(), the UI thread may call only the config getters (family(),
+    // series' unread rows (at most maxRows of them) and counts them as read; several workers
+    // may call it at once for different series. While workers call readSeries(), the UI thread
+    // may call only the config getters (family(),
     // configText(), dataSpec(), gameCategories(), startTime(), worldSize(), throughputUnit(),
     // status(), path()); poll() and progress() wait until it is done.
     bool open(bool mustExist);
@@ -69,7 +71,7 @@ public:
     QMap<QString, QString> gameCategories() const;    // config's "data" (or "data_spec") string, "" if none
 
     // Progress read from the log: the last step of its first series ("loss/total" when there
-    // is one), the config's "total_steps" (-1 if absent), and the ETA from the wall times of
+    // is one), the config's "total_steps" (else its "steps"; -1 if neither), and the ETA from the wall times of
     // the last rows (-1 when unknown, 0 once the run has ended).
     struct Progress {
         int64_t step = -1, total = -1;
@@ -91,6 +93,7 @@ private:
     QString path_;
     std::unique_ptr<RunLogReader> reader_;
     QMap<QString, int64_t> rows_;
+    mutable std::mutex mutex_;   // rows_, progressSeries_, recent_, rankThroughput_ in readSeries
     QString lastStatus_;
     bool dead_ = false;
     QString deadText_;

@@ -22,8 +22,11 @@
 #include <QVBoxLayout>
 #include <QCoreApplication>
 #include <QElapsedTimer>
+#include <QThread>
+#include <QThreadPool>
 #include <QtConcurrent/QtConcurrentRun>
 #include <atomic>
+#include <mutex>
 #include <algorithm>
 #include <filesystem>
 
@@ -93,10 +96,14 @@ constexpr int kGamesPerRun = 64;
 struct TrainingPanel::Load {
     std::atomic<bool> cancel{false};
     std::atomic<int64_t> rowsRead{0};
+    std::atomic<int> next{0};      // the next series (in layout order) a worker takes
+    std::atomic<int> running{0};   // workers still reading; the last one reports the end
+    std::mutex errorMutex;
+    QString error;                 // the first worker's error (the others then stop)
     int64_t rows = 0;        // to read
     int series = 0, done = 0;
     QElapsedTimer clock;
-    QFuture<void> worker;
+    QList<QFuture<void>> workers;
 };
 
 QPair<QString, int> TrainingPanel::seriesLine(Run& r, const QString& series) {
@@ -165,25 +172,56 @@ void TrainingPanel::startLoading(Run& r) {
     load->rows = r.follower->pendingRows();
     progressLabel_->setText(QStringLiteral("Reading %1: %2 rows in %3 series...").arg(r.label).arg(load->rows).arg(load->series));
     const double smoothing = charts_->smoothing();
-    std::shared_ptr<RunFollower> follower = r.follower;
-    load->worker = QtConcurrent::run([this, load, follower, names, smoothing] {
-        QString error;
-        try {
-            for (const QString& n : names) {
-                if (load->cancel) return;
-                RunFollower::Rows rows = follower->readSeries(n);
-                load->rowsRead += rows.size();
-                auto prepared = std::make_shared<widgets::ChartRows>(
-                    widgets::ChartRows::prepare(std::move(rows.steps), std::move(rows.wallTimes), std::move(rows.values), smoothing));
-                if (load->cancel) return;
-                QMetaObject::invokeMethod(
-                    this, [this, load, n, prepared] { seriesLoaded(load, n, std::move(*prepared)); }, Qt::QueuedConnection);
-            }
-        } catch (const std::exception& e) {
-            error = QString::fromStdString(e.what());
+    // A worker per core (at most kLoadWorkers) takes the series in layout order: the charts on
+    // screen fill first, and the reading (HDF5 serializes it), the splitting into columns, the
+    // first touch of their memory and the preparing of one series overlap another's.
+    const int perCore = loadWorkers_ > 0 ? loadWorkers_ : QThread::idealThreadCount();
+    const int workers = std::clamp(perCore, 1, std::min(kLoadWorkers, std::max(1, load->series)));
+    load->running = workers;
+    for (int k = 0; k < workers; ++k)
+        load->workers << QtConcurrent::run(&loadPool(), [this, load, follower = r.follower, names, smoothing] {
+            readSeriesInOrder(load, *follower, names, smoothing);
+        });
+}
+
+QThreadPool& TrainingPanel::loadPool() {
+    static QThreadPool* pool = [] {   // its own threads: the global pool also runs previews
+        auto* p = new QThreadPool(qApp);
+        p->setMaxThreadCount(kLoadWorkers);
+        return p;
+    }();
+    return *pool;
+}
+
+// One loading worker: reads and prepares series until none is left, then the last worker
+// reports the end (or the first error).
+void TrainingPanel::readSeriesInOrder(const std::shared_ptr<Load>& load, RunFollower& follower, const QStringList& names,
+                                      double smoothing) {
+    try {
+        for (int i = load->next++; i < names.size() && !load->cancel; i = load->next++) {
+            const QString n = names[i];
+            RunFollower::Rows rows = follower.readSeries(n);
+            load->rowsRead += rows.size();
+            auto prepared = std::make_shared<widgets::ChartRows>(
+                widgets::ChartRows::prepare(std::move(rows.steps), std::move(rows.wallTimes), std::move(rows.values), smoothing));
+            if (load->cancel) break;
+            QMetaObject::invokeMethod(
+                this, [this, load, n, prepared] { seriesLoaded(load, n, std::move(*prepared)); }, Qt::QueuedConnection);
         }
-        if (!load->cancel) QMetaObject::invokeMethod(this, [this, load, error] { loadFinished(load, error); }, Qt::QueuedConnection);
-    });
+    } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(load->errorMutex);
+        if (load->error.isEmpty()) load->error = QString::fromStdString(e.what());
+        load->cancel = true;   // the other workers stop too
+    }
+    if (--load->running > 0) return;
+    QString error;
+    {
+        std::lock_guard<std::mutex> lock(load->errorMutex);
+        error = load->error;
+    }
+    // Cancelled by Close runs: nothing to report (an error cancels too, and is reported).
+    if (error.isEmpty() && load->cancel) return;
+    QMetaObject::invokeMethod(this, [this, load, error] { loadFinished(load, error); }, Qt::QueuedConnection);
 }
 
 void TrainingPanel::seriesLoaded(const std::shared_ptr<Load>& load, const QString& series, widgets::ChartRows&& rows) {
@@ -229,7 +267,8 @@ void TrainingPanel::cancelLoads(bool wait) {
     for (auto& r : runs_) {
         if (!r->load) continue;
         r->load->cancel = true;
-        if (wait) r->load->worker.waitForFinished();
+        if (wait)
+            for (QFuture<void>& f : r->load->workers) f.waitForFinished();
     }
 }
 
@@ -407,7 +446,7 @@ TrainingView* TrainingPanel::detachChartsView() {
 
 void TrainingPanel::setPreviewCaption(const QString& text) {
     previewCaption_->setText(text);
-    previewCaption_->setMinimumHeight(previewCaption_->heightForWidth(previewCaption_->width()));
+    previewCaption_->setMinimumHeight(std::max(0, previewCaption_->heightForWidth(previewCaption_->width())));
 }
 
 QString TrainingPanel::dataSpec() const { return data_->text(); }
@@ -510,6 +549,7 @@ QString TrainingPanel::configPath() const { return config_->text(); }
 void TrainingPanel::setDataSpec(const QString& s) { data_->setText(s); }
 void TrainingPanel::setOutDir(const QString& d) { outDir_->setText(d); }
 QString TrainingPanel::previewCaption() const { return previewCaption_->text(); }
+QString TrainingPanel::previewBoxText() const { return previewLabel_->text(); }
 void TrainingPanel::setModel(const QString& m) {
     const int i = model_->findData(m);
     if (i >= 0) model_->setCurrentIndex(i);
@@ -645,6 +685,13 @@ void TrainingPanel::closeRuns() {
         it = runs_.erase(it);
     }
     for (widgets::LiveChart* c : charts_->charts()) c->setPlaceholder(QString());
+    if (runs_.empty()) {   // the preview was the closed runs'
+        preview_ = QImage();
+        previewFirstTried_ = -1;
+        previewLabel_->setPixmap(QPixmap());
+        previewLabel_->setText(QStringLiteral("no preview yet"));
+        setPreviewCaption(QString());
+    }
     rebuildRunList();
     followFields();
     Q_EMIT runsChanged();
@@ -743,7 +790,11 @@ void TrainingPanel::showFollowedProgress() {
     QString text = QStringLiteral("%1: step %2").arg(pick->label).arg(p.step);
     if (p.total > 0) {
         text += QStringLiteral(" / %1").arg(p.total);
+        progress_->setFormat(QStringLiteral("%p%"));
         progress_->setValue(int(1000 * std::min(p.step, p.total) / p.total));
+    } else {   // no total in the log: no percentage to show, but an ended run is complete
+        progress_->setFormat(QStringLiteral("step %1").arg(p.step));
+        progress_->setValue(status == "running" || status == "dead" ? 0 : 1000);
     }
     if (status == "running") text += QStringLiteral("   ETA %1").arg(formatSeconds(p.eta));
     else if (status == "dead") text += QStringLiteral("  (dead: %1)").arg(pick->follower->statusMessage());
@@ -775,15 +826,21 @@ void TrainingPanel::refreshPreview() {
     }
     const ModelFamily* f = findFamily(family);
     if (!f || !f->training.preview) {
+        // The box and its caption say the same: this family has no preview (not "not yet").
+        preview_ = QImage();
+        previewLabel_->setPixmap(QPixmap());
+        previewLabel_->setText(QStringLiteral("no preview"));
         setPreviewCaption(QStringLiteral("no preview for %1 runs").arg(f ? f->title : QString::fromStdString(family)));
         return;
     }
     previewBusy_ = true;
+    if (preview_.isNull()) previewLabel_->setText(QStringLiteral("drawing the preview..."));
     runAsync(
         this, [preview = f->training.preview, d = dir.toStdString(), dataSpec] { return preview(d, dataSpec); },
         [this](Outcome<TrainingPreview> r) {
             previewBusy_ = false;
             if (!r.ok()) {
+                if (preview_.isNull()) previewLabel_->setText(QStringLiteral("no preview"));
                 setPreviewCaption("no preview: " + r.error);
             } else {
                 preview_ = r.value.image;

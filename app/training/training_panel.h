@@ -23,6 +23,7 @@ class QLineEdit;
 class QListWidget;
 class QProgressBar;
 class QPushButton;
+class QThreadPool;
 class QTimer;
 
 namespace glimpse::widgets {
@@ -58,14 +59,20 @@ public:
     bool fieldsFollowRun() const { return following_; }
     // Whether a long run log is still being read (on a worker; see startLoading).
     bool loading() const;
-    // Runs opened with at least this many rows are read on a worker thread.
+    // Runs opened with at least this many rows are read on worker threads (at most
+    // kLoadWorkers, one per core).
     static constexpr int64_t kAsyncRows = 200000;
+    static constexpr int kLoadWorkers = 4;
+    // Workers for the next long logs (0: one per core; glimpse bench ui --chart-workers).
+    void setLoadWorkers(int n) { loadWorkers_ = n; }
     QString dataSpec() const;
     QString outDir() const;
     QLabel* previewCaptionLabel() const { return previewCaption_; }
     QLabel* previewImageLabel() const { return previewLabel_; }
     QImage previewImage() const { return preview_; }
     QString previewCaption() const;
+    QString previewBoxText() const;   // the box's text while it shows no image
+    bool previewBusy() const { return previewBusy_; }   // a preview is being drawn (worker)
 
     // Form fields (also set by tests).
     void setConfigPath(const QString& p);
@@ -124,6 +131,9 @@ private:
     // the run is not polled meanwhile. Close runs cancels it.
     struct Load;
     void startLoading(Run& r);
+    static QThreadPool& loadPool();
+    void readSeriesInOrder(const std::shared_ptr<Load>& load, RunFollower& follower, const QStringList& names,
+                           double smoothing);
     void seriesLoaded(const std::shared_ptr<Load>& load, const QString& series, widgets::ChartRows&& rows);
     void loadFinished(const std::shared_ptr<Load>& load, const QString& error);
     void cancelLoads(bool wait);
@@ -143,6 +153,7 @@ private:
     widgets::ChartGrid* charts_ = nullptr;
     TrainingView* view_ = nullptr;
     QHBoxLayout* body_ = nullptr;
+    int loadWorkers_ = 0;
     bool following_ = false;
     bool followingOpened_ = false;   // an opened run (not the job's) drives the form
     struct Fields {
