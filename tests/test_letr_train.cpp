@@ -1454,10 +1454,18 @@ private Q_SLOTS:
         QCOMPARE(last.augment.maxShortSide, last.model.shortSide);
         QCOMPARE(last.augment.maxLongSide, last.model.maxLongSide);
 
-        // Stage 2 from the stage-1 checkpoint, stopped before its first step: the checkpoint it
-        // writes holds the file's model, dense head and denoising encoder.
-        const std::string stage1 = src + "/resources/letr_demo_stage1.h5";
+        // Stage 2 from a stage-1 checkpoint (stage 1's config, stopped before its first step), itself
+        // stopped before its first step: the checkpoint it writes holds the stage-1 file's model,
+        // dense head and denoising encoder.
         QTemporaryDir dir;
+        const std::string stage1 = dir.path().toStdString() + "/s1/checkpoint.h5";
+        {
+            auto c1 = stages[0];
+            c1.valEvery = 0;
+            train::Control stop1;
+            stop1.requestStop();
+            trainLetr(c1, "procedural:2:4:64x48", dir.path().toStdString() + "/s1", false, stop1, {});
+        }
         auto c = stages[1];
         c.init = stage1;
         c.valEvery = 0;
