@@ -13,8 +13,15 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
 #include <torch/torch.h>
 
+#include "app/cli/cli.h"
+#include "app/cli/command.h"
 #include "app/coat/inspector.h"
 #include "app/letr/inspector.h"
 #include "app/mainwindow.h"
@@ -107,6 +114,46 @@ class TestFirstUse : public QObject {
         r.err = QString::fromUtf8(p.readAllStandardError());
         return r;
     }
+    // The same command line run in this process: main() hands `glimpse VERB ARGS...` to
+    // cli::runCommand with the GUI build's command table (app/main.cpp), so the per-command checks
+    // below call it directly, with stdout and stderr captured at the descriptors (printf and
+    // iostreams alike). One start of glimpse costs ~1.2 s CPU (loading LibTorch, Qt and OpenCV);
+    // ~80 of them were most of this test's time. The program-level cases still run glimpse.
+    static Cli command(const QStringList& args) {
+        struct Redirect {   // fds 1 and 2 into two temporary files, restored on every exit
+            QTemporaryFile out, err;
+            int saved1 = -1, saved2 = -1;
+            bool ok = false;
+            Redirect() {
+                if (!out.open() || !err.open()) return;
+                std::cout.flush(), std::cerr.flush(), std::fflush(stdout), std::fflush(stderr);
+                saved1 = ::dup(1), saved2 = ::dup(2);
+                ok = saved1 >= 0 && saved2 >= 0 && ::dup2(out.handle(), 1) >= 0 && ::dup2(err.handle(), 2) >= 0;
+            }
+            ~Redirect() {
+                std::cout.flush(), std::cerr.flush(), std::fflush(stdout), std::fflush(stderr);
+                if (saved1 >= 0) ::dup2(saved1, 1), ::close(saved1);
+                if (saved2 >= 0) ::dup2(saved2, 2), ::close(saved2);
+            }
+        };
+        Cli r;
+        QByteArray out, err;
+        {
+            Redirect io;
+            if (!io.ok) return r;
+            std::vector<std::string> rest;
+            for (int i = 1; i < args.size(); ++i) rest.push_back(args[i].toStdString());
+            bool handled = false;
+            r.code = glimpse::cli::runCommand(args.value(0).toStdString(), rest, &handled);
+            if (!handled) r.code = -102;   // no such command
+            std::cout.flush(), std::cerr.flush(), std::fflush(stdout), std::fflush(stderr);
+            io.out.seek(0), io.err.seek(0);
+            out = io.out.readAll(), err = io.err.readAll();
+        }
+        r.out = QString::fromUtf8(out);
+        r.err = QString::fromUtf8(err);
+        return r;
+    }
     QString shot(const QString& name) {
         const QString path = dir_.filePath(name + ".png");
         QFile::remove(path);
@@ -120,6 +167,9 @@ private Q_SLOTS:
         QCoreApplication::setApplicationName("GlimpseTestFirstUse");
         QVERIFY(QDir().mkpath(dir_.filePath("no_resources")));
         torch::set_num_threads(1);
+        // What app/main.cpp adds to the command table in a GUI build (command() below).
+        glimpse::cli::addCommands(glimpse::cli::guiCommands());
+        glimpse::cli::setRunLogFollower(glimpse::cli::followRunLog);
         image_ = dir_.filePath("photo.png");
         QImage im(64, 48, QImage::Format_RGB888);
         im.fill(Qt::darkCyan);
@@ -224,20 +274,26 @@ private Q_SLOTS:
         QStringList verbs;
         for (const QString& c : commands) verbs << c.section(' ', 0, 0);
         verbs.removeDuplicates();
+        // Every command and verb in this process (command()); a few through the executable below.
         for (const QString& c : commands + verbs) {
             const QStringList args = c.split(' ');
-            r = cli(args + QStringList{"--help"});
+            r = command(args + QStringList{"--help"});
             QVERIFY2(r.code == 0 && !(r.out + r.err).isEmpty(), qPrintable(c + " --help: exit " + QString::number(r.code) + " " + r.err));
         }
         for (const QString& c : commands) {
             const QStringList args = c.split(' ');
-            r = cli(args + QStringList{"--bogus"});
+            r = command(args + QStringList{"--bogus"});
             QVERIFY2(r.code == 2 && r.err.contains("--bogus"), qPrintable(c + " --bogus: exit " + QString::number(r.code) + " " + r.err));
         }
         for (const QString& c : QStringList{"train coat", "eval letr", "info", "infer --model letr", "data export"}) {
             r = cli(c.split(' ') + QStringList{"--bogus", "1"});   // with a value after it: the same
             QVERIFY2(r.code == 2 && r.err.contains("--bogus"), qPrintable(c + " --bogus 1: exit " + QString::number(r.code) + " " + r.err));
         }
+        // The same rule through the executable (main()'s dispatch), for a command and a verb.
+        r = cli({"train", "coat", "--help"});
+        QVERIFY2(r.code == 0 && !(r.out + r.err).isEmpty(), qPrintable(r.err));
+        r = cli({"eval", "--help"});
+        QVERIFY2(r.code == 0 && !(r.out + r.err).isEmpty(), qPrintable(r.err));
         r = cli({"infer", "--model", "letr", "--bogus"});
         QVERIFY2(r.code == 2 && r.err.contains("unknown option --bogus"), qPrintable(r.err));
         r = cli({"train", "--help"});
