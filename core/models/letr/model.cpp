@@ -1,6 +1,8 @@
 #include "core/models/letr/model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -178,6 +180,40 @@ std::vector<torch::Tensor> ResNetBodyImpl::forward(const torch::Tensor& images, 
 
 // ---- attention and transformer ---------------------------------------------------------------
 
+namespace {
+// CPU float32 inference attention, one (image, head) at a time: the [L, S] logits of one head
+// (scaled inside the product), its mask, softmax and product with the values reuse two [L, S]
+// buffers that stay in the caches, and the per-head operands are strided views of the
+// projections (row stride = the projection's width), so no head-major copy is made and the
+// heads' outputs land in place in [B, L, E]. The same math as the batched path below within
+// float32 rounding (the scale is applied to the products instead of to q). masked: [B or 1, 1,
+// L or 1, S] bool (true: may not attend) or undefined.
+torch::Tensor headwiseAttention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& masked, int64_t H, double scale) {
+    const int64_t B = q.size(0), L = q.size(1), S = k.size(1), E = v.size(2), dh = E / H;
+    auto out = torch::empty({B, L, E}, q.options());
+    auto logits = torch::empty({L, S}, q.options());
+    auto weights = torch::empty({L, S}, q.options());
+    const double minusInf = -std::numeric_limits<float>::infinity();
+    for (int64_t b = 0; b < B; ++b) {
+        torch::Tensor m;   // [L or 1, S]; undefined when nothing is masked for this image
+        if (masked.defined()) {
+            m = masked.select(0, std::min(b, masked.size(0) - 1)).select(0, 0);
+            if (!m.any().item<bool>()) m = torch::Tensor();
+        }
+        const auto qb = q.select(0, b), kb = k.select(0, b), vb = v.select(0, b), ob = out.select(0, b);
+        for (int64_t h = 0; h < H; ++h) {
+            at::addmm_out(logits, logits, qb.narrow(1, h * dh, dh), kb.narrow(1, h * dh, dh).t(), 0.0, scale);
+            if (m.defined()) logits.masked_fill_(m, minusInf);
+            at::_softmax_out(weights, logits, 1, false);
+            auto oh = ob.narrow(1, h * dh, dh);
+            at::mm_out(oh, weights, vb.narrow(1, h * dh, dh));
+        }
+    }
+    return out;
+}
+} // namespace
+
 MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t embedDim, int64_t numHeads, double dropout)
     : embedDim_(embedDim), numHeads_(numHeads), dropout_(dropout) {
     if (numHeads < 1 || embedDim % numHeads != 0)
@@ -194,8 +230,16 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query, const 
                                               const torch::Tensor& attnMask) {
     const int64_t B = query.size(0), L = query.size(1), S = key.size(1), E = embedDim_;
     const int64_t H = numHeads_, dh = E / H;
-    auto q = linearP(query, in_proj_weight.narrow(0, 0, E), in_proj_bias.narrow(0, 0, E));
-    auto k = linearP(key, in_proj_weight.narrow(0, E, E), in_proj_bias.narrow(0, E, E));
+    torch::Tensor q, k;
+    if (query.is_same(key)) {
+        // Self-attention (q = k): one product for both projections; q and k are views of it.
+        auto qk = linearP(query, in_proj_weight.narrow(0, 0, 2 * E), in_proj_bias.narrow(0, 0, 2 * E));
+        q = qk.narrow(2, 0, E);
+        k = qk.narrow(2, E, E);
+    } else {
+        q = linearP(query, in_proj_weight.narrow(0, 0, E), in_proj_bias.narrow(0, 0, E));
+        k = linearP(key, in_proj_weight.narrow(0, E, E), in_proj_bias.narrow(0, E, E));
+    }
     auto v = linearP(value, in_proj_weight.narrow(0, 2 * E, E), in_proj_bias.narrow(0, 2 * E, E));
 #if GLIMPSE_FUSED_ATTENTION
     // On a GPU, when nobody reads the weights (no trace, no inspector) and no dropout applies:
@@ -215,21 +259,28 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query, const 
         return out_proj(out.transpose(1, 2).reshape({B, L, E}));
     }
 #endif
+    // One mask, applied once (true: may not attend).
+    torch::Tensor masked;
+    if (keyPaddingMask.defined()) masked = keyPaddingMask.view({B, 1, 1, S});
+    if (attnMask.defined()) {
+        auto m = attnMask.to(query.device()).view({1, 1, L, S});
+        masked = masked.defined() ? masked.logical_or(m) : m;
+    }
+    // CPU float32 inference when nobody reads the weights: one head at a time, no copies.
+    const bool needGrad = torch::GradMode::is_enabled() &&
+                          (q.requires_grad() || k.requires_grad() || v.requires_grad());
+    if (query.is_cpu() && q.scalar_type() == torch::kFloat && !products::lowPrecision(q) && !needGrad &&
+        !captureWeights && !(dropout_ > 0.0 && is_training()))
+        return linearP(*out_proj, headwiseAttention(q, k, v, masked, H, 1.0 / std::sqrt(double(dh))));
     // Head-major contiguous operands ([B, H, L, dh] x [B, H, dh, S]): the batched products
     // then take the plain BLAS path (strided operands are much slower on some CPU builds).
     q = (q * (1.0 / std::sqrt(double(dh)))).view({B, L, H, dh}).permute({0, 2, 1, 3}).contiguous();
     auto kT = k.view({B, S, H, dh}).permute({0, 2, 3, 1}).contiguous();
     v = v.view({B, S, H, dh}).permute({0, 2, 1, 3}).contiguous();
     auto logits = bmmP(q.view({B * H, L, dh}), kT.view({B * H, dh, S})).view({B, H, L, S});
-    // One mask, applied once. In place only without autograd: logits is a view of the product, and
-    // an in-place write on a view makes the backward pass copy the whole [B, H, L, S] gradient
-    // (CopySlices) once per mask, which was half of a LETR training step on the CPU.
-    torch::Tensor masked;
-    if (keyPaddingMask.defined()) masked = keyPaddingMask.view({B, 1, 1, S});
-    if (attnMask.defined()) {
-        auto m = attnMask.to(logits.device()).view({1, 1, L, S});
-        masked = masked.defined() ? masked.logical_or(m) : m;
-    }
+    // In place only without autograd: logits is a view of the product, and an in-place write on
+    // a view makes the backward pass copy the whole [B, H, L, S] gradient (CopySlices) once per
+    // mask, which was half of a LETR training step on the CPU.
     if (masked.defined()) {
         const double minusInf = -std::numeric_limits<float>::infinity();
         logits = logits.requires_grad() ? logits.masked_fill(masked, minusInf) : logits.masked_fill_(masked, minusInf);
