@@ -1,4 +1,5 @@
 #include "core/runlog.h"
+#include "core/util/prefault.h"
 
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -148,6 +149,10 @@ void readColumns(const h5::Dataset& ds, int64_t first, int64_t n, SeriesColumns&
     c.wallTimes.reserve(room);
     c.values.reserve(room);
     if (total == 0) return;
+    // Fresh memory for the rows written below: faulted in at once, not page by page.
+    prefaultAppend(c.steps, total);
+    prefaultAppend(c.wallTimes, total);
+    prefaultAppend(c.values, total);
     std::vector<Row> buf(size_t(std::min<hsize_t>(kReadRows, hsize_t(total))));
     h5::Id fileSpace(H5Dget_space(ds.id()), H5Sclose);
     h5::Id mem = rowMemType();
