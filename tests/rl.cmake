@@ -6,6 +6,7 @@ glimpse_add_test(test_efficientzero SOURCES test_efficientzero.cpp LIBS glimpse_
 glimpse_add_test(test_ez_convert SOURCES test_ez_convert.cpp LIBS glimpse_core TIMEOUT 300 LABELS rl)
 glimpse_add_test(test_ez_replay SOURCES test_ez_replay.cpp LIBS glimpse_core TIMEOUT 60 LABELS rl)
 glimpse_add_test(test_ez_loss SOURCES test_ez_loss.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl)
+glimpse_add_test(test_ez_reanalyze SOURCES test_ez_reanalyze.cpp LIBS glimpse_core TIMEOUT 120 LABELS rl)
 glimpse_add_test(test_ez_train SOURCES test_ez_train.cpp LIBS glimpse_core TIMEOUT 300 LABELS rl)
 glimpse_add_test(test_episode SOURCES test_episode.cpp LIBS glimpse_core TIMEOUT 60 LABELS rl)
 # Replay viewer core (core/replay): reader, frame cache, bench; importers on Python-written fixtures.

@@ -18,6 +18,7 @@
 #include "core/h5/h5.h"
 #include "core/io/checkpoint.h"
 #include "core/models/efficientzero/loss.h"
+#include "core/models/efficientzero/reanalyze.h"
 #include "core/models/efficientzero/model.h"
 #include "core/models/efficientzero/recorder.h"
 #include "core/models/efficientzero/search.h"
@@ -40,7 +41,8 @@ nlohmann::json TrainConfig::toJson() const {
             {"max_episode_steps", maxEpisodeSteps}, {"batch_size", batchSize}, {"unroll", unroll},
             {"td_steps", tdSteps}, {"discount", discount}, {"self_play_temperature", selfPlayTemperature},
             {"clip_rewards", clipRewards},
-            {"life_loss_terminal", lifeLossTerminal}, {"policy_target", policyTarget}, {"lr", lr}, {"lr_final", lrFinal},
+            {"life_loss_terminal", lifeLossTerminal}, {"policy_target", policyTarget},
+            {"reanalyze_policy_ratio", reanalyzePolicyRatio}, {"lr", lr}, {"lr_final", lrFinal},
             {"lr_schedule", lrSchedule}, {"warmup_steps", warmupSteps}, {"momentum", momentum},
             {"weight_decay", weightDecay}, {"grad_clip", gradClip}, {"priority_alpha", priorityAlpha},
             {"priority_beta_start", priorityBetaStart}, {"replay_capacity", replayCapacity},
@@ -74,7 +76,7 @@ TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
     get("unroll", c.unroll); get("td_steps", c.tdSteps); get("discount", c.discount); get("lr", c.lr);
     get("self_play_temperature", c.selfPlayTemperature);
     get("clip_rewards", c.clipRewards); get("life_loss_terminal", c.lifeLossTerminal);
-    get("policy_target", c.policyTarget);
+    get("policy_target", c.policyTarget); get("reanalyze_policy_ratio", c.reanalyzePolicyRatio);
     get("lr_final", c.lrFinal); get("lr_schedule", c.lrSchedule); get("warmup_steps", c.warmupSteps);
     get("momentum", c.momentum); get("weight_decay", c.weightDecay); get("grad_clip", c.gradClip);
     get("priority_alpha", c.priorityAlpha); get("priority_beta_start", c.priorityBetaStart);
@@ -103,6 +105,7 @@ void TrainConfig::validate() const {
     need(lr > 0 && lr < 10 && lrFinal >= 0 && lrFinal <= lr, "lr must be in (0, 10) and lr_final in [0, lr]");
     need(lrSchedule == "cosine" || lrSchedule == "step", "lr_schedule must be 'cosine' or 'step'");
     need(policyTarget == "visits" || policyTarget == "completed_q", "policy_target must be 'visits' or 'completed_q'");
+    need(reanalyzePolicyRatio >= 0 && reanalyzePolicyRatio <= 1, "reanalyze_policy_ratio must be in [0, 1]");
     need(warmupSteps >= 0 && momentum >= 0 && momentum < 1 && weightDecay >= 0 && gradClip > 0, "bad optimizer settings");
     need(priorityAlpha >= 0 && priorityBetaStart >= 0 && priorityBetaStart <= 1, "bad priority exponents");
     need(replayCapacity >= 1 && minReplay >= 1 && minReplay <= replayCapacity, "min_replay must be in 1..replay_capacity");
@@ -634,6 +637,7 @@ private:
     std::vector<double> episodeReturn_;   // the game's own rewards
     std::vector<int> episodeLength_, lives_;
     std::optional<rl::Mcts> mcts_;
+    std::optional<rl::Mcts> reanalyzeMcts_;   // the learner's policy reanalyze (reanalyze_policy_ratio)
     // The roots' legal actions when the game has illegal ones (a shared-space game); else empty.
     std::vector<std::vector<int>> legal_;
     std::mt19937_64 actRng_;
@@ -688,6 +692,11 @@ Trainer::Trainer(const TrainConfig& cfg, const std::string& runDir, train::Contr
     mc.numSimulations = cfg.simulations;
     mc.discount = cfg.discount;
     mcts_.emplace(mc, cfg.seed + uint64_t(l_.n.updates) * 7919 + 1 + uint64_t(rank_) * 0x51ed27);
+    reanalyzeMcts_.emplace(mc, cfg.seed + uint64_t(l_.n.updates) * 6151 + 0x7a11);
+    // The self-play and target networks only infer (eval mode, no gradients): with batch norms
+    // folded into the convolutions they skip the normalization passes (refolded after each copy).
+    l_.actor.setFoldedInference(true);
+    l_.target.setFoldedInference(true);
     if (const auto legal = envs_.front()->legalActions(); int(legal.size()) < A_) legal_.assign(size_t(cfg.numEnvs), legal);
     actRng_.seed(cfg.seed + uint64_t(l_.n.envSteps) * 104729 + 3 + uint64_t(rank_) * 0x2545f491);
     obsBuf_.resize(size_t(cfg.numEnvs * stackNumel_));
@@ -883,6 +892,14 @@ Batch Trainer::sampleBatch(const std::vector<rl::SampledPosition>& positions) {
             g.stackedInto(std::min(p.pos + k + 1, g.length()), stack_, buf_.nextObs.data() + (int64_t(b) * K + k) * stackNumel_);
         for (int idx : tg.back().valueIndex)
             if (idx >= 0) boot.emplace_back(p.game, idx);
+    }
+    if (cfg_.reanalyzePolicyRatio > 0) {
+        PolicyReanalyzeOptions o;
+        o.ratio = cfg_.reanalyzePolicyRatio;
+        o.stack = stack_;
+        o.policyTarget = cfg_.policyTarget;
+        if (!legal_.empty()) o.legalActions = legal_.front();
+        reanalyzePolicyTargets(l_.target, *reanalyzeMcts_, l_.replay, positions, tg, o);
     }
     return assembleBatch(positions, tg, reanalyze(boot));
 }

@@ -51,6 +51,11 @@ struct TrainConfig {
     // distribution) or "completed_q" (SearchResult::improvedPolicies, Gumbel MuZero). In a
     // 15-minute breakout run completed_q drove self-play onto one action (docs/rl.md).
     std::string policyTarget = "visits";
+    // EfficientZero's policy reanalyze (reanalyze.h): the fraction of each batch's samples whose
+    // policy targets come from a fresh search with the target network instead of the stored
+    // visit distribution (the paper: 0.99). 0 = off: on this CPU a search of every unrolled step
+    // costs more than the update itself (docs/rl.md "Reanalyze").
+    double reanalyzePolicyRatio = 0;
     double lr = 0.1, lrFinal = 0.01;   // peak and final learning rate
     std::string lrSchedule = "cosine"; // "cosine" or "step" (x0.1 at 50% and 75%)
     int64_t warmupSteps = 200;         // linear warmup from 0 to lr
