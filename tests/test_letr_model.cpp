@@ -510,6 +510,36 @@ private Q_SLOTS:
         }
     }
 
+    // Inference on the CPU runs attention one (image, head) at a time on strided views, scaled
+    // inside the product (MultiheadAttentionImpl::forward); recording the weights takes the
+    // batched path. Both give the same outputs within float32 rounding, with a key padding mask
+    // (one image padded, the other not), an attention mask, and q = k (one fused projection).
+    void attentionPathsAgree() {
+        torch::manual_seed(11);
+        MultiheadAttention a(32, 4, 0.0);
+        a->eval();
+        for (auto& p : a->parameters()) p.data().uniform_(-0.5, 0.5);
+        auto x = torch::randn({2, 9, 32}), y = torch::randn({2, 7, 32}), v = torch::randn({2, 9, 32});
+        auto pad = torch::zeros({2, 9}, torch::kBool);
+        pad[1].narrow(0, 6, 3).fill_(true);
+        auto selfMask = torch::rand({9, 9}) > 0.7;
+        selfMask.fill_diagonal_(false);
+        torch::NoGradGuard ng;
+        auto both = [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& m, const torch::Tensor& am) {
+            a->captureWeights = false;
+            auto fast = a->forward(q, k, v, m, am);
+            a->captureWeights = true;
+            auto ref = a->forward(q, k, v, m, am);
+            a->captureWeights = false;
+            QCOMPARE(fast.sizes(), ref.sizes());
+            QVERIFY2(maxDiff(fast, ref) < 1e-5, qPrintable(QString::number(maxDiff(fast, ref))));
+        };
+        both(x, x, {}, {});
+        both(x, x, pad, selfMask);
+        both(y, x, pad, {});
+        both(y, x + 1.0, {}, {});
+    }
+
     // A batch of images of different sizes gives each image the same result as running it alone.
     void batchEqualsSingle() {
         torch::NoGradGuard ng;
