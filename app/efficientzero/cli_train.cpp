@@ -34,7 +34,7 @@ const char* kTrainUsage =
     "  --min-replay N           transitions before learning starts (default 1000)\n"
     "  --lr LR                  peak learning rate (default 0.1)\n"
     "  --max-episode-steps N    agent steps per episode (default 1000)\n"
-    "  --threads T              LibTorch threads (default 2)\n"
+    "  --threads T              LibTorch threads (default 1: the CPU network is too small to split)\n"
     "  --round-moves N          distributed: moves per self-play round (default 4)\n"
     "Distributed: rank 0 is the learner (replay, updates, files); every other rank plays\n"
     "--envs games with the weights the learner broadcasts and sends it the finished games.\n";
@@ -72,7 +72,10 @@ int trainEfficientZero(const std::vector<std::string>& args) {
     const auto cfg = efficientzero::TrainConfig::fromJson(j);
     const std::string out = a.require("--out");
     if (a.has("--resume")) train::resumeFrom(out + "/state.h5", true);   // the note when there is none yet
-    const long long threads = a.getInt("--threads", 2);
+    // One thread by default: the CPU network's ops are too small to split, and on the 2-core
+    // machine two intra-op threads spun: a 100-update pellets run took 334 s of CPU against 26 s
+    // on one thread (docs/rl.md "Learner profile", issue 52).
+    const long long threads = a.getInt("--threads", 1);
     if (threads < 1 || threads > 256) throw Error("--threads must be in 1..256");
     glimpse::setComputeThreads(int(threads));
 
