@@ -164,6 +164,14 @@ private Q_SLOTS:
         QCOMPARE(er.prototypeClusters.size(), size_t(5));
         QCOMPARE(er.prototypeModule, std::string("branch1.3"));
         QVERIFY(std::abs(er.accuracy - r.accuracies[1]) < 1e-9);
+        // 5 classes of 6 images: later episodes reuse the features of images met in earlier
+        // ones; every episode still gets the accuracy of the model's own logits on it alone.
+        auto small = std::make_shared<data::ProceduralFewShotDataset>(0, 80, 5, 6, 32);
+        data::EpisodeSampler smallSampler(small, "small");
+        auto rs = evaluateFewShot(model, smallSampler, spec, 4, 5);
+        for (int64_t e = 0; e < 4; ++e)
+            QVERIFY(std::abs(runEpisode(model, *small, spec, smallSampler.sample(spec, 5, e)).accuracy -
+                             rs.accuracies[size_t(e)]) < 1e-9);
         double mean = (r.accuracies[0] + r.accuracies[1] + r.accuracies[2]) / 3;
         QVERIFY(std::abs(r.mean - mean) < 1e-9);
         QVERIFY(std::abs(r.ci95 - data::confidence95(r.accuracies)) < 1e-12);

@@ -48,7 +48,9 @@ struct FewShotResult {
 // way of each query (way-major, as episode.query) and its accuracy (what `accuracies` holds).
 using EpisodeFn = std::function<void(int64_t, const data::Episode&, const std::vector<int64_t>&, double)>;
 
-// Episodes 0..episodes-1 of `seed` from `sampler`. `progress(done, total)` after each episode;
+// Episodes 0..episodes-1 of `seed` from `sampler`. Each image's test-time features are
+// computed once and reused by later episodes (the same logits as fewShotLogits per episode, up
+// to float rounding: in eval mode an image's features do not depend on its batch). `progress(done, total)` after each episode;
 // `cancelled()` is polled between episodes; `onEpisode` gets each episode as evaluated.
 FewShotResult evaluateFewShot(ConstellationModel& model, const data::EpisodeSampler& sampler,
                               const data::EpisodeSpec& spec, int64_t episodes, uint64_t seed,
