@@ -7,12 +7,15 @@
 # markdown table.
 #
 # usage: tools/constellation_study.sh [--out DIR] [--data SPEC] [--backbones conv4,resnet12]
-#                                     [--seeds 0,1,2] [--models baseline,constellation]
+#                                     [--seeds 0,1,2] [--models baseline,constellation,baseline-mb]
 #                                     [--steps N] [--batch B] [--episodes E] [--jobs J]
 #                                     [--glimpse BIN] [--no-eval] [--table-only]
 #   --out DIR        runs and results (default runs/constellation_study): DIR/<backbone>/s<seed>/<model>/
 #                    (run.h5, model.h5, eval.json, log.txt), DIR/table.md
 #   --data SPEC      few-shot data spec (default composition: colour carries no class information)
+#   --models M       baseline, constellation (default both) and the ablation baseline-mb (the
+#                    multi-branch model without constellation modules: branch 2's prototypical
+#                    loss without the modules)
 #   --steps N        training steps per run (default 300), batch B (default 32) images per step
 #   --episodes E     evaluation episodes per shot count (default 600)
 #   --jobs J         runs at the same time (default 2), each with 1 thread under nice -n 19
@@ -49,7 +52,7 @@ while [ $# -gt 0 ]; do
     --glimpse) bin=$2; shift 2 ;;
     --no-eval) no_eval=1; shift ;;
     --table-only) table_only=1; shift ;;
-    -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "constellation_study.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -79,6 +82,7 @@ run_one() {
 EOF
         local flag=--baseline resume=
         [ "$model" = constellation ] && flag=--multi-branch
+        [ "$model" = baseline-mb ] && flag="--baseline --multi-branch"
         [ -f "$dir/checkpoint.h5" ] && resume=--resume
         echo "[$(date -u +%H:%M:%S)] train $backbone seed $seed $model"
         /usr/bin/time -f "train cpu %U+%S s wall %e s" nice -n 19 "$bin" train constellation --data "$data" \

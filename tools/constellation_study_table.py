@@ -56,6 +56,39 @@ def fmt(v, ci):
     return "%.2f ± %.2f" % (v, ci)
 
 
+def ablation_table(bdir, seeds, costs):
+    """The multi-branch model without constellation modules (baseline-mb), when it was run."""
+    rows, diffs = [], {1: ([], []), 5: ([], [])}
+    for s in seeds:
+        a = read_run(os.path.join(bdir, s, "baseline-mb"))
+        if not a:
+            continue
+        costs["baseline-mb"].append(a)
+        b = read_run(os.path.join(bdir, s, "baseline"))
+        c = read_run(os.path.join(bdir, s, "constellation"))
+        for k in (1, 5):
+            if k not in a["acc"]:
+                continue
+            vs = lambda r: "%+.2f%s" % (a["acc"][k] - r["acc"][k], " (disjoint)" if abs(a["acc"][k] - r["acc"][k]) >
+                                         a["ci"][k] + r["ci"][k] else "") if r and k in r["acc"] else "missing"
+            rows.append("| %s | %d | %s | %s | %s |" % (s[1:], k, fmt(a["acc"][k], a["ci"][k]), vs(b), vs(c)))
+            if b and c and k in b["acc"] and k in c["acc"]:
+                diffs[k][0].append(a["acc"][k] - b["acc"][k])
+                diffs[k][1].append(a["acc"][k] - c["acc"][k])
+    for k in (1, 5):
+        db, dc = diffs[k]
+        if len(db) >= 2:
+            mean = lambda v: sum(v) / len(v)
+            rows.append("| mean of %d | %d | | %+.2f ± %.2f | %+.2f ± %.2f |" % (len(db), k, mean(db), seed_ci(db), mean(dc),
+                                                                            seed_ci(dc)))
+    if rows:
+        print("Ablation: the multi-branch model without constellation modules (`--baseline --multi-branch`).\n")
+        print("| seed | shots | multi-branch baseline | minus baseline | minus ConstellationNet |")
+        print("|---|---|---|---|---|")
+        print("\n".join(rows))
+        print()
+
+
 def main():
     out, data, steps, batch = sys.argv[1:5]
     print("5-way accuracy (%%) on the novel classes of `%s`, 600 episodes per cell (15 queries per class), "
@@ -69,7 +102,7 @@ def main():
         print("| seed | shots | ProtoNet baseline | ConstellationNet | difference | intervals disjoint |")
         print("|---|---|---|---|---|---|")
         per = {1: ([], [], []), 5: ([], [], [])}
-        costs = {"baseline": [], "constellation": []}
+        costs = {"baseline": [], "constellation": [], "baseline-mb": []}
         for s in seeds:
             b = read_run(os.path.join(bdir, s, "baseline"))
             c = read_run(os.path.join(bdir, s, "constellation"))
@@ -102,6 +135,7 @@ def main():
             print("| mean of %d | %d | %s | %s | %+.2f ± %.2f | %s |" % (n, k, fmt(mb, seed_ci(bs)), fmt(mc, seed_ci(cs)), md,
                                                                      cid, verdict))
         print()
+        ablation_table(bdir, seeds, costs)
         for name, runs in costs.items():
             if not runs:
                 continue
