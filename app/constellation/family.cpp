@@ -19,8 +19,8 @@ ModelFamily constellationFamily() {
     f.defaultCheckpoint = "constellation_demo.h5";
     f.trainer = constellationRunner();
     f.training = {"ConstellationNet (few-shot)", "", "procedural",
-                  "procedural[:SEED], fashion-mnist[:DIR] or a mini-ImageNet-style folder (train/ val/ test/ class "
-                  "folders)"};
+                  "procedural[:SEED], composition[:SEED], fashion-mnist[:DIR] or a mini-ImageNet-style folder "
+                  "(train/ val/ test/ class folders)"};
     f.training.preview = constellationTrainingPreview;
     f.training.losses = {"loss/train", "loss/*"};
     f.training.metrics = {"val/acc", "val/ci95", "train/acc", "val/*"};

@@ -212,8 +212,8 @@ void ConstellationInspector::buildViewControls(QFormLayout* form) {
     relationMsg_->hide();
     form->addRow(relationMsg_);
     data_ = new QLineEdit(kDefaultData, this);
-    data_->setToolTip("Few-shot dataset for the gallery and episodes: procedural[:SEED], fashion-mnist[:DIR] or a "
-                      "mini-ImageNet-style folder (train/ val/ test/ class folders)");
+    data_->setToolTip("Few-shot dataset for the gallery and episodes: procedural[:SEED], composition[:SEED], "
+                      "fashion-mnist[:DIR] or a mini-ImageNet-style folder (train/ val/ test/ class folders)");
     form->addRow("Data", data_);
 }
 
