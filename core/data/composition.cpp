@@ -199,44 +199,13 @@ cv::Mat renderCompositionFewShot(uint64_t seed, int64_t cls, int64_t sample, int
 
 CompositionFewShotDataset::CompositionFewShotDataset(uint64_t seed, int64_t firstClass, int64_t count,
                                                      int64_t samplesPerClass, int imageSize)
-    : seed_(seed), first_(firstClass), count_(count), perClass_(samplesPerClass), size_(imageSize) {
-    const std::string what = "composition few-shot dataset: ";
-    if (firstClass < 0) throw Error(what + "first class " + std::to_string(firstClass) + " is negative");
-    if (count < 1) throw Error(what + std::to_string(count) + " classes (need at least 1)");
-    if (samplesPerClass < 1)
-        throw Error(what + std::to_string(samplesPerClass) + " samples per class (need at least 1)");
-    if (imageSize < 8 || imageSize > 1024)
-        throw Error(what + "image size " + std::to_string(imageSize) + " is outside 8..1024");
+    : RenderedFewShotDataset("composition", renderCompositionFewShot, seed, firstClass, count, samplesPerClass,
+                             imageSize) {
     for (int64_t k = 0; k < count; ++k) {
         char id[32];
-        std::snprintf(id, sizeof id, "comp-%03lld", static_cast<long long>(first_ + k));
+        std::snprintf(id, sizeof id, "comp-%03lld", static_cast<long long>(firstClass + k));
         classNames_.push_back(id);
     }
-}
-
-void CompositionFewShotDataset::check(int64_t index) const {
-    if (index < 0 || index >= size())
-        throw Error(describe() + ": index " + std::to_string(index) + " out of range (size " +
-                    std::to_string(size()) + ")");
-}
-
-ClassSample CompositionFewShotDataset::get(int64_t index) const {
-    check(index);
-    ClassSample s;
-    s.label = index / perClass_;
-    s.image = renderCompositionFewShot(seed_, first_ + s.label, index % perClass_, size_);
-    return s;
-}
-
-int64_t CompositionFewShotDataset::labelOf(int64_t index) const {
-    check(index);
-    return index / perClass_;
-}
-
-std::string CompositionFewShotDataset::describe() const {
-    return "composition few-shot (seed " + std::to_string(seed_) + ", classes " + std::to_string(first_) + "-" +
-           std::to_string(first_ + count_ - 1) + ": " + std::to_string(count_) + " x " + std::to_string(perClass_) +
-           " images " + std::to_string(size_) + "x" + std::to_string(size_) + ")";
 }
 
 } // namespace glimpse::data

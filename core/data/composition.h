@@ -19,7 +19,7 @@
 
 #include <opencv2/core.hpp>
 
-#include "core/data/classification.h"
+#include "core/data/rendered_fewshot.h"
 
 namespace glimpse::data {
 
@@ -37,21 +37,11 @@ cv::Mat renderCompositionFewShot(uint64_t seed, int64_t cls, int64_t sample, int
 // Classes [firstClass, firstClass + count), samplesPerClass images each, rendered on get().
 // Index i is sample i % samplesPerClass of class firstClass + i / samplesPerClass, relabelled
 // 0..count-1; class names "comp-017" (the family's class id).
-class CompositionFewShotDataset : public ClassificationDataset {
+class CompositionFewShotDataset : public RenderedFewShotDataset {
 public:
     // Throws Error for firstClass < 0, count < 1, samplesPerClass < 1 or imageSize outside 8..1024.
     CompositionFewShotDataset(uint64_t seed, int64_t firstClass, int64_t count, int64_t samplesPerClass = 600,
                               int imageSize = 32);
-    int64_t size() const override { return count_ * perClass_; }
-    ClassSample get(int64_t index) const override;
-    int64_t labelOf(int64_t index) const override;
-    std::string describe() const override;
-
-private:
-    void check(int64_t index) const;
-    uint64_t seed_;
-    int64_t first_, count_, perClass_;
-    int size_;
 };
 
 } // namespace glimpse::data

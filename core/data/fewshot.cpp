@@ -257,48 +257,57 @@ cv::Mat renderProceduralFewShot(uint64_t seed, int64_t cls, int64_t sample, int 
     return compositeSample(r, background(r, w), fg, mask, size);
 }
 
-// ---- ProceduralFewShotDataset -------------------------------------------------------------
+// ---- RenderedFewShotDataset -------------------------------------------------------------
 
-ProceduralFewShotDataset::ProceduralFewShotDataset(uint64_t seed, int64_t firstClass, int64_t count,
-                                                   int64_t samplesPerClass, int imageSize)
-    : seed_(seed), first_(firstClass), count_(count), perClass_(samplesPerClass), size_(imageSize) {
-    if (firstClass < 0) throw Error("procedural few-shot dataset: first class " + std::to_string(firstClass) + " is negative");
-    if (count < 1) throw Error("procedural few-shot dataset: " + std::to_string(count) + " classes (need at least 1)");
+RenderedFewShotDataset::RenderedFewShotDataset(std::string family, Render render, uint64_t seed, int64_t firstClass,
+                                               int64_t count, int64_t samplesPerClass, int imageSize)
+    : family_(std::move(family)), render_(render), seed_(seed), first_(firstClass), count_(count),
+      perClass_(samplesPerClass), size_(imageSize) {
+    const std::string what = family_ + " few-shot dataset: ";
+    if (firstClass < 0) throw Error(what + "first class " + std::to_string(firstClass) + " is negative");
+    if (count < 1) throw Error(what + std::to_string(count) + " classes (need at least 1)");
     if (samplesPerClass < 1)
-        throw Error("procedural few-shot dataset: " + std::to_string(samplesPerClass) +
-                    " samples per class (need at least 1)");
+        throw Error(what + std::to_string(samplesPerClass) + " samples per class (need at least 1)");
     if (imageSize < 8 || imageSize > 1024)
-        throw Error("procedural few-shot dataset: image size " + std::to_string(imageSize) + " is outside 8..1024");
-    for (int64_t k = 0; k < count; ++k) {
-        char id[32];
-        std::snprintf(id, sizeof id, "proc-%03lld-", static_cast<long long>(first_ + k));
-        classNames_.push_back(id + proceduralFewShotKind(seed, first_ + k));
-    }
+        throw Error(what + "image size " + std::to_string(imageSize) + " is outside 8..1024");
 }
 
-void ProceduralFewShotDataset::check(int64_t index) const {
+void RenderedFewShotDataset::check(int64_t index) const {
     if (index < 0 || index >= size())
         throw Error(describe() + ": index " + std::to_string(index) + " out of range (size " +
                     std::to_string(size()) + ")");
 }
 
-ClassSample ProceduralFewShotDataset::get(int64_t index) const {
+ClassSample RenderedFewShotDataset::get(int64_t index) const {
     check(index);
     ClassSample s;
     s.label = index / perClass_;
-    s.image = renderProceduralFewShot(seed_, first_ + s.label, index % perClass_, size_);
+    s.image = render_(seed_, first_ + s.label, index % perClass_, size_);
     return s;
 }
 
-int64_t ProceduralFewShotDataset::labelOf(int64_t index) const {
+int64_t RenderedFewShotDataset::labelOf(int64_t index) const {
     check(index);
     return index / perClass_;
 }
 
-std::string ProceduralFewShotDataset::describe() const {
-    return "procedural few-shot (seed " + std::to_string(seed_) + ", classes " + std::to_string(first_) + "-" +
+std::string RenderedFewShotDataset::describe() const {
+    return family_ + " few-shot (seed " + std::to_string(seed_) + ", classes " + std::to_string(first_) + "-" +
            std::to_string(first_ + count_ - 1) + ": " + std::to_string(count_) + " x " + std::to_string(perClass_) +
            " images " + std::to_string(size_) + "x" + std::to_string(size_) + ")";
+}
+
+// ---- ProceduralFewShotDataset -------------------------------------------------------------
+
+ProceduralFewShotDataset::ProceduralFewShotDataset(uint64_t seed, int64_t firstClass, int64_t count,
+                                                   int64_t samplesPerClass, int imageSize)
+    : RenderedFewShotDataset("procedural", renderProceduralFewShot, seed, firstClass, count, samplesPerClass,
+                             imageSize) {
+    for (int64_t k = 0; k < count; ++k) {
+        char id[32];
+        std::snprintf(id, sizeof id, "proc-%03lld-", static_cast<long long>(firstClass + k));
+        classNames_.push_back(id + proceduralFewShotKind(seed, firstClass + k));
+    }
 }
 
 // ---- ClassSubsetDataset -------------------------------------------------------------------
@@ -433,6 +442,14 @@ uint64_t parseSeed(const std::string& spec, const std::string& text) {
     }
 }
 
+// A generated family's base, val and novel splits: consecutive class ranges, 600 images a class.
+template <class Dataset>
+void fillRenderedSplits(FewShotSplits& s, uint64_t seed, int64_t base, int64_t val, int64_t novel) {
+    s.base = std::make_shared<Dataset>(seed, 0, base, 600, s.imageSize);
+    s.val = std::make_shared<Dataset>(seed, base, val, 600, s.imageSize);
+    s.novel = std::make_shared<Dataset>(seed, base + val, novel, 600, s.imageSize);
+}
+
 } // namespace
 
 FewShotSplits openFewShotDataset(const std::string& spec, int imageSize) {
@@ -443,20 +460,14 @@ FewShotSplits openFewShotDataset(const std::string& spec, int imageSize) {
     s.imageSize = imageSize;
     if (spec == "procedural" || spec.rfind("procedural:", 0) == 0) {
         const uint64_t seed = spec == "procedural" ? 0 : parseSeed(spec, spec.substr(11));
-        s.base = std::make_shared<ProceduralFewShotDataset>(seed, 0, kProceduralBaseClasses, 600, imageSize);
-        s.val = std::make_shared<ProceduralFewShotDataset>(seed, kProceduralBaseClasses, kProceduralValClasses, 600,
-                                                           imageSize);
-        s.novel = std::make_shared<ProceduralFewShotDataset>(
-            seed, kProceduralBaseClasses + kProceduralValClasses, kProceduralNovelClasses, 600, imageSize);
+        fillRenderedSplits<ProceduralFewShotDataset>(s, seed, kProceduralBaseClasses, kProceduralValClasses,
+                                                     kProceduralNovelClasses);
         return s;
     }
     if (spec == "composition" || spec.rfind("composition:", 0) == 0) {
         const uint64_t seed = spec == "composition" ? 0 : parseSeed(spec, spec.substr(12));
-        s.base = std::make_shared<CompositionFewShotDataset>(seed, 0, kCompositionBaseClasses, 600, imageSize);
-        s.val = std::make_shared<CompositionFewShotDataset>(seed, kCompositionBaseClasses, kCompositionValClasses, 600,
-                                                            imageSize);
-        s.novel = std::make_shared<CompositionFewShotDataset>(
-            seed, kCompositionBaseClasses + kCompositionValClasses, kCompositionNovelClasses, 600, imageSize);
+        fillRenderedSplits<CompositionFewShotDataset>(s, seed, kCompositionBaseClasses, kCompositionValClasses,
+                                                      kCompositionNovelClasses);
         return s;
     }
     if (spec == "fashion-mnist" || spec.rfind("fashion-mnist:", 0) == 0) {

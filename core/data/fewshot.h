@@ -32,6 +32,7 @@
 #include <opencv2/core.hpp>
 
 #include "core/data/classification.h"
+#include "core/data/rendered_fewshot.h"
 
 namespace glimpse::data {
 
@@ -64,25 +65,11 @@ cv::Mat renderProceduralFewShot(uint64_t seed, int64_t cls, int64_t sample, int 
 // each, rendered on get(). Index i is sample i % samplesPerClass of class
 // firstClass + i / samplesPerClass, relabelled 0..count-1; class names "proc-017-glyph"
 // (the family's class id and kind).
-class ProceduralFewShotDataset : public ClassificationDataset {
+class ProceduralFewShotDataset : public RenderedFewShotDataset {
 public:
-    // Throws Error for firstClass < 0, count < 1, samplesPerClass < 1 or imageSize < 8.
+    // Throws Error for firstClass < 0, count < 1, samplesPerClass < 1 or imageSize outside 8..1024.
     ProceduralFewShotDataset(uint64_t seed, int64_t firstClass, int64_t count, int64_t samplesPerClass = 600,
                              int imageSize = 32);
-    int64_t size() const override { return count_ * perClass_; }
-    ClassSample get(int64_t index) const override;
-    int64_t labelOf(int64_t index) const override;
-    std::string describe() const override;
-    uint64_t seed() const { return seed_; }
-    int64_t firstClass() const { return first_; }
-    int64_t samplesPerClass() const { return perClass_; }
-    int imageSize() const { return size_; }
-
-private:
-    void check(int64_t index) const;
-    uint64_t seed_;
-    int64_t first_, count_, perClass_;
-    int size_;
 };
 
 // ---- class subsets ------------------------------------------------------------------------
