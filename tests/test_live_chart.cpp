@@ -47,6 +47,40 @@ QImage drawn(LiveChart& c) {
     return img;
 }
 
+// Per pixel column of [xr.x(), xr.y()] (cols columns): the first, lowest, highest and last row
+// whose x falls in it, by a brute-force scan (the last column takes every row left).
+QVector<QPointF> bruteForceDecimation(const QVector<QPointF>& pts, QPointF xr, int cols) {
+    const double dx = (xr.y() - xr.x()) / cols;
+    QVector<QPointF> ref;
+    int i = 0;
+    for (int col = 0; col < cols; ++col) {
+        const double edge = xr.x() + (col + 1) * dx;
+        int b = i;
+        while (b < pts.size() && (col == cols - 1 || pts[b].x() < edge)) ++b;
+        if (b == i) continue;
+        double lo = pts[i].y(), hi = lo;
+        for (int j = i; j < b; ++j) lo = std::min(lo, pts[j].y()), hi = std::max(hi, pts[j].y());
+        ref.push_back(pts[i]);
+        if (b - i > 1) {
+            const double mid = 0.5 * (pts[i].x() + pts[b - 1].x());
+            ref << QPointF(mid, lo) << QPointF(mid, hi) << pts[b - 1];
+        }
+        i = b;
+    }
+    return ref;
+}
+
+// A noisy decaying loss with rare spikes, rows [first, first + n).
+QVector<QPointF> lossRows(int first, int n) {
+    QVector<QPointF> rows;
+    rows.reserve(n);
+    for (int i = first; i < first + n; ++i) {
+        const double noise = std::sin(i * 12.9898) * 43758.5453;
+        rows.push_back({double(i), 1.0 / (1 + i * 1e-4) * (1 + 0.1 * (noise - std::floor(noise))) + (i % 9973 == 7 ? 5 : 0)});
+    }
+    return rows;
+}
+
 // The grouping of the Training view, as a plain function: losses, then validation, then the rest.
 ChartGrid::Placement threeGroups(const QString& s) {
     if (s.startsWith("loss")) return {0, "Losses", s == "loss/total" ? 0 : 1};
@@ -165,6 +199,119 @@ private Q_SLOTS:
             c.draw(p, img.rect());   // the smoothed line's paint reuses the cached bounds
             QCOMPARE(c.shownPoints(0), ref);
         }
+    }
+
+    // Following a live run: its line is live, so the x axis ends past the last row and holds
+    // still while rows arrive; a refresh then re-decimates only the line's last pixel columns,
+    // not every column (what each refresh of every chart did when the axis ended at the last
+    // row), and what is drawn is exactly what a chart fed every row at once draws.
+    void liveLineRedecimatesOnlyItsTail() {
+        LiveChart c("loss/total");
+        c.resize(600, 300);
+        c.setSmoothing(0.6);
+        c.setLineLive(0, true);
+        const int n0 = 203000;   // the axis ends at 220000 (a spacing of 20000)
+        c.appendPoints(0, lossRows(0, n0));
+        const QPointF xr0 = c.xRange();
+        QCOMPARE(xr0.x(), 0.0);
+        QVERIFY2(xr0.y() > n0 - 1 && xr0.y() <= (n0 - 1) * (1 + 1.0 / 8) + 1, qPrintable(QString::number(xr0.y())));
+        drawn(c);
+        const int cols = int(std::ceil(c.plotRect().width()));
+        const LiveChart::DecimationStats s0 = c.decimationStats();
+        QCOMPARE(s0.full, 2);   // the raw and the smoothed line
+        int n = n0, axisChanges = 0;
+        QPointF xr = xr0;
+        for (int refresh = 0; refresh < 100; ++refresh) {   // 100 refreshes of 50 rows
+            c.appendPoints(0, lossRows(n, 50));
+            n += 50;
+            axisChanges += c.xRange() != xr;
+            xr = c.xRange();
+            drawn(c);
+        }
+        const LiveChart::DecimationStats s1 = c.decimationStats();
+        QCOMPARE(axisChanges, 0);
+        QCOMPARE(s1.full - s0.full, 2 * axisChanges);
+        QCOMPARE(s1.incremental - s0.incremental, 2 * (100 - axisChanges));
+        // Each incremental paint computes the last row's column and the new rows' (50 rows are a
+        // fraction of a column here: one or two columns), a full one every column.
+        QVERIFY2(s1.columns - s0.columns <= qint64(2 * axisChanges * cols + 2 * 100 * 3),
+                 qPrintable(QString::number(s1.columns - s0.columns)));
+        // A paint without new rows computes nothing.
+        drawn(c);
+        QCOMPARE(c.decimationStats().columns, s1.columns);
+        // Still exactly the first, lowest, highest and last row per column, raw and smoothed.
+        QCOMPARE(c.shownPoints(0), bruteForceDecimation(c.points(0), c.xRange(), cols));
+        LiveChart fresh("loss/total");
+        fresh.resize(600, 300);
+        fresh.setSmoothing(0.6);
+        fresh.setLineLive(0, true);
+        fresh.appendPoints(0, c.points(0));
+        QCOMPARE(fresh.xRange(), c.xRange());
+        QVERIFY(drawn(fresh) == drawn(c));
+        // The run ended: the axis ends at its last row again.
+        c.setLineLive(0, false);
+        QCOMPARE(c.xRange(), QPointF(0, n - 1));
+
+        // The axis grows geometrically: a run growing from step 1000 to 1,000,000 one row per
+        // refresh (2000 refreshes) moves it at most once per 5% of growth (log 1000 / log 1.05).
+        LiveChart g("loss/total");
+        g.resize(600, 300);
+        g.setLineLive(0, true);
+        g.appendPoints(0, {{0, 1.0}});
+        int moves = 0;
+        QPointF last;
+        for (int k = 0; k <= 2000; ++k) {
+            const double step = std::round(1000 * std::pow(1000.0, k / 2000.0));
+            if (step <= g.lastPoint(0).x()) continue;
+            g.appendPoints(0, {{step, 1.0}});
+            QVERIFY(g.xRange().y() > step);
+            moves += g.xRange() != last;
+            last = g.xRange();
+        }
+        QVERIFY2(moves >= 10 && moves <= 142, qPrintable(QString::number(moves)));
+    }
+
+    // In a grid, a refresh that appends to every chart re-decimates no chart in full while the
+    // axes hold still; appending to one chart past its axis' end rebuilds that chart only.
+    void gridRefreshesRebuildOnlyTheAffectedChart() {
+        ChartGrid g(nullptr, 2);
+        g.resize(900, 600);
+        const QStringList names{"loss/total", "loss/a", "val/b", "lr"};
+        for (const QString& nm : names) g.appendPoints(nm, 0, lossRows(0, 20500));   // axes end at 22000
+        g.setRunLive(0, true);
+        g.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&g));
+        g.grab();
+        QMap<QString, LiveChart::DecimationStats> before;
+        for (const QString& nm : names) {
+            QVERIFY(g.chart(nm)->lineLive(0));
+            before[nm] = g.chart(nm)->decimationStats();
+            QCOMPARE(before[nm].full, 1);
+        }
+        int n = 20500;
+        for (int refresh = 0; refresh < 20; ++refresh) {   // 20 x 20 rows: within the headroom
+            for (const QString& nm : names) g.appendPoints(nm, 0, lossRows(n, 20));
+            n += 20;
+            g.grab();
+        }
+        for (const QString& nm : names) {
+            QCOMPARE(g.chart(nm)->decimationStats().full, before[nm].full);
+            QCOMPARE(g.chart(nm)->decimationStats().incremental, before[nm].incremental + 20);
+        }
+        // One chart's rows pass its axis' end: that chart is rebuilt, the others are not touched.
+        const double end = g.chart("loss/a")->xRange().y();
+        QVector<QPointF> past;
+        for (int i = n; i <= int(end) + 10; ++i) past.push_back({double(i), 0.5});
+        g.appendPoints("loss/a", 0, past);
+        g.grab();
+        QVERIFY(g.chart("loss/a")->xRange().y() > end);
+        QCOMPARE(g.chart("loss/a")->decimationStats().full, before["loss/a"].full + 1);
+        for (const QString& nm : {QString("loss/total"), QString("val/b"), QString("lr")})
+            QCOMPARE(g.chart(nm)->decimationStats().full, before[nm].full);
+        // A run that is no longer live: tight axes again.
+        g.setRunLive(0, false);
+        QVERIFY(!g.chart("lr")->lineLive(0));
+        QCOMPARE(g.chart("lr")->xRange(), QPointF(0, n - 1));
     }
 
     // The pyramid's min/max of any range equals a brute-force scan, also while it grows.

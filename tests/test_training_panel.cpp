@@ -444,6 +444,9 @@ private Q_SLOTS:
         QCOMPARE(points(panel, "loss/total", 0), 12);
         QCOMPARE(points(panel, "lr", 0), 1);
         QCOMPARE(panel.charts()->chart("loss/total")->lastPoint(0), QPointF(11, 1.0 / 12));
+        // A running run's lines are live: the x axis ends past the last step (headroom).
+        QVERIFY(panel.charts()->chart("loss/total")->lineLive(0));
+        QVERIFY(panel.charts()->chart("loss/total")->xRange().y() > 11);
 
         child.write("go\n");
         QVERIFY(turn("done"));
@@ -453,6 +456,8 @@ private Q_SLOTS:
         panel.pollNow();   // the final file replaced the live one
         QCOMPARE(panel.runStatus(0), QString("finished"));
         QCOMPARE(points(panel, "loss/total", 0), 12);
+        QVERIFY(!panel.charts()->chart("loss/total")->lineLive(0));   // finished: the axis ends at the last step
+        QCOMPARE(panel.charts()->chart("loss/total")->xRange(), QPointF(0, 11));
     }
 
     // A distributed run's log (rank 0's): the run list names its world size, the progress line

@@ -250,18 +250,28 @@ ChartRows ChartRows::prepare(std::vector<double>&& steps, std::vector<double>&& 
 struct LiveChart::Line : ChartRows {
     const std::vector<double>& values(bool smoothed) const { return smoothed && s.size() == y.size() ? s : y; }
     const MinMaxPyramid& pyramid(bool smoothed) const { return smoothed && s.size() == y.size() ? ps : py; }
-    // The rows of each pixel column as last computed (bounds[c] .. bounds[c + 1]), shared by the
-    // raw and the smoothed line of one paint; valid while the key below is unchanged.
-    std::vector<int> bounds;
-    struct BoundsKey {
-        double x0 = 0, x1 = 0, off = 0;
-        int cols = -1;
-        size_t n = 0;
-        XAxisMode mode = XAxisMode::Step;
-        bool operator==(const BoundsKey& o) const {
-            return x0 == o.x0 && x1 == o.x1 && off == o.off && cols == o.cols && n == o.n && mode == o.mode;
-        }
-    } boundsKey;
+    // The decimated line as last computed, for the raw (0) and the smoothed (1) values: valid
+    // for the same axis, width and values; rows appended since (a followed run) recompute only
+    // the columns from the one that held the last row.
+    struct Decimation {
+        struct Key {
+            double x0 = 0, x1 = 0, off = 0;
+            int cols = -1;
+            XAxisMode mode = XAxisMode::Step;
+            bool smoothed = false;
+            double w = 0;
+            bool operator==(const Key& o) const {
+                return x0 == o.x0 && x1 == o.x1 && off == o.off && cols == o.cols && mode == o.mode &&
+                       smoothed == o.smoothed && w == o.w;
+            }
+        } key;
+        size_t n = 0;               // the rows it was computed for
+        std::vector<int> bounds;    // the rows of column c: bounds[c] .. bounds[c + 1]
+        std::vector<int> outAt;     // where column c's points start in out
+        QVector<QPointF> out;
+        QVector<int> groups;
+    } dec[2];
+    void resetDecimation() { dec[0] = dec[1] = Decimation(); }
 };
 
 namespace {
@@ -418,7 +428,7 @@ void LiveChart::adoptRows(int run, ChartRows&& rows) {
     }
     Line& l = line(run);
     static_cast<ChartRows&>(l) = std::move(rows);
-    l.boundsKey = {};
+    l.resetDecimation();
     if (l.smoothing != smoothing_) {   // smoothed for another weight: again when drawn
         l.s.clear();
         l.ps.clear();
@@ -508,6 +518,13 @@ void LiveChart::setLineVisible(int run, bool visible) {
     update();
 }
 
+void LiveChart::setLineLive(int run, bool live) {
+    if (live == live_.contains(run)) return;
+    if (live) live_.insert(run);
+    else live_.remove(run);
+    update();
+}
+
 void LiveChart::setSmoothing(double w) {
     w = std::clamp(std::isfinite(w) ? w : 0.0, 0.0, 0.999);
     if (w == smoothing_) return;
@@ -587,9 +604,11 @@ LiveChart::Axes LiveChart::axes(const QRect& plot) const {
     a.plot = plot;
     a.log = logY_;
     double x0 = kInf, x1 = -kInf, y0 = kInf, y1 = -kInf, minPos = kInf;
+    bool live = false;
     for (const auto& [k, l] : *lines_) {
         if (hidden_.contains(k) || l.y.empty()) continue;
         if (xMode_ != XAxisMode::Step && !l.hasTime) continue;
+        live |= live_.contains(k);
         const size_t n = l.y.size();
         const double off = xMode_ == XAxisMode::WallTime ? starts_.value(k, 0.0) : 0.0;
         const auto& xs = xMode_ == XAxisMode::Step ? l.x : l.t;
@@ -609,6 +628,11 @@ LiveChart::Axes LiveChart::axes(const QRect& plot) const {
         const double pad = xMode_ == XAxisMode::Step ? 1.0 : 5.0;
         x0 -= pad;
         x1 += pad;
+    } else if (live) {
+        // Headroom past the last row: the next multiple of a spacing of 1/20 to 1/8 of the span
+        // (1, 2, 5 x 10^k), so the axis holds still while the run grows by that much.
+        const double g = xMode_ == XAxisMode::Step ? niceIntegerTickInterval(x1 - x0, 20) : niceTickInterval(x1 - x0, 20);
+        x1 = x0 + (std::floor((x1 - x0) / g) + 1) * g;
     }
     a.x0 = x0;
     a.x1 = x1;
@@ -664,10 +688,10 @@ QVector<QPointF> LiveChart::decimated(const Line& l, bool smoothed, const Axes& 
     const int n = int(l.y.size());
     if (n == 0 || a.empty) return out;
     if (xMode_ != XAxisMode::Step && !l.hasTime) return out;
-    int key = 0;
+    int run = 0;
     for (const auto& [k, ln] : *lines_)
-        if (&ln == &l) key = k;
-    const double off = xMode_ == XAxisMode::WallTime ? starts_.value(key, 0.0) : 0.0;
+        if (&ln == &l) run = k;
+    const double off = xMode_ == XAxisMode::WallTime ? starts_.value(run, 0.0) : 0.0;
     const auto& xs = xMode_ == XAxisMode::Step ? l.x : l.t;
     if (smoothed) smoothedLine(l);
     const auto& v = l.values(smoothed);
@@ -678,48 +702,74 @@ QVector<QPointF> LiveChart::decimated(const Line& l, bool smoothed, const Axes& 
         for (int i = 0; i < n; ++i) out.push_back({xs[size_t(i)] + off, v[size_t(i)]});
         return out;
     }
-    out.reserve(cols * 4);
-    // Row bounds of the columns, computed once for the raw and the smoothed line.
-    auto& ml = const_cast<Line&>(l);   // a cache of the paint: drawing state, not data
-    const Line::BoundsKey bk{a.x0, a.x1, off, cols, size_t(n), xMode_};
-    if (!(ml.boundsKey == bk)) {
-        ml.bounds.assign(size_t(cols) + 1, n);
+    // The cached columns: all of them for the same rows, those from the last row's column on
+    // for rows appended since (the columns before it hold the same rows on the same axis).
+    auto& d = const_cast<Line&>(l).dec[smoothed ? 1 : 0];   // a cache of the paint: drawing state, not data
+    const bool usesS = &v == &l.s;
+    const Line::Decimation::Key key{a.x0, a.x1, off, cols, xMode_, usesS, usesS ? l.smoothing : 0.0};
+    int from = 0;
+    if (d.key == key && d.n > 0 && d.n <= size_t(n) && d.bounds.size() == size_t(cols) + 1) {
+        if (d.n == size_t(n)) {
+            if (groups) *groups = d.groups;
+            return d.out;
+        }
+        from = int(std::upper_bound(d.bounds.begin(), d.bounds.end() - 1, int(d.n) - 1) - d.bounds.begin()) - 1;
+        from = std::clamp(from, 0, cols - 1);
+        const int cut = d.outAt[size_t(from)];
+        d.out.resize(cut);
+        while (!d.groups.isEmpty() && d.groups.back() >= cut) d.groups.removeLast();
+        ++stats_.incremental;
+    } else {
+        d.key = key;
+        d.bounds.assign(size_t(cols) + 1, n);
+        d.outAt.assign(size_t(cols) + 1, 0);
+        d.out.clear();
+        d.out.reserve(cols * 4);
+        d.groups.clear();
+        d.bounds[0] = int(std::lower_bound(xs.begin(), xs.end(), a.x0 - off) - xs.begin());
+        ++stats_.full;
+    }
+    d.n = size_t(n);
+    {
         const double dx = (a.x1 - a.x0) / cols;
         const double* x = xs.data();
-        int i = int(std::lower_bound(xs.begin(), xs.end(), a.x0 - off) - xs.begin());
-        ml.bounds[0] = i;
-        int width = 0;
-        for (int c = 0; c < cols; ++c) {
+        int i = d.bounds[size_t(from)];
+        int width = from > 0 ? d.bounds[size_t(from)] - d.bounds[size_t(from) - 1] : 0;
+        for (int c = from; c < cols; ++c) {
             const double edge = a.x0 + (c + 1) * dx - off;
             const int b = c == cols - 1 ? n : firstAtLeast(x, i, n, edge, i + width);
-            ml.bounds[size_t(c) + 1] = b;
+            d.bounds[size_t(c) + 1] = b;
             width = b - i;
             i = b;
         }
-        ml.boundsKey = bk;
     }
-    const std::vector<int>& bounds = l.bounds;
+    const std::vector<int>& bounds = d.bounds;
+    QVector<QPointF>& o = d.out;
     constexpr int kAhead = 4;   // columns prefetched ahead
-    for (int c = 0; c < std::min(kAhead, cols); ++c) pyr.prefetch(v.data(), bounds[size_t(c)], bounds[size_t(c) + 1]);
-    for (int c = 0; c < cols; ++c) {
+    for (int c = from; c < std::min(from + kAhead, cols); ++c) pyr.prefetch(v.data(), bounds[size_t(c)], bounds[size_t(c) + 1]);
+    for (int c = from; c < cols; ++c) {
         if (c + kAhead < cols) pyr.prefetch(v.data(), bounds[size_t(c + kAhead)], bounds[size_t(c + kAhead) + 1]);
+        d.outAt[size_t(c)] = int(o.size());
         const int i = bounds[size_t(c)], b = bounds[size_t(c) + 1];
         if (b <= i) continue;
+        ++stats_.columns;
         const auto [lo, hi] = pyr.range(v.data(), i, b);
         const double cx = xs[size_t(i)] + off;
-        if (groups) groups->push_back(int(out.size()));
-        out.push_back({cx, v[size_t(i)]});
+        d.groups.push_back(int(o.size()));
+        o.push_back({cx, v[size_t(i)]});
         if (b - i > 1) {
             const double ex = xs[size_t(b - 1)] + off;
             const double mid = 0.5 * (cx + ex);
             // Lowest and highest in x order of where they fall is not tracked; both are drawn at
             // the column's middle, which is the same pixel column.
-            out.push_back({mid, lo});
-            out.push_back({mid, hi});
-            out.push_back({ex, v[size_t(b - 1)]});
+            o.push_back({mid, lo});
+            o.push_back({mid, hi});
+            o.push_back({ex, v[size_t(b - 1)]});
         }
     }
-    return out;
+    d.outAt[size_t(cols)] = int(o.size());
+    if (groups) *groups = d.groups;
+    return o;
 }
 
 QVector<QPointF> LiveChart::shownPoints(int run) const {
@@ -928,7 +978,7 @@ void LiveChart::draw(QPainter& p, const QRect& r) const {
                 pen.setWidthF(1.6);
                 drawLine(p, it->second, a, smooth, pen);
             }
-        }
+                }
     p.restore();
     const QFontMetrics lfm(font());
     drawLegend(p, QRect(r.left() + 8, plot.bottom() + lfm.height() + 8, r.width() - 16,
@@ -1102,6 +1152,7 @@ void ChartGrid::clearAll() {
     for (LiveChart* c : charts_) delete c;
     charts_.clear();
     labels_.clear();
+    liveRuns_.clear();
     maximized_.clear();
     relayout();
 }
@@ -1314,10 +1365,20 @@ bool ChartGrid::setRunFilter(const QString& pattern) {
     return true;
 }
 
+void ChartGrid::setRunLive(int run, bool live) {
+    if (live == liveRuns_.contains(run)) return;
+    if (live) liveRuns_.insert(run);
+    else liveRuns_.remove(run);
+    for (LiveChart* c : charts_)
+        for (int k : c->runs())
+            if (runOf_(k) == run) c->setLineLive(k, live);
+}
+
 void ChartGrid::applyFilter(LiveChart* c) const {
     const QRegularExpression re(filter_, QRegularExpression::CaseInsensitiveOption);
     for (int k : c->runs()) {
         const int run = runOf_(k);
+        c->setLineLive(k, liveRuns_.contains(run));
         const QString label = labels_.contains(run) ? labels_.value(run) : c->runLabel(k);
         c->setLineVisible(k, filter_.isEmpty() || re.match(label).hasMatch());
     }

@@ -144,6 +144,22 @@ public:
     // Hidden lines are neither drawn nor counted for the axes (the run filter).
     void setLineVisible(int run, bool visible);
     bool lineVisible(int run) const { return !hidden_.contains(run); }
+    // A live line (its run is still being written) gives the x axis headroom: while a visible
+    // line is live, the axis ends past the last row, at the next multiple of a 1, 2, 5 x 10^k
+    // spacing of 1/20 to 1/8 of the span. So the axis moves only when the rows pass that end
+    // (every 5-12% of growth), not on every refresh, and each paint in between re-decimates
+    // only the last pixel column of a line (the columns before it are cached). Without live
+    // lines the axis spans the first to the last row.
+    void setLineLive(int run, bool live);
+    bool lineLive(int run) const { return live_.contains(run); }
+    // What the decimation cost so far: paints that computed every pixel column of a line
+    // (full), paints that extended a cached line from its last column (incremental), the pixel
+    // columns holding rows computed in all (a paint of unchanged rows computes none).
+    struct DecimationStats {
+        int full = 0, incremental = 0;
+        qint64 columns = 0;
+    };
+    DecimationStats decimationStats() const { return stats_; }
 
     void setSmoothing(double w);     // clamped to [0, 0.999]
     double smoothing() const { return smoothing_; }
@@ -209,6 +225,8 @@ private:
     QMap<int, QPair<QColor, Qt::PenStyle>> styles_;   // setLineStyle's overrides
     QMap<int, double> starts_;                        // setRunStart
     QSet<int> hidden_;
+    QSet<int> live_;
+    mutable DecimationStats stats_;
     double smoothing_ = 0;
     bool logY_ = false;
     XAxisMode xMode_ = XAxisMode::Step;
@@ -265,6 +283,8 @@ public:
     bool setRunFilter(const QString& pattern);
     // Which run a line key belongs to (the filter matches the run's label); default: itself.
     void setRunOf(std::function<int(int line)> f);
+    // The run is still being written: its lines give the x axes headroom (LiveChart::setLineLive).
+    void setRunLive(int run, bool live);
 
     // Export of the charts shown (not collapsed, not filtered out): PNG and SVG draw them in
     // their grid positions; CSV holds every row of every line (chart, line, step, wall time,
@@ -302,6 +322,7 @@ private:
     double smoothing_ = 0;
     XAxisMode xMode_ = XAxisMode::Step;
     QString filter_;
+    QSet<int> liveRuns_;
     std::function<int(int)> runOf_;
 };
 

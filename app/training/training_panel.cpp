@@ -729,6 +729,9 @@ void TrainingPanel::pollNow() {
                 charts_->setRunLabel(r->index, r->label);
             }
             appendRunPoints(*r, u.rows);
+            // A run still being written gives the x axes headroom (they then hold still for a
+            // while and a refresh re-decimates only each line's last pixel columns).
+            charts_->setRunLive(r->index, r->follower->status() == QLatin1String("running"));
             changed |= !u.rows.isEmpty();
             if (u.statusChanged || u.opened) listDirty = true;
             if (!r->error.isEmpty()) {
