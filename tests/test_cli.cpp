@@ -86,6 +86,39 @@ private Q_SLOTS:
         QVERIFY2(mine.split('\n').filter("Core:").last().contains("Haswell"), qPrintable(mine));
     }
 
+    // The thread runtimes wait without spinning (app/startup/passive_waiting.cpp): every
+    // executable, this test's included, starts with OMP_WAIT_POLICY=PASSIVE and
+    // OPENBLAS_THREAD_TIMEOUT=4 unless the user set them, and libgomp really uses them (its
+    // spin count, printed by OMP_DISPLAY_ENV=VERBOSE, is 0 only under the passive policy).
+    void runtimesWaitWithoutSpinning() {
+        const QProcessEnvironment outer = QProcessEnvironment::systemEnvironment();
+        if (!outer.contains("GLIMPSE_KEEP_WAITING")) {
+            if (!outer.contains("OMP_WAIT_POLICY")) QCOMPARE(qgetenv("OMP_WAIT_POLICY"), QByteArray("PASSIVE"));
+            if (!outer.contains("OPENBLAS_THREAD_TIMEOUT")) QCOMPARE(qgetenv("OPENBLAS_THREAD_TIMEOUT"), QByteArray("4"));
+        }
+        const auto display = [](const QStringList& unset, const QStringList& set) {
+            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+            for (const auto& k : unset) env.remove(k);
+            for (const auto& kv : set) env.insert(kv.section('=', 0, 0), kv.section('=', 1));
+            env.insert("OMP_DISPLAY_ENV", "VERBOSE");
+            QProcess p;
+            p.setProcessEnvironment(env);
+            p.start(GLIMPSE_EXE, {"--version"});
+            if (!p.waitForFinished(60000)) return QString("(timed out)");
+            return QString::fromUtf8(p.readAllStandardOutput() + p.readAllStandardError());
+        };
+        const QStringList ours = {"OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT", "GOMP_SPINCOUNT", "GLIMPSE_KEEP_WAITING"};
+        QString all = display(ours, {});
+        QVERIFY2(all.contains("glimpse " GLIMPSE_VERSION), qPrintable(all));
+        if (!all.contains("GOMP_SPINCOUNT")) QSKIP("LibTorch's OpenMP is not libgomp");
+        QVERIFY2(all.contains("GOMP_SPINCOUNT = '0'") && all.contains("OMP_WAIT_POLICY = 'PASSIVE'"), qPrintable(all));
+        // The user's choice is kept, and GLIMPSE_KEEP_WAITING turns the defaults off.
+        all = display(ours, {"OMP_WAIT_POLICY=ACTIVE"});
+        QVERIFY2(all.contains("OMP_WAIT_POLICY = 'ACTIVE'"), qPrintable(all));
+        all = display(ours, {"GLIMPSE_KEEP_WAITING=1"});
+        QVERIFY2(all.contains("glimpse " GLIMPSE_VERSION) && !all.contains("GOMP_SPINCOUNT = '0'"), qPrintable(all));
+    }
+
     // The headless build of the same commands (glimpse-headless; GLIMPSE_HEADLESS=ON builds it as
     // `glimpse`): the commands run, the GUI-only ones are absent and say why.
     void headlessBuild() {
