@@ -10,6 +10,7 @@
 #include <QPixmap>
 #include <QRegularExpression>
 #include <QScreen>
+#include <QSize>
 #include <QTabWidget>
 #include <QTimer>
 #include <iostream>
@@ -46,6 +47,10 @@ const char* kGuiOptions =
     "                     on it does; Esc brings the grid back), e.g. --chart loss/total\n"
     "  --screenshot PNG   once the first frame is drawn, save a screenshot of the window\n"
     "                     and quit (for checks under Xvfb)\n"
+    "  --maximized        open the window maximized: it fills the screen's available area, also\n"
+    "                     without a window manager (Xvfb), e.g. for a full-screen screenshot\n"
+    "  --window-size WxH  open the window W x H pixels large (default: its size when last closed,\n"
+    "                     else 1280x860), e.g. --window-size 1920x1080\n"
     "  --checkpoint C.h5  load this LETR checkpoint (default: letr_demo.h5 when installed; on the\n"
     "                     demo scene LETR then runs at once and the best line is selected)\n"
     "  --run-letr         run LETR on the opened image once the model is loaded\n"
@@ -113,6 +118,8 @@ struct GuiOptions {
     bool constellationEpisode = false;
     int step = -1;               // an episode: the step to show once it is open (-1: step 0)
     QString chart;               // --chart: the Training tab's chart to maximize
+    bool maximized = false;      // --maximized
+    QSize windowSize;            // --window-size (invalid: the saved or default size)
     ResultsLaunch results;       // a results file: pick, select, compare, inspect
 };
 
@@ -270,6 +277,17 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
         else if (c == "edges" || c == "edge") o.lineColour = LineColour::EdgeSupport;
         else throw OptionError{QStringLiteral("--line-colour: expected 'score' or 'edges', got '%1'").arg(p.value("line-colour"))};
     }
+    o.maximized = p.isSet("maximized");
+    if (p.isSet("window-size")) {
+        const QString v = p.value("window-size").trimmed();
+        const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("^(\\d{1,5})[xX](\\d{1,5})$")).match(v);
+        const int w = m.hasMatch() ? m.captured(1).toInt() : 0, h = m.hasMatch() ? m.captured(2).toInt() : 0;
+        if (w < 320 || h < 240 || w > 16384 || h > 16384)
+            throw OptionError{QStringLiteral("--window-size wants WxH in pixels (320x240 to 16384x16384), e.g. 1920x1080, got '%1'").arg(v)};
+        o.windowSize = QSize(w, h);
+    }
+    if (o.maximized && o.windowSize.isValid())
+        throw OptionError{QStringLiteral("--maximized and --window-size exclude each other: give one")};
     o.chart = p.value("chart");
     if (p.isSet("chart") && o.runs.isEmpty()) throw OptionError{QStringLiteral("--chart acts on a followed run: give --run RUN")};
     if (p.isSet("step")) {
@@ -292,6 +310,8 @@ void addOptions(QCommandLineParser& p) {
     p.addPositionalArgument("file", "Image, video or Glimpse file to open.");
     p.addOptions({{"demo", "Open the built-in demo scene."},
                   {"screenshot", "Save a screenshot once drawn, then quit.", "png"},
+                  {"maximized", "Open the window maximized."},
+                  {"window-size", "Open the window this large.", "WxH"},
                   {"run", "Follow a run log in the Training panel.", "run.h5"},
                   {"chart", "Maximize this chart of the Training tab.", "series"},
                   {"checkpoint", "LETR checkpoint to load.", "h5"},
@@ -557,6 +577,24 @@ void wireScreenshot(MainWindow& window, const GuiOptions& o, bool waitLetr) {
     kick->start(100);
 }
 
+// The window at --window-size, or maximized (--maximized), or as last closed. Without a window
+// manager (Xvfb) showMaximized() only sets the state and the window keeps its size, so the
+// window is first given the screen's available area, which a window manager then maximizes.
+void showWindow(QWidget& window, const GuiOptions& o) {
+    if (o.windowSize.isValid()) window.resize(o.windowSize);
+    if (!o.maximized) {
+        window.show();
+        if (o.windowSize.isValid() && window.size() != o.windowSize)   // below the panels' minimum, or past the screen
+            std::cerr << "glimpse: --window-size " << o.windowSize.width() << "x" << o.windowSize.height()
+                      << ": the window is " << window.width() << "x" << window.height() << " (its smallest is "
+                      << window.minimumSizeHint().width() << "x" << window.minimumSizeHint().height() << ")\n";
+        return;
+    }
+    if (QScreen* screen = window.screen() ? window.screen() : QGuiApplication::primaryScreen())
+        window.setGeometry(screen->availableGeometry());
+    window.showMaximized();
+}
+
 } // namespace
 
 std::string guiUsage() { return kGuiOptions; }
@@ -596,7 +634,7 @@ int runGui(int argc, char** argv) {
     QApplication::setApplicationVersion(GLIMPSE_VERSION);
 
     MainWindow window;
-    window.show();
+    showWindow(window, o);
     LetrInspector* letr = window.letrInspector();
     letr->setFlips(o.flips);
     letr->setLineColour(o.lineColour);

@@ -9,6 +9,7 @@
 #include <QImage>
 #include <QProcess>
 #include <QRegularExpression>
+#include <QScreen>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -201,6 +202,30 @@ private Q_SLOTS:
         r = glimpse({dir_.filePath("missing_model.h5"), "--screenshot", png});
         QVERIFY2(r.code == 1 && r.err.contains("missing_model.h5"), qPrintable(QString::number(r.code) + " " + r.err));
         QVERIFY(QFileInfo::exists(png));
+    }
+
+    // The window at a given size (--window-size WxH) or maximized (--maximized): the screenshot
+    // is that large; maximized it fills the screen's available area also without a window
+    // manager (this test's Xvfb has none). Bad sizes and both options together are refused.
+    void windowSizeAndMaximized() {
+        QString png = shot("size");
+        Result r = glimpse({"--run", runDir_, "--window-size", "1200x900", "--screenshot", png});
+        QVERIFY2(r.code == 0, qPrintable(QString::number(r.code) + " " + r.err));
+        QCOMPARE(QImage(png).size(), QSize(1200, 900));
+        // Below the panels' smallest window: the window is that, and says so.
+        r = glimpse({"--run", runDir_, "--window-size", "400x300", "--screenshot", shot("small")});
+        QVERIFY2(r.code == 0 && r.err.contains("--window-size 400x300: the window is"), qPrintable(r.err));
+        png = shot("maximized");
+        r = glimpse({"--run", runDir_, "--maximized", "--screenshot", png});
+        QVERIFY2(r.code == 0, qPrintable(QString::number(r.code) + " " + r.err));
+        const QSize screen = QGuiApplication::primaryScreen()->availableGeometry().size();
+        QCOMPARE(QImage(png).size(), screen);
+        for (const QString& bad : {QString("900"), QString("900x"), QString("10x10"), QString("0x700"), QString("axb")}) {
+            r = glimpse({"--window-size", bad});
+            QVERIFY2(r.code == 2 && r.err.contains("--window-size") && r.err.contains(bad), qPrintable(bad + ": " + r.err));
+        }
+        r = glimpse({"--maximized", "--window-size", "900x700"});
+        QVERIFY2(r.code == 2 && r.err.contains("exclude each other"), qPrintable(r.err));
     }
 
     // Item 7: the run log under either name, or its folder, for --run and as FILE.
