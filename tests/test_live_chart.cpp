@@ -366,6 +366,13 @@ private Q_SLOTS:
         QCOMPARE(c.xTickInterval(), 500.0);
         // Every tick lands on a whole step: the interval is an integer.
         QCOMPARE(std::fmod(c.xTickInterval(), 1.0), 0.0);
+        // A small chart (a maximized window's four columns) still has 3 or more labels: steps
+        // 0..60 at 20 apart (one per 90 px gave 50 apart: the single label "50").
+        LiveChart s("loss");
+        s.resize(300, 200);
+        s.appendPoints(0, {{0, 0.5}, {60, 0.3}});
+        QVERIFY(s.plotRect().width() < 270);
+        QCOMPARE(s.xTickInterval(), 20.0);
     }
 
     void overlayHasItsOwnStyleAndLegend() {

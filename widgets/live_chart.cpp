@@ -671,10 +671,15 @@ QPointF LiveChart::yRange() const {
     return a.log ? QPointF(std::pow(10.0, a.y0), std::pow(10.0, a.y1)) : QPointF(a.y0, a.y1);
 }
 
-double LiveChart::xTickInterval() const {
-    const Axes a = axes(plotIn(rect()));
-    return xMode_ == XAxisMode::Step ? niceIntegerTickInterval(a.x1 - a.x0) : timeTickInterval(a.x1 - a.x0);
+double LiveChart::xTickSpacing(const Axes& a) const {
+    // At least 3 ticks on a step axis (a 230 px plot of steps 0..60 got a spacing of 50: one
+    // label, "50"); step labels are narrow, time labels ("1 h 30 min") wider.
+    const double span = a.x1 - a.x0;
+    const int maxTicks = xMode_ == XAxisMode::Step ? std::max(3, int(a.plot.width() / 70)) : std::max(2, int(a.plot.width() / 90));
+    return xMode_ == XAxisMode::Step ? niceIntegerTickInterval(span, maxTicks) : std::max(timeTickInterval(span * 6 / maxTicks), 1.0);
 }
+
+double LiveChart::xTickInterval() const { return xTickSpacing(axes(plotIn(rect()))); }
 
 QPointF LiveChart::toPixel(double x, double y) const {
     const Axes a = axes(plotIn(rect()));
@@ -866,9 +871,7 @@ void LiveChart::drawAxes(QPainter& p, const Axes& a) const {
     }
     // x ticks
     const double span = a.x1 - a.x0;
-    const int maxTicks = std::max(2, int(a.plot.width() / 90));
-    const double iv = xMode_ == XAxisMode::Step ? niceIntegerTickInterval(span, maxTicks)
-                                                 : std::max(timeTickInterval(span * 6 / maxTicks), 1.0);
+    const double iv = xTickSpacing(a);
     double first = std::ceil(a.x0 / iv) * iv;
     if (xMode_ == XAxisMode::WallTime && iv >= 3600) {   // whole hours of local time
         const qint64 offset = QDateTime::fromSecsSinceEpoch(qint64(a.x0)).offsetFromUtc();

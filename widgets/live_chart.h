@@ -171,8 +171,9 @@ public:
     // Axis ranges as drawn (x in the axis' unit; y in values, also on a log axis).
     QPointF xRange() const;
     QPointF yRange() const;
-    // Spacing of the x axis' ticks (by step: 1, 2 or 5 times a power of ten, at least 1, so
-    // labels never show fractions; at most about 6 ticks).
+    // Spacing of the x axis' ticks as drawn (by step: 1, 2 or 5 times a power of ten, at least
+    // 1, so labels never show fractions; about one per 70 px, at least 3; by time: one per
+    // 90 px).
     double xTickInterval() const;
     // Geometry, in widget coordinates: the plot area and where a data point is drawn.
     QRectF plotRect() const;
@@ -209,6 +210,7 @@ private:
     Line& line(int run);
     const std::vector<double>& smoothedLine(const Line& l) const;   // brings the EMA up to date
     Axes axes(const QRect& plot) const;
+    double xTickSpacing(const Axes& a) const;
     QRect plotIn(const QRect& r) const;
     int legendRows(int width) const;
     // groups (when given): where each pixel column's points start (empty: every row is a point).
