@@ -373,6 +373,10 @@ private Q_SLOTS:
         s.appendPoints(0, {{0, 0.5}, {60, 0.3}});
         QVERIFY(s.plotRect().width() < 270);
         QCOMPARE(s.xTickInterval(), 20.0);
+        // And at least two labels: steps 7..950 at 500 apart would have one ("500").
+        s.clearAll();
+        s.appendPoints(0, {{7, 0.5}, {950, 0.3}});
+        QCOMPARE(s.xTickInterval(), 200.0);
     }
 
     void overlayHasItsOwnStyleAndLegend() {

@@ -676,7 +676,16 @@ double LiveChart::xTickSpacing(const Axes& a) const {
     // label, "50"); step labels are narrow, time labels ("1 h 30 min") wider.
     const double span = a.x1 - a.x0;
     const int maxTicks = xMode_ == XAxisMode::Step ? std::max(3, int(a.plot.width() / 70)) : std::max(2, int(a.plot.width() / 90));
-    return xMode_ == XAxisMode::Step ? niceIntegerTickInterval(span, maxTicks) : std::max(timeTickInterval(span * 6 / maxTicks), 1.0);
+    if (xMode_ != XAxisMode::Step) return std::max(timeTickInterval(span * 6 / maxTicks), 1.0);
+    double iv = niceIntegerTickInterval(span, maxTicks);
+    // At least two labels (steps 7..950 at 500 apart have one, "500"): the next smaller 1, 2,
+    // 5 spacing until two ticks fit, down to 1 step.
+    for (int guard = 0; guard < 6 && iv > 1 && std::floor(a.x1 / iv + 1e-9) - std::ceil(a.x0 / iv - 1e-9) < 1; ++guard) {
+        const double p10 = std::pow(10.0, std::floor(std::log10(iv) + 1e-9));
+        const double m = std::round(iv / p10);
+        iv = std::max(1.0, m >= 5 ? 2 * p10 : m >= 2 ? p10 : 0.5 * p10);
+    }
+    return iv;
 }
 
 double LiveChart::xTickInterval() const { return xTickSpacing(axes(plotIn(rect()))); }
