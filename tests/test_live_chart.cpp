@@ -269,6 +269,17 @@ private Q_SLOTS:
             last = g.xRange();
         }
         QVERIFY2(moves >= 10 && moves <= 142, qPrintable(QString::number(moves)));
+
+        // On a time axis too: 100 rows 0.5 s apart end at 49.5 s, the live axis at 50 s.
+        LiveChart t("loss/total");
+        std::vector<double> steps, wall, values;
+        for (int i = 0; i < 100; ++i) steps.push_back(i), wall.push_back(0.5 * i), values.push_back(1.0 / (1 + i));
+        t.appendRows(0, std::move(steps), std::move(wall), std::move(values));
+        t.setXAxisMode(XAxisMode::RelativeTime);
+        t.setLineLive(0, true);
+        QCOMPARE(t.xRange(), QPointF(0, 50));
+        t.setLineLive(0, false);
+        QCOMPARE(t.xRange(), QPointF(0, 49.5));
     }
 
     // In a grid, a refresh that appends to every chart re-decimates no chart in full while the
