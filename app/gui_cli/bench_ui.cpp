@@ -56,7 +56,8 @@ const char* kUsage =
     "log is read by W workers, default one per core),\n"
     "meanwhile), then the writer goes on at R steps/s while every 100 ms the\n"
     "UI thread reads the new rows and repaints the charts tab (per refresh p50 / p95 / max, wall\n"
-    "clock and the UI thread's CPU time), and all the charts are\n"
+    "clock and the UI thread's CPU time; the lines decimated in full or from their last column\n"
+    "meanwhile), and all the charts are\n"
     "drawn once offscreen (every chart, not only those on screen). Prints per scenario the ticks and the mean,\n"
     "99th percentile and maximum lateness in ms (a UI-thread stall of B ms shows as B - interval\n"
     "to B); for the worst tick the UI thread's CPU time and run-queue wait (runnable, but the\n"
@@ -294,13 +295,26 @@ void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app
     // timed on the wall clock and in the UI thread's own CPU time (the wall time also counts
     // waiting for a core on a loaded machine).
     LiveRefreshTimes times;
+    const auto decimations = [&] {
+        widgets::LiveChart::DecimationStats sum;
+        for (auto* c : view->grid()->charts()) {
+            const auto d = c->decimationStats();
+            sum.full += d.full, sum.incremental += d.incremental, sum.columns += d.columns;
+        }
+        return sum;
+    };
+    const widgets::LiveChart::DecimationStats dec0 = decimations();
     probe.start();
     measureLiveRefreshes(panel, view, uo.seconds, times);
     probe.stop();
+    const widgets::LiveChart::DecimationStats dec1 = decimations();
     stop = true;
     app::pumpUntil([&] { return done.load(); }, 60000);
     writer.join();
     printLiveRefreshes(times);
+    std::printf("charts: decimation meanwhile (every chart's lines, raw and smoothed): %d full, %d incremental, %lld pixel "
+                "columns computed\n",
+                dec1.full - dec0.full, dec1.incremental - dec0.incremental, (long long)(dec1.columns - dec0.columns));
     const app::LatencyStats s = probe.stats();
     std::printf("charts: probe meanwhile: %d ticks, lateness mean %.2f p99 %.2f max %.1f ms; %lld steps written in all\n",
                 s.ticks, s.meanMs, s.p99Ms, s.maxMs, (long long)written.load());
