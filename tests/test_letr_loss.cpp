@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include "core/models/letr/denoise.h"
 #include "core/models/letr/loss.h"
 #include "tests/support.h"
 
@@ -147,6 +148,54 @@ private Q_SLOTS:
         const double noneExpected = (-std::log(1 - p0) - std::log(1 - p1) - std::log(1 - p2)) / 3.0;
         QVERIFY(std::abs(none.cls.item<double>() - noneExpected) < 1e-5);
         QCOMPARE(none.l1.item<double>(), 0.0);
+    }
+
+    // Query denoising's class target follows loss.quality_tau like a matched entity's: "line"
+    // with q = exp(-d / tau) (d its own endpoint distance, no gradient through q), "no line" with
+    // 1 - q; tau 0 keeps the hard "line" target. Padded entities count for nothing.
+    void denoisingClassTargetFollowsQualityTau() {
+        DenoiseBatch b;
+        b.target = torch::tensor({{{0.1f, 0.2f, 0.5f, 0.6f}, {0.3f, 0.3f, 0.9f, 0.3f}, {0.f, 0.f, 0.f, 0.f}}});
+        b.noised = b.target.clone();
+        b.valid = torch::tensor({{true, true, false}});
+        // Entity 0 off by 0.02 + 0.01 + 0.03 + 0.0 = 0.06 (the direct order is the nearer), entity 1
+        // given with its endpoints swapped and exact (d = 0), entity 2 padding.
+        auto lines = torch::tensor({{{{0.12f, 0.19f, 0.53f, 0.6f}, {0.9f, 0.3f, 0.3f, 0.3f}, {0.7f, 0.1f, 0.2f, 0.9f}}}})
+                         .requires_grad_();
+        auto logits = torch::tensor({{{{0.4f, -0.3f}, {1.2f, 0.5f}, {-2.0f, 3.0f}}}}).requires_grad_();
+        const double numGt = 2.0;
+        auto logSoftmax = [&](int64_t e) {
+            const double z0 = logits[0][0][e][0].item<double>(), z1 = logits[0][0][e][1].item<double>();
+            const double lse = std::log(std::exp(z0) + std::exp(z1));
+            return std::pair<double, double>{z0 - lse, z1 - lse};
+        };
+        const auto [a0, a1] = logSoftmax(0);
+        const auto [b0, b1] = logSoftmax(1);
+        LetrLossConfig cfg;
+        cfg.qualityTau = 0.05;
+        auto soft = denoiseLoss(logits, lines, b, cfg, numGt);
+        const double q = std::exp(-0.06 / 0.05);
+        const double softExpected = (-(q * a0 + (1 - q) * a1) - b0) / numGt;   // entity 1: q = 1
+        QVERIFY2(std::abs(soft.clsPerLayer[0] - softExpected) < 1e-5,
+                 qPrintable(QString("%1 vs %2").arg(soft.clsPerLayer[0]).arg(softExpected)));
+        QVERIFY(std::abs(soft.l1PerLayer[0] - 0.06 / numGt) < 1e-5);
+        // q is a target: the lines' gradient is the L1 term's alone, lineCoef * sign / numGt on the
+        // entity that is off (entity 1 sits at a kink of |.|, entity 2 is padding).
+        soft.total.backward();
+        const auto g = lines.grad()[0][0];
+        const float want[4] = {1, -1, 1, 0};
+        for (int k = 0; k < 4; ++k) {
+            const double expect = cfg.lineCoef * want[k] / numGt;
+            QVERIFY2(std::abs(g[0][k].item<double>() - expect) < 1e-5,
+                     qPrintable(QString("d/dx%1 %2 vs %3").arg(k).arg(g[0][k].item<double>()).arg(expect)));
+        }
+        QCOMPARE(g[2].abs().sum().item<double>(), 0.0);
+        QCOMPARE(logits.grad()[0][0][2].abs().sum().item<double>(), 0.0);
+        // tau 0: the hard target, -log p(line) on every real entity.
+        cfg.qualityTau = 0;
+        auto hard = denoiseLoss(logits, lines, b, cfg, numGt);
+        QVERIFY(std::abs(hard.clsPerLayer[0] - (-a0 - b0) / numGt) < 1e-5);
+        QVERIFY(std::abs(hard.clsPerLayer[0] - soft.clsPerLayer[0]) > 0.1);   // entity 0: p(line) 0.67, q 0.30
     }
 
     void deepSupervisionSumsLayers() {

@@ -102,9 +102,17 @@ DenoiseLoss denoiseLoss(const torch::Tensor& dnLogits, const torch::Tensor& dnLi
     const auto target = batch.target.to(dev);
     DenoiseLoss out;
     for (int64_t l = 0; l < dnLogits.size(0); ++l) {
-        auto logp = torch::log_softmax(dnLogits[l], -1).select(-1, 0);   // [B, Q]: log p(line)
-        auto cls = -(logp * w).sum() / numGt;
-        auto l1 = (lineDistance(dnLines[l], target) * w).sum() / numGt;
+        const auto logp = torch::log_softmax(dnLogits[l], -1);
+        const auto dist = lineDistance(dnLines[l], target);          // [B, Q]
+        auto perEntity = -logp.select(-1, 0);                          // hard target: log p(line)
+        if (cfg.qualityTau > 0) {
+            // The matched entities' soft target (loss.h), so that both kinds of entity teach the
+            // shared class head the same rule.
+            const auto q = torch::exp(-dist.detach() / cfg.qualityTau);
+            perEntity = -(q * logp.select(-1, 0) + (1 - q) * logp.select(-1, logp.size(-1) - 1));
+        }
+        auto cls = (perEntity * w).sum() / numGt;
+        auto l1 = (dist * w).sum() / numGt;
         auto t = cfg.clsCoef * cls + cfg.lineCoef * l1;
         out.total = out.total.defined() ? out.total + t : t;
         out.clsPerLayer.push_back(cls.item<double>());

@@ -14,7 +14,11 @@
 // line class, and the symmetric endpoint L1 distance to its line (loss.h lineDistance), both
 // summed and divided by the number of ground-truth lines of the batch (LETR's L1 denominator;
 // in a distributed run the whole batch's / W, as for LETR's loss); total = sum over layers of
-// clsCoef * cls + lineCoef * l1, scaled by coef in the trainer.
+// clsCoef * cls + lineCoef * l1, scaled by coef in the trainer. With loss.quality_tau > 0 the
+// class target is the one a matched entity gets (LetrLossConfig::qualityTau): "line" with
+// q = exp(-d / tau), d the entity's own endpoint distance (not differentiated), "no line" with
+// 1 - q. The class head is shared: with the hard target it learned two rules for equally placed
+// lines (denoising entities p = 1, matched ones p = q), i.e. to tell the two kinds apart.
 #include <cstdint>
 #include <random>
 #include <string>
