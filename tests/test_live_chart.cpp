@@ -175,24 +175,7 @@ private Q_SLOTS:
             const QVector<QPointF> pts = c.points(0);
             const QVector<QPointF> shown = c.shownPoints(0);
             const QPointF xr = c.xRange();
-            const int cols = int(std::ceil(c.plotRect().width()));
-            const double dx = (xr.y() - xr.x()) / cols;
-            QVector<QPointF> ref;
-            int i = 0;
-            for (int col = 0; col < cols; ++col) {
-                const double edge = xr.x() + (col + 1) * dx;
-                int b = i;
-                while (b < pts.size() && (col == cols - 1 || pts[b].x() < edge)) ++b;
-                if (b == i) continue;
-                double lo = pts[i].y(), hi = lo;
-                for (int j = i; j < b; ++j) lo = std::min(lo, pts[j].y()), hi = std::max(hi, pts[j].y());
-                ref.push_back(pts[i]);
-                if (b - i > 1) {
-                    const double mid = 0.5 * (pts[i].x() + pts[b - 1].x());
-                    ref << QPointF(mid, lo) << QPointF(mid, hi) << pts[b - 1];
-                }
-                i = b;
-            }
+            const QVector<QPointF> ref = bruteForceDecimation(pts, xr, int(std::ceil(c.plotRect().width())));
             QCOMPARE(shown, ref);
             QImage img(500, 300, QImage::Format_RGB32);
             QPainter p(&img);
