@@ -67,8 +67,9 @@ void DomainCheck::refreshText() {
             }
         }
     } else if (!error_.isEmpty()) {
-        text = "Trained on " + name_.toHtmlEscaped() + " (not readable here: " + error_.toHtmlEscaped() +
-               "); no domain check.";
+        // The profile could not be had, so the training data is not known: say so, without
+        // naming the data the model was tried against.
+        text = "Training data not known: " + error_.toHtmlEscaped() + "; no domain check.";
     } else if (!name_.isEmpty()) {
         text = "Trained on " + name_.toHtmlEscaped() + " (measuring it ...)";
     } else {

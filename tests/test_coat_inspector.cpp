@@ -467,6 +467,7 @@ private Q_SLOTS:
         QVERIFY(QTest::qWaitFor([&] { return !dc->measuring(); }, 30000));
         QVERIFY(!dc->profile());
         QVERIFY2(dc->text().contains("does not say what it was trained on"), qPrintable(dc->text()));
+        QVERIFY2(!dc->text().contains("Trained on"), qPrintable(dc->text()));
     }
 
     // Issue 56, item 14: after a CoaT run the status bar speaks for CoaT; another panel's news

@@ -4,6 +4,7 @@
 #include <QDir>
 #include <QFile>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -193,6 +194,33 @@ private Q_SLOTS:
     }
 
     // The benchmark measures both models at the same batch and says so in its JSON.
+    // A run without a final evaluation (final_episodes 0) prints "-" in its accuracy cells,
+    // not -100.00, and compare.json has null there.
+    void trainWithoutFinalEvaluationSaysSo() {
+        const QString cfg = dir_.filePath("noeval.json");
+        QFile f(cfg);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"model": {"backbone": "conv4", "clusters": 8, "image_size": 16, "channels": [8, 8, 8, 8]},
+                   "seed": 0, "batch_size": 4, "steps": 2, "warmup_steps": 0, "val_every": 0, "final_episodes": 0,
+                   "checkpoint_every": 10})");
+        f.close();
+        const QString out = dir_.filePath("noeval_run");
+        Result r = run({"train", "constellation", "--data", "procedural", "--config", cfg, "--out", out, "--compare",
+                        "--threads", "1"});
+        QVERIFY2(r.code == 0, qPrintable(r.err + r.out));
+        QVERIFY2(!r.out.contains("-100"), qPrintable(r.out));
+        const QStringList rows = r.out.split('\n').filter(QRegularExpression("^(baseline|constellation) "));
+        QCOMPARE(rows.size(), 2);
+        for (const QString& row : rows)
+            QVERIFY2(QRegularExpression("^\\w+ +\\d+ +- +- +[0-9.]+$").match(row).hasMatch(), qPrintable(row));
+        const auto j = readJson(out + "/compare.json");
+        QCOMPARE(j["results"].size(), size_t(2));
+        for (const auto& m : j["results"]) {
+            QVERIFY(m["novel_1shot"].is_null() && m["novel_5shot_ci95"].is_null());
+            QVERIFY(m["parameters"].get<int64_t>() > 0);
+        }
+    }
+
     void benchReportsBothModels() {
         const QString json = dir_.filePath("bench.json");
         Result r = run({"bench", "constellation", "--batch", "4", "--runs", "1", "--warmup", "0", "--threads", "1",

@@ -27,6 +27,7 @@
 
 #include "app/constellation/episode_view.h"
 #include "app/constellation/inspector.h"
+#include "app/domain_check.h"
 #include "app/family.h"
 #include "core/data/fewshot.h"
 #include "core/models/coat/model.h"
@@ -399,6 +400,22 @@ private Q_SLOTS:
         const int64_t h = live->module(1).h, w = live->module(1).w;
         r.in.hoverAt(5.5, 9.5);
         QVERIFY(r.in.hoverLabelText().startsWith(QStringLiteral("cell (%1, %2):").arg(9 * h / 32).arg(5 * w / 32)));
+    }
+
+    // A checkpoint whose classes are not the procedural family's base classes (a converted
+    // official one, or this test's): the panel says the training data is not known, and does
+    // not claim "Trained on procedural" as it once did.
+    void unknownTrainingDataIsNotClaimed() {
+        Rig r;
+        QSignalSpy ck(&r.in, &ModelPanel::checkpointLoaded);
+        r.in.loadCheckpoint(checkpoint_);
+        QVERIFY(ck.wait(20000));
+        glimpse::app::DomainCheck* dc = r.in.domainCheck();
+        QVERIFY(QTest::qWaitFor([&] { return !dc->measuring(); }, 20000));
+        QVERIFY(!dc->profile());
+        QVERIFY2(dc->text().startsWith("Training data not known: the checkpoint does not say what it was trained on"),
+                 qPrintable(dc->text()));
+        QVERIFY2(!dc->text().contains("Trained on"), qPrintable(dc->text()));
     }
 
     // A checkpoint of another family: an error naming the file.

@@ -118,13 +118,26 @@ ConstellationTrainResult trainOne(ConstellationTrainConfig cfg, bool baseline, c
     return trainConstellation(cfg, data, out, canResume, control, bar.fn(), comm);
 }
 
+// An accuracy (or its CI) for compare.json: null when the run did not evaluate it.
+nlohmann::json accuracy(double value, double acc) {
+    return acc < 0 ? nlohmann::json(nullptr) : nlohmann::json(value);
+}
+nlohmann::json accuracy(double acc) { return accuracy(acc, acc); }
+
 void printRow(const std::string& name, const ConstellationTrainResult& r) {
     if (!r.finished) {
         std::printf("%-16s %10s\n", name.c_str(), "stopped");
         return;
     }
-    std::printf("%-16s %10lld   %6.2f +- %4.2f   %6.2f +- %4.2f   %8.1f\n", name.c_str(), (long long)r.parameters,
-                100 * r.novel1, 100 * r.novel1Ci, 100 * r.novel5, 100 * r.novel5Ci, r.imagesPerSecond);
+    // A cell the run did not evaluate (final_episodes 0) is "-", not -100 %.
+    auto cell = [](double acc, double ci) {
+        char buf[32];
+        if (acc < 0) std::snprintf(buf, sizeof buf, "%-14s", "-");
+        else std::snprintf(buf, sizeof buf, "%6.2f +- %4.2f", 100 * acc, 100 * ci);
+        return std::string(buf);
+    };
+    std::printf("%-16s %10lld   %s   %s   %8.1f\n", name.c_str(), (long long)r.parameters,
+                cell(r.novel1, r.novel1Ci).c_str(), cell(r.novel5, r.novel5Ci).c_str(), r.imagesPerSecond);
 }
 
 } // namespace
@@ -194,8 +207,8 @@ int trainCommand(const std::vector<std::string>& args) {
         printRow(name, r);
         stopped = stopped || !r.finished;
         summary.push_back({{"model", name}, {"finished", r.finished}, {"parameters", r.parameters},
-                           {"novel_1shot", r.novel1}, {"novel_1shot_ci95", r.novel1Ci}, {"novel_5shot", r.novel5},
-                           {"novel_5shot_ci95", r.novel5Ci}, {"train_images_per_second", r.imagesPerSecond},
+                           {"novel_1shot", accuracy(r.novel1)}, {"novel_1shot_ci95", accuracy(r.novel1Ci, r.novel1)},
+                           {"novel_5shot", accuracy(r.novel5)}, {"novel_5shot_ci95", accuracy(r.novel5Ci, r.novel5)}, {"train_images_per_second", r.imagesPerSecond},
                            {"seconds", r.seconds}});
     }
     if (stopped) std::cout << "stopped; checkpoint written, continue with --resume\n";
