@@ -25,6 +25,7 @@
 #include <QSplitter>
 #include <QTabWidget>
 #include <QStatusBar>
+#include <QStyle>
 #include <QTimer>
 #include <QToolBar>
 #include <QToolButton>
@@ -142,14 +143,24 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (!restoreState(settings.value("window/state").toByteArray()) && panelColumn_.second) {
         // First start: the panels scroll, so they do not claim height by themselves; give their
         // tab group most of the dock column (deferred: the dock layout settles once shown).
+        // Messages starts five lines tall (it took a fifth of the default window before); the
+        // image gets the rest. Dragging its edge or a saved layout changes that.
         QTimer::singleShot(0, this, [this] {
             auto [below, panels] = panelColumn_;
             resizeDocks({below, panels}, {below->minimumSizeHint().height(), height()}, Qt::Vertical);
+            if (auto* messages = findChild<QDockWidget*>("dock.messages"))
+                resizeDocks({messages}, {messagesDefaultHeight()}, Qt::Vertical);
         });
     }
 }
 
 MainWindow::~MainWindow() = default;
+
+int MainWindow::messagesDefaultHeight() const {
+    // Five lines of the list, its frame and the dock's title bar.
+    return 5 * messages_->fontMetrics().lineSpacing() + 2 * messages_->frameWidth() + 8 +
+           messages_->parentWidget()->style()->pixelMetric(QStyle::PM_TitleBarHeight);
+}
 
 void MainWindow::buildMenus() {
     buildFileMenu();

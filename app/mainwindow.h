@@ -127,6 +127,7 @@ private:
     void closeVideo();
     void runOnShownFrame();   // "Run the model on shown frames": the active panel, when it has no trace
     void log(const QString& message);
+    int messagesDefaultHeight() const;   // the Messages dock on a first start: five lines
     void buildPanelDocks(QDockWidget* below);
     void connectPanel(ModelPanel* panel, QDockWidget* dock);
     void activatePanel(ModelPanel* panel);

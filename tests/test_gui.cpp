@@ -15,6 +15,7 @@
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
+#include <QSettings>
 #include <QtTest>
 
 #include <utility>
@@ -132,6 +133,22 @@ private Q_SLOTS:
     // Issue 56, item 11: at the default window size every model panel fits its dock column
     // after a run (the ConstellationNet panel was wider: combo boxes and Cancel cut off), and a
     // classifier's top-5 table shows all five rows.
+    // On a first start (no saved layout) Messages is about five lines tall, so the image has
+    // the window's height; it took a fifth of the default 1280x860 window before.
+    void messagesDockStartsSmall() {
+        QSettings().clear();
+        MainWindow w;
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        auto* messages = w.findChild<QDockWidget*>("dock.messages");
+        QVERIFY(messages);
+        const int lines = messages->widget()->fontMetrics().lineSpacing();
+        QVERIFY(QTest::qWaitFor([&] { return messages->height() <= 6 * lines + 30; }, 5000));
+        QVERIFY2(messages->height() >= 3 * lines, qPrintable(QString::number(messages->height())));
+        QVERIFY2(w.height() - messages->height() >= 700,
+                 qPrintable(QString("window %1, messages %2").arg(w.height()).arg(messages->height())));
+    }
+
     void panelsFitTheirDock() {
         using namespace glimpse::constellation;
         ConstellationConfig c;
