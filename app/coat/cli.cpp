@@ -9,7 +9,6 @@
 #include <random>
 #include <sstream>
 #include <thread>
-#include <time.h>
 
 #include <torch/torch.h>
 
@@ -218,14 +217,13 @@ int benchCoat(const std::vector<std::string>& argv) {
         model->to(device);
         for (long long r = 0; r < warmup + runs; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
-            timespec c0{}, c1{};
-            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+            const double c0 = processCpuSeconds();
             auto out = model->forward(input, fo);
             (void)out.logits.sum().item<float>();   // waits for the device
-            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+            const double c1 = processCpuSeconds();
             if (r >= warmup) {
                 tForward.push_back(msSince(t0));
-                cForward.push_back(1e3 * double(c1.tv_sec - c0.tv_sec) + 1e-6 * double(c1.tv_nsec - c0.tv_nsec));
+                cForward.push_back(1e3 * (c1 - c0));
             }
         }
         if (precision != torch::kFloat) {

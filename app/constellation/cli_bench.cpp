@@ -2,7 +2,6 @@
 // of its ProtoNet baseline (the same backbone without constellation modules) at the same batch.
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -19,6 +18,7 @@
 #include "core/models/constellation/model.h"
 #include "core/train/optim.h"
 #include "core/util/threads.h"
+#include "core/util/timing.h"
 
 namespace glimpse::app::constellation {
 
@@ -51,19 +51,6 @@ struct Figures {
     int64_t parameters = 0;
 };
 
-// The process's CPU time in seconds (all its threads): on a shared, loaded machine the wall
-// time also counts the time other processes held the cores; the CPU time does not.
-double cpuSeconds() {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 double secondsSince(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -86,12 +73,12 @@ Figures benchOne(const ConstellationConfig& cfg, int64_t batch, int runs, int wa
         torch::NoGradGuard ng;
         for (int r = 0; r < warmup + runs; ++r) {
             const auto t0 = std::chrono::steady_clock::now();
-            const double c0 = cpuSeconds();
+            const double c0 = processCpuSeconds();
             auto out = model.forward(x);
             (void)out.logits.sum().item<float>();
             if (r >= warmup) {
                 t.push_back(secondsSince(t0));
-                c.push_back(cpuSeconds() - c0);
+                c.push_back(processCpuSeconds() - c0);
             }
         }
     }
@@ -124,11 +111,11 @@ Figures benchOne(const ConstellationConfig& cfg, int64_t batch, int runs, int wa
     c.clear();
     for (int r = 0; r < warmup + runs; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
-        const double c0 = cpuSeconds();
+        const double c0 = processCpuSeconds();
         step();
         if (r >= warmup) {
             t.push_back(secondsSince(t0));
-            c.push_back(cpuSeconds() - c0);
+            c.push_back(processCpuSeconds() - c0);
         }
     }
     f.train = double(batch) / median(t);

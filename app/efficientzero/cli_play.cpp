@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <time.h>
 
 #include <torch/torch.h>
 
@@ -36,13 +35,6 @@ const char* kPlayUsage =
     "  --device D          cpu (default), cuda or cuda:N: the network (the MCTS's batched inference)\n"
     "  --reference-layers  run the network's batch norms as separate layers (by default they are folded\n"
     "                      into the layers before them: the same function within float32 rounding)\n";
-
-// CPU seconds of this process (all threads): on a shared machine the figure to compare.
-double cpuSecondsNow() {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
 
 } // namespace
 
@@ -83,7 +75,7 @@ int play(const std::vector<std::string>& args) {
     train::Control control;
     efficientzero::EvalResult r;
     const auto t0 = std::chrono::steady_clock::now();
-    const double cpu0 = cpuSecondsNow();
+    const double cpu0 = processCpuSeconds();
     {
         StopOnInterrupt interrupt(control);
         TrainingProgress bar(control, nullptr, -1, 8);
@@ -104,7 +96,7 @@ int play(const std::vector<std::string>& args) {
     const double moves = r.stats.meanLength * double(r.stats.episodes);
     std::printf("speed: %.0f moves in %.2f s: %.1f moves/s, %.0f simulations/s (%.0f per CPU second; %s)\n", moves,
                 seconds, moves / std::max(seconds, 1e-9), moves * double(o.simulations) / std::max(seconds, 1e-9),
-                moves * double(o.simulations) / std::max(cpuSecondsNow() - cpu0, 1e-9),
+                moves * double(o.simulations) / std::max(processCpuSeconds() - cpu0, 1e-9),
                 net.foldedInference() ? "batch norms folded" : "reference layers");
     for (const auto& f : r.recorded) std::printf("recorded %s\n", f.c_str());
     return 0;

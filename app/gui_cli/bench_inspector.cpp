@@ -7,7 +7,6 @@
 #include <iostream>
 #include <functional>
 #include <random>
-#include <time.h>
 
 #include <opencv2/imgproc.hpp>
 #include <torch/torch.h>
@@ -92,12 +91,6 @@ void printTraceShape(const letr::LetrTrace& trace) {
     std::printf("\n");
 }
 
-double cpuNowMs() {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 // One request: build the scene (lines + attention), hand what changed to the renderer (as the
 // viewport does), draw a frame (and read it back).
 struct FrameTimer {
@@ -111,7 +104,7 @@ struct FrameTimer {
 
     double frame(const app::LetrViewSettings& s) {
         render::Renderer& r = target.renderer();
-        const double c0 = cpuNowMs();
+        const double c0 = 1e3 * processCpuSeconds();
         const auto t0 = std::chrono::steady_clock::now();
         widgets::ViewportScene sc = view.scene(s);
         buildMs = msSince(t0);
@@ -123,7 +116,7 @@ struct FrameTimer {
         r.setOverlay(o);
         if (readBack) (void)target.render();
         else target.renderFrame();
-        cpuMs = cpuNowMs() - c0;
+        cpuMs = 1e3 * processCpuSeconds() - c0;
         if (r.heatmapBuilds() != heatBuilds) {
             heatBuilds = r.heatmapBuilds();
             heatMs.push_back(r.heatmapBuildMs());

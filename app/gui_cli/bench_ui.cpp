@@ -13,12 +13,12 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 #include <map>
 #include <thread>
 
 #include "core/util/threads.h"
+#include "core/util/timing.h"
 #include "app/cli/cli.h"
 #include "app/gui_cli/bench_app.h"
 #include "app/letr/view.h"
@@ -207,13 +207,6 @@ struct ChartsWriter {
     }
 };
 
-// The process's CPU time (user + system, every thread) in ms.
-double processCpuMs() {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
-}
-
 // Training charts at scale (issue 55): a run log of o.steps x o.series rows opened, then
 // followed live; the UI thread's cost of opening it and of each refresh. The writer appends
 // nothing while the log is opened and read (the process's CPU time then is the open's).
@@ -248,7 +241,7 @@ void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app
     // on a worker), then the first paint (the page of charts, still being read).
     QElapsedTimer clock;
     clock.start();
-    const double cpu0 = processCpuMs();
+    const double cpu0 = 1e3 * processCpuSeconds();
     const bool opened = w.openRun(path);
     const double openMs = clock.nsecsElapsed() / 1e6;
     view->repaint();
@@ -273,9 +266,9 @@ void runChartsScenario(app::MainWindow& w, app::UiLatencyProbe& probe, const app
     // charts on screen fill first.
     probe.start();
     app::pumpUntil([&] { const auto v = onScreen(); return !v.isEmpty() && std::all_of(v.begin(), v.end(), hasRows); }, 600000);
-    const double visibleMs = clock.nsecsElapsed() / 1e6, visibleCpu = processCpuMs() - cpu0;
+    const double visibleMs = clock.nsecsElapsed() / 1e6, visibleCpu = 1e3 * processCpuSeconds() - cpu0;
     app::pumpUntil([&] { return !panel->loading(); }, 600000);
-    const double loadedMs = clock.nsecsElapsed() / 1e6, loadedCpu = processCpuMs() - cpu0;
+    const double loadedMs = clock.nsecsElapsed() / 1e6, loadedCpu = 1e3 * processCpuSeconds() - cpu0;
     view->repaint();
     const double paintedMs = clock.nsecsElapsed() / 1e6;
     probe.stop();

@@ -9,7 +9,6 @@
 #include <malloc.h>
 #include <random>
 #include <thread>
-#include <time.h>
 
 #include <torch/torch.h>
 
@@ -58,13 +57,6 @@ const char* kBenchUsage =
     "in bfloat16 (CPUs with AVX512-BF16 or AMX); auto is bf16 where the CPU has it, else fp32.\n"
     "CPU times (this process, all threads) are printed beside the wall-clock times: on a shared\n"
     "machine they are the ones to compare.\n";
-
-// CPU seconds of this process (all threads).
-double cpuSecondsNow() {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
 
 // The largest difference of attention maps between float16 and float32 state storage, over
 // random queries of every stage.
@@ -224,12 +216,12 @@ int benchLetr(const std::vector<std::string>& argv) {
             fo.transformerDtype = torch::kBFloat16;
         }
         LetrOutput out;
-        const double c0 = cpuSecondsNow();
+        const double c0 = processCpuSeconds();
         {
             AutocastGuard ag(model->device(), cpuBf16 ? torch::kFloat : autocast);
             out = model->forward({input.tensor}, fo);
         }
-        const double cpuMs = 1000.0 * (cpuSecondsNow() - c0);
+        const double cpuMs = 1000.0 * (processCpuSeconds() - c0);
         if (record) trace32 = LetrTrace::capture(*model, out, 0, input, LetrTracePrecision::Float32);
         else out.stages.back().lines.to(torch::kCPU);   // what a consumer of the lines waits for
         const double end = msSince(t0);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <malloc.h>
+#include <time.h>
 
 namespace glimpse {
 
@@ -23,6 +24,12 @@ double percentile(std::vector<double> v, double q) {
     const double idx = std::clamp(q, 0.0, 1.0) * double(v.size() - 1);
     const size_t lo = size_t(std::floor(idx)), hi = std::min(v.size() - 1, lo + 1);
     return v[lo] + (v[hi] - v[lo]) * (idx - double(lo));
+}
+
+double processCpuSeconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 double msSince(std::chrono::steady_clock::time_point t0) {

@@ -10,6 +10,9 @@ namespace glimpse {
 double median(std::vector<double> v);
 // The q-quantile (0..1) of `v`, linearly interpolated between ranks; 0 when empty.
 double percentile(std::vector<double> v, double q);
+// CPU seconds of this process so far, every thread, user and system: on a shared machine the
+// figure to compare (wall time also counts the time other processes held the cores).
+double processCpuSeconds();
 // Milliseconds since `t0`.
 double msSince(std::chrono::steady_clock::time_point t0);
 // "mm:ss" below an hour, "h:mm:ss" above, "--:--" for negative (unknown) durations.
