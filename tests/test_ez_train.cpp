@@ -16,6 +16,7 @@
 #include "core/models/efficientzero/train.h"
 #include "core/rl/episode.h"
 #include "core/runlog.h"
+#include "core/util/timing.h"
 #include "tests/support.h"
 
 using namespace glimpse;
@@ -55,12 +56,29 @@ private Q_SLOTS:
     void initTestCase() { torch::set_num_threads(1); }
 
     void shortRunWritesLogAndCheckpoints() {
+        const double cpu0 = glimpse::processCpuSeconds();
         const auto r = trainAgent(tiny(6), path("run"));
+        const double cpu = glimpse::processCpuSeconds() - cpu0;
         QCOMPARE(r.updates, int64_t(6));
+        // Where the CPU time went: every part of the loop, in order, adding up to (at most) the
+        // call's own CPU time; the search, the loss and its backward pass all cost something.
+        QCOMPARE(int(r.cpuSeconds.size()), 7);
+        const std::vector<std::string> parts = {"search", "environment", "targets", "forward", "backward", "optimizer", "other"};
+        double sum = 0;
+        for (size_t i = 0; i < parts.size(); ++i) {
+            QCOMPARE(r.cpuSeconds[i].first, parts[i]);
+            QVERIFY(r.cpuSeconds[i].second >= 0);
+            sum += r.cpuSeconds[i].second;
+        }
+        QVERIFY2(sum <= cpu + 1e-3 && sum >= 0.5 * cpu, qPrintable(QString("%1 of %2 s").arg(sum).arg(cpu)));
+        for (size_t i : {0, 3, 4}) QVERIFY2(r.cpuSeconds[i].second > 0, r.cpuSeconds[i].first.c_str());
+        const std::string text = cpuBreakdownText(r.cpuSeconds);
+        QVERIFY2(text.rfind("search ", 0) == 0 && text.find(", other ") != std::string::npos, text.c_str());
         QVERIFY(r.envSteps >= 30);
         QVERIFY(r.episodes >= 1);
         const RunLog log = RunLog::load(path("run/runlog.h5"));
         QCOMPARE(log.status, RunStatus::Finished);
+        QCOMPARE(log.eval.at("cpu_seconds/backward").item<double>(), r.cpuSeconds[4].second);
         QCOMPARE(int(log.series.at("loss").size()), 6);
         QCOMPARE(log.series.at("loss").steps.back(), int64_t(6));
         QVERIFY(log.series.at("episode_return").size() >= 1);

@@ -106,6 +106,7 @@ int trainEfficientZero(const std::vector<std::string>& args) {
     std::cout << (r.stopped ? "stopped" : "finished") << ": " << r.updates << " updates, " << r.envSteps
               << " environment steps, " << r.episodes << " episodes in " << r.seconds << " s; checkpoint " << out
               << "/model.h5\n";
+    if (!r.cpuSeconds.empty()) std::cout << "CPU time by part: " << efficientzero::cpuBreakdownText(r.cpuSeconds) << "\n";
     if (r.worldSize > 1)
         std::cout << "learner of " << r.worldSize << " ranks: " << r.gamesReceived << " games received, "
                   << r.weightBroadcasts << " weight broadcasts\n";

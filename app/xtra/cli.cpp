@@ -230,6 +230,7 @@ int trainXtra(const std::vector<std::string>& args) {
     std::cout << (r.stopped ? "stopped" : "finished") << ": " << r.updates << " updates, " << r.envSteps
               << " environment steps, " << r.episodes << " episodes in " << r.seconds << " s; checkpoint " << out
               << "/model.h5\n";
+    if (!r.cpuSeconds.empty()) std::cout << "CPU time by part: " << efficientzero::cpuBreakdownText(r.cpuSeconds) << "\n";
     return 0;
 }
 

@@ -3,8 +3,10 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -28,6 +30,7 @@
 #include "core/train/loop.h"
 #include "core/train/run.h"
 #include "core/train/state.h"
+#include "core/util/timing.h"
 
 namespace glimpse::efficientzero {
 
@@ -607,6 +610,17 @@ private:
     void writeCheckpoints();
     double wallTime() const { return wallOffset_ + rep_->elapsed(); }
 
+    // CPU time per part of the loop (TrainResult::cpuSeconds), accumulated by scoped timers.
+    enum Part { kSearch, kEnvironment, kTargets, kForward, kBackward, kOptimizer, kParts };
+    std::array<double, kParts> partCpu_{};
+    struct PartTimer {
+        double& acc;
+        double t0 = processCpuSeconds();
+        ~PartTimer() { acc += processCpuSeconds() - t0; }
+    };
+    PartTimer timed(Part p) { return PartTimer{partCpu_[size_t(p)]}; }
+    std::vector<std::pair<std::string, double>> cpuBreakdown(double total) const;
+
     const TrainConfig& cfg_;
     train::Control* control_;
     train::ProgressFn progress_;
@@ -784,11 +798,19 @@ void Trainer::startEpisode(int i) {
 }
 
 void Trainer::selfPlayStep() {
-    for (int i = 0; i < cfg_.numEnvs; ++i)
-        histories_[size_t(i)].stackedInto(histories_[size_t(i)].length(), stack_, obsBuf_.data() + i * stackNumel_);
-    const Tensor obs =
-        torch::from_blob(obsBuf_.data(), {cfg_.numEnvs, int64_t(stack_) * frame_.channels, frame_.height, frame_.width});
-    const auto res = searchBatch(l_.actor, *mcts_, obs, true, legal_);
+    Tensor obs;
+    {
+        const auto t = timed(kEnvironment);
+        for (int i = 0; i < cfg_.numEnvs; ++i)
+            histories_[size_t(i)].stackedInto(histories_[size_t(i)].length(), stack_, obsBuf_.data() + i * stackNumel_);
+        obs = torch::from_blob(obsBuf_.data(), {cfg_.numEnvs, int64_t(stack_) * frame_.channels, frame_.height, frame_.width});
+    }
+    rl::SearchResult res;
+    {
+        const auto t = timed(kSearch);
+        res = searchBatch(l_.actor, *mcts_, obs, true, legal_);
+    }
+    const auto t = timed(kEnvironment);
     const double temp = selfPlayTemperature(cfg_, l_.n.updates);
     std::vector<float> frame(size_t(frame_.numel()));
     for (int i = 0; i < cfg_.numEnvs; ++i) playMove(i, res, temp, frame);
@@ -962,21 +984,39 @@ Batch Trainer::assembleBatch(const std::vector<rl::SampledPosition>& positions, 
 void Trainer::learnStep() {
     Counters& n = l_.n;
     const double beta = l_.replay.beta(double(n.updates) / double(cfg_.steps));
-    const auto positions = l_.replay.sample(cfg_.batchSize, beta, l_.rng);
-    const Batch batch = sampleBatch(positions);
+    std::vector<rl::SampledPosition> positions;
+    Batch batch;
+    {
+        const auto t = timed(kTargets);
+        positions = l_.replay.sample(cfg_.batchSize, beta, l_.rng);
+        batch = sampleBatch(positions);
+    }
     const double lr = learningRate(cfg_, n.updates);
     for (auto& group : l_.opt.param_groups()) static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
-    l_.net.train(true);
-    auto terms = computeLoss(l_.net, batch);
-    Tensor objective = terms.total;
+    LossTerms terms;
+    Tensor objective;
     std::map<std::string, double> extraMetrics;
-    if (extra_) objective = objective + extra_->loss(l_.net, terms.total, n.updates, extraMetrics);
-    l_.opt.zero_grad();
-    (objective / double(cfg_.unroll)).backward();
-    const double gradNorm = torch::nn::utils::clip_grad_norm_(l_.net.parameters(), cfg_.gradClip);
-    l_.opt.step();
-    const Tensor pr = terms.priorities.to(torch::kFloat64).contiguous();
-    l_.replay.updatePriorities(positions, std::vector<double>(pr.data_ptr<double>(), pr.data_ptr<double>() + cfg_.batchSize));
+    {
+        const auto t = timed(kForward);
+        l_.net.train(true);
+        terms = computeLoss(l_.net, batch);
+        objective = terms.total;
+        if (extra_) objective = objective + extra_->loss(l_.net, terms.total, n.updates, extraMetrics);
+    }
+    {
+        const auto t = timed(kBackward);
+        l_.opt.zero_grad();
+        (objective / double(cfg_.unroll)).backward();
+    }
+    double gradNorm = 0;
+    {
+        const auto t = timed(kOptimizer);
+        gradNorm = torch::nn::utils::clip_grad_norm_(l_.net.parameters(), cfg_.gradClip);
+        l_.opt.step();
+        const Tensor pr = terms.priorities.to(torch::kFloat64).contiguous();
+        l_.replay.updatePriorities(positions,
+                                   std::vector<double>(pr.data_ptr<double>(), pr.data_ptr<double>() + cfg_.batchSize));
+    }
     ++n.updates;
 
     const double total = terms.total.item<double>();
@@ -1053,6 +1093,7 @@ void Trainer::endRun(bool stopped) {
 TrainResult Trainer::run() {
     if (comm_) return runDistributed();
     TrainResult result;
+    const double cpu0 = processCpuSeconds();
     try {
         while (l_.n.updates < cfg_.steps) {
             if (control_ && !control_->checkpoint()) {
@@ -1063,6 +1104,8 @@ TrainResult Trainer::run() {
             trainAsDue();
             reportProgress();
         }
+        result.cpuSeconds = cpuBreakdown(processCpuSeconds() - cpu0);
+        for (const auto& [part, sec] : result.cpuSeconds) log_->setEval("cpu_seconds/" + part, torch::tensor(sec, torch::kFloat64));
         endRun(result.stopped);
     } catch (const std::exception& e) {
         log_->fail(e.what());
@@ -1073,6 +1116,18 @@ TrainResult Trainer::run() {
     result.episodes = l_.n.episodes;
     result.seconds = rep_->elapsed();
     return result;
+}
+
+std::vector<std::pair<std::string, double>> Trainer::cpuBreakdown(double total) const {
+    static const char* names[kParts] = {"search", "environment", "targets", "forward", "backward", "optimizer"};
+    std::vector<std::pair<std::string, double>> out;
+    double parts = 0;
+    for (int p = 0; p < kParts; ++p) {
+        out.emplace_back(names[p], partCpu_[size_t(p)]);
+        parts += partCpu_[size_t(p)];
+    }
+    out.emplace_back("other", std::max(0.0, total - parts));
+    return out;
 }
 
 // Rank 0's side of a round's reports: games into the replay, episodes into the log.
@@ -1190,6 +1245,19 @@ TrainResult trainAgent(const TrainConfig& cfg, const std::string& runDir, train:
         throw Error("efficientzero: record_interval records self-play in the learner's process; in a distributed run the "
                     "learner plays no games (set record_interval to 0, or record with one process)");
     return Trainer(cfg, runDir, control, progress, comm, extra).run();
+}
+
+std::string cpuBreakdownText(const std::vector<std::pair<std::string, double>>& cpuSeconds) {
+    double total = 0;
+    for (const auto& [part, sec] : cpuSeconds) total += sec;
+    std::string out;
+    for (const auto& [part, sec] : cpuSeconds) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s%s %.0f%% (%.1f s)", out.empty() ? "" : ", ", part.c_str(),
+                      total > 0 ? 100.0 * sec / total : 0.0, sec);
+        out += buf;
+    }
+    return out;
 }
 
 } // namespace glimpse::efficientzero

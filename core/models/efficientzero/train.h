@@ -125,7 +125,17 @@ struct TrainResult {
     // steps and games it played.
     int rank = 0, worldSize = 1;
     int64_t gamesReceived = 0, weightBroadcasts = 0, playedSteps = 0, playedGames = 0;
+    // Where this process's CPU time went (single-process runs; this invocation only, not a
+    // resumed run's earlier ones), in seconds, in this order: "search" (self-play MCTS with its
+    // network), "environment" (moves, histories, stacking), "targets" (replay sampling, n-step
+    // targets, reanalyze), "forward" (the loss), "backward", "optimizer" (clipping, the SGD step,
+    // priorities), "other" (logs, checkpoints, network copies, start-up of the loop). Also in the
+    // run log's eval group as cpu_seconds/<part>. Empty for distributed runs.
+    std::vector<std::pair<std::string, double>> cpuSeconds;
 };
+
+// "search 41% (25.0 s), environment 3% (1.8 s), ...": `cpuSeconds` as one line.
+std::string cpuBreakdownText(const std::vector<std::pair<std::string, double>>& cpuSeconds);
 
 // The replay buffer a run saved in RUN/state.h5, with the run's configs (for offline datasets).
 struct RunReplay {
