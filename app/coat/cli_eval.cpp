@@ -15,6 +15,7 @@
 #include "app/coat/cli.h"
 #include "core/data/classification.h"
 #include "core/error.h"
+#include "core/util/autocast.h"
 #include "core/models/coat/model.h"
 #include "core/models/coat/train.h"
 #include "core/results/results.h"
@@ -28,12 +29,16 @@ namespace {
 const char* kEvalCoatUsage =
     "usage: glimpse eval coat --checkpoint C.h5 --data fashion-mnist|fashion-mnist:DIR|DIR [--split val|train]\n"
     "                         [--max-images N] [--batch B] [--out R.h5] [--threads T]\n"
+    "                         [--precision fp32|bf16|auto]\n"
     "Classifies every image of a labelled split (default val: Fashion-MNIST's t10k images, a class\n"
     "folder's val/ or test/ folder or its held-out images) with a CoaT checkpoint and prints the\n"
     "accuracy, the top-5 accuracy and the most confused class pairs. --max-images N evaluates a\n"
     "fixed random subset of N images (the trainer's validation order). --out writes a results\n"
     "file (glimpse.results, docs/formats.md) with every image's source, label, top-5 and the\n"
-    "probability of its label, written as the eval goes; Ctrl-C stops it with the images done.\n";
+    "probability of its label, written as the eval goes; Ctrl-C stops it with the images done.\n"
+    "--precision (docs/performance.md): fp32 (default, exact) or bf16: the linear layers and\n"
+    "attention products in bfloat16 (CPUs with AVX512-BF16 or AMX; auto: bf16 where the CPU has it),\n"
+    "to see whether bfloat16 keeps the float32 top-1 on the split.\n";
 
 } // namespace
 
@@ -56,7 +61,7 @@ int evalCoat(const std::vector<std::string>& argv) {
         return 0;
     }
     Args a(argv);
-    a.checkKnown({"--checkpoint", "--data", "--split", "--max-images", "--batch", "--out", "--threads"});
+    a.checkKnown({"--checkpoint", "--data", "--split", "--max-images", "--batch", "--out", "--threads", "--precision"});
     if (!a.positional().empty()) throw UsageError("unexpected argument '" + a.positional().front() + "'");
     const std::string ckpt = a.require("--checkpoint");
     const std::string spec = a.require("--data");
@@ -73,6 +78,7 @@ int evalCoat(const std::vector<std::string>& argv) {
     }
     if (a.has("--out")) checkOutputFolder(*a.get("--out"), "--out");
 
+    const torch::ScalarType precision = parsePrecision(a.get("--precision", "fp32"), torch::Device(torch::kCPU));
     auto model = coat::loadCoat(ckpt);
     auto splits = data::openClassificationDataset(spec);
     const data::ClassificationDataset& ds = split == "train" ? *splits.train : *splits.val;
@@ -101,7 +107,7 @@ int evalCoat(const std::vector<std::string>& argv) {
         h.source.spec = spec;
         h.source.split = split;
         h.config = {{"variant", model->config().variant}, {"image_size", model->config().imageSize},
-                    {"max_images", maxImages}, {"batch", batch}};
+                    {"max_images", maxImages}, {"batch", batch}, {"precision", precisionName(precision)}};
         results::WriterOptions wo;
         wo.expectedSamples = total;
         wo.flushEvery = 256;
@@ -140,15 +146,15 @@ int evalCoat(const std::vector<std::string>& argv) {
                 onSample(index, label, pred, probs);
                 fn(done, total);
             },
-            [&] { return !control.checkpoint(); });
+            [&] { return !control.checkpoint(); }, precision);
     }
     const bool stopped = r.count < total;
     const auto conf = r.confusion.contiguous();
     const int64_t* c = conf.data_ptr<int64_t>();
     int64_t correct = 0;
     for (int64_t k = 0; k < K; ++k) correct += c[k * K + k];
-    std::printf("CoaT %s on %s: %lld images%s\n", ckpt.c_str(), ds.describe().c_str(), (long long)r.count,
-                stopped ? " (stopped)" : "");
+    std::printf("CoaT %s on %s: %lld images%s, %s\n", ckpt.c_str(), ds.describe().c_str(), (long long)r.count,
+                stopped ? " (stopped)" : "", precisionName(precision));
     std::printf("accuracy %.2f%% (%lld of %lld), top-5 %.2f%%, mean cross-entropy %.4f\n", 100 * r.acc,
                 (long long)correct, (long long)r.count, r.count ? 100.0 * double(top5Correct) / double(r.count) : 0.0,
                 r.loss);

@@ -186,7 +186,8 @@ torch::Tensor inputTensor(const CoatModel& model, const cv::Mat& rgb) { return m
 } // namespace
 
 ClassEval evaluateClassifier(CoatModel& model, const data::ClassificationDataset& ds, int64_t count, int64_t batch,
-                             bool confusion, const ClassSampleFn& onSample, const std::function<bool()>& cancelled) {
+                             bool confusion, const ClassSampleFn& onSample, const std::function<bool()>& cancelled,
+                             torch::ScalarType productDtype) {
     const bool wasTraining = model.is_training();
     model.eval();
     torch::NoGradGuard ng;
@@ -213,7 +214,9 @@ ClassEval evaluateClassifier(CoatModel& model, const data::ClassificationDataset
         }
         auto x = torch::stack(xs).to(model.device());
         auto y = torch::tensor(ys, torch::kLong).to(model.device());
-        auto logits = model.forward(x).logits.to(torch::kFloat);
+        CoatForwardOptions fo;
+        fo.productDtype = productDtype;
+        auto logits = model.forward(x, fo).logits.to(torch::kFloat);
         lossSum += torch::nn::functional::cross_entropy(
                        logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                        .item<double>();

@@ -124,9 +124,12 @@ class CoatModel;
 // predicted class (the argmax the accuracy counts) and softmax probabilities [K] (CPU float).
 // cancelled (polled between batches): stop early; the result then covers `count` items done.
 using ClassSampleFn = std::function<void(int64_t, int64_t, int64_t, const torch::Tensor&)>;
+// productDtype: the forward's CoatForwardOptions::productDtype (kBFloat16: `eval coat
+// --precision bf16`, to check that bfloat16 keeps the top-1 of float32).
 ClassEval evaluateClassifier(CoatModel& model, const data::ClassificationDataset& ds, int64_t count,
                              int64_t batch, bool confusion, const ClassSampleFn& onSample = {},
-                             const std::function<bool()>& cancelled = {});
+                             const std::function<bool()>& cancelled = {},
+                             torch::ScalarType productDtype = torch::kFloat);
 
 // Table 3.6 position-encoding ablation: the same config with neither, CRPE only, CPE only, both.
 struct PeVariant {
