@@ -183,6 +183,23 @@ private Q_SLOTS:
         const double perSecond = speed.captured(3).toDouble(), sims = speed.captured(4).toDouble();
         QVERIFY(perSecond > 0);
         QVERIFY2(std::abs(sims - 4 * perSecond) <= 0.5 + 4 * 0.05, qPrintable(r.out));
+        // --compare-reference: every search once more with the batch norms as layers, from the
+        // same roots and random state; the folded network is float32 rounding away, so the
+        // actions agree (all but near-ties) and the root values to about 1e-6.
+        r = run({"play", "--checkpoint", runDir + "/model.h5", "--env", "breakout", "--episodes", "2",
+                 "--simulations", "4", "--max-episode-steps", "10", "--threads", "1", "--compare-reference"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const auto cmp = QRegularExpression("vs reference layers: the same action in ([0-9]+) of ([0-9]+) searches "
+                                            "\\([0-9.]+%\\); root value relative difference median ([0-9.e+-]+), max ([0-9.e+-]+)")
+                             .match(r.out);
+        QVERIFY2(cmp.hasMatch(), qPrintable(r.out));
+        const double same = cmp.captured(1).toDouble(), compared = cmp.captured(2).toDouble();
+        QVERIFY2(compared >= 2 && compared <= 20 && same >= compared - 1, qPrintable(r.out));
+        QVERIFY2(cmp.captured(4).toDouble() < 1e-3, qPrintable(r.out));
+        r = run({"play", "--checkpoint", runDir + "/model.h5", "--env", "breakout", "--compare-reference",
+                 "--reference-layers"});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("--compare-reference"), qPrintable(r.err));
     }
 
     // The device flags of training and the bf16 autocast of the LETR bench: refused with a

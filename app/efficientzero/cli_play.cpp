@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <torch/torch.h>
 
@@ -34,7 +35,10 @@ const char* kPlayUsage =
     "  --threads T         LibTorch threads (default 2)\n"
     "  --device D          cpu (default), cuda or cuda:N: the network (the MCTS's batched inference)\n"
     "  --reference-layers  run the network's batch norms as separate layers (by default they are folded\n"
-    "                      into the layers before them: the same function within float32 rounding)\n";
+    "                      into the layers before them: the same function within float32 rounding)\n"
+    "  --compare-reference also run every search with the reference layers, from the same roots and\n"
+    "                      random state, and print how often the two chose the same action and how far\n"
+    "                      their root values are apart (the episodes follow the folded network)\n";
 
 } // namespace
 
@@ -43,9 +47,11 @@ int play(const std::vector<std::string>& args) {
         std::cerr << kPlayUsage;
         return args.empty() ? 2 : 0;
     }
-    Args a(args, {"--noise", "--reference-layers"});
+    Args a(args, {"--noise", "--reference-layers", "--compare-reference"});
     a.checkKnown({"--checkpoint", "--env", "--episodes", "--simulations", "--seed", "--max-episode-steps", "--record",
-                  "--threads", "--temperature", "--noise", "--device", "--reference-layers"});
+                  "--threads", "--temperature", "--noise", "--device", "--reference-layers", "--compare-reference"});
+    if (a.has("--compare-reference") && a.has("--reference-layers"))
+        throw UsageError("--compare-reference compares the folded network with --reference-layers' one: give one of them");
     const torch::Device device = parseDevice(a.get("--device", "cpu"));
     const std::string ckpt = a.require("--checkpoint");
     const std::string game = a.require("--env");
@@ -72,6 +78,13 @@ int play(const std::vector<std::string>& args) {
     auto net = efficientzero::loadForEnv(ckpt, *env);
     net.module().to(device);
     net.setFoldedInference(!a.has("--reference-layers"));
+    std::optional<efficientzero::Network> reference;
+    if (a.has("--compare-reference")) {
+        reference.emplace(efficientzero::loadForEnv(ckpt, *env));
+        reference->module().to(device);
+        reference->setFoldedInference(false);
+        o.compareWith = &*reference;
+    }
     train::Control control;
     efficientzero::EvalResult r;
     const auto t0 = std::chrono::steady_clock::now();
@@ -98,6 +111,11 @@ int play(const std::vector<std::string>& args) {
                 seconds, moves / std::max(seconds, 1e-9), moves * double(o.simulations) / std::max(seconds, 1e-9),
                 moves * double(o.simulations) / std::max(processCpuSeconds() - cpu0, 1e-9),
                 net.foldedInference() ? "batch norms folded" : "reference layers");
+    if (r.compared > 0)
+        std::printf("vs reference layers: the same action in %lld of %lld searches (%.2f%%); root value relative "
+                    "difference median %.2e, max %.2e\n",
+                    (long long)r.sameAction, (long long)r.compared, 100.0 * double(r.sameAction) / double(r.compared),
+                    r.valueRelDiffMedian, r.valueRelDiffMax);
     for (const auto& f : r.recorded) std::printf("recorded %s\n", f.c_str());
     return 0;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -153,10 +154,25 @@ private:
         std::vector<std::vector<int>> legal;   // only when the game has illegal actions (shared space)
         if (const auto l = slots_[size_t(active[0])].env->legalActions(); int(l.size()) < net_.config().numActions)
             legal.assign(active.size(), l);
+        std::optional<rl::Mcts> refMcts;
+        if (o_.compareWith) refMcts.emplace(mcts_);   // the same random state for both searches
         const auto res = mcts_.search(adapter, roots, o_.noise, legal);
+        std::optional<rl::SearchResult> ref;
+        if (refMcts) {
+            SearchAdapter refAdapter(*o_.compareWith);
+            ref = refMcts->search(refAdapter, refAdapter.start(obsT), o_.noise, legal);
+        }
         for (size_t j = 0; j < active.size(); ++j) {
             Slot& s = slots_[size_t(active[j])];
+            std::mt19937_64 refRng = rng_;   // the same tie-break for the reference's choice
             const int a = rl::selectAction(res.visitCounts[j], o_.temperature, rng_, res.rootQ[j]);
+            if (ref) {
+                const int b = rl::selectAction(ref->visitCounts[j], o_.temperature, refRng, ref->rootQ[j]);
+                ++out_.compared;
+                out_.sameAction += a == b;
+                const double vr = ref->rootValues[j];
+                valueRelDiffs_.push_back(std::abs(double(res.rootValues[j]) - vr) / std::max(std::abs(vr), 0.01));
+            }
             if (record()) recordSearch(s, res, roots[j], j, a);
             step(s, a);
         }
@@ -258,6 +274,10 @@ private:
         for (double v : norm) sum += v;
         out_.normalizedMean = sum / double(norm.size());
         out_.normalizedMedian = median(norm);
+        if (!valueRelDiffs_.empty()) {
+            out_.valueRelDiffMedian = median(valueRelDiffs_);
+            out_.valueRelDiffMax = *std::max_element(valueRelDiffs_.begin(), valueRelDiffs_.end());
+        }
         std::sort(out_.recorded.begin(), out_.recorded.end());
     }
 
@@ -275,6 +295,7 @@ private:
     int next_ = 0, finished_ = 0;
     train::Progress prog_;
     EvalResult out_;
+    std::vector<double> valueRelDiffs_;   // with compareWith, per compared search
 };
 
 } // namespace
@@ -284,6 +305,12 @@ EvalResult evaluate(Network& net, const std::string& game, const EvalOptions& o,
     if (o.episodes < 1 || o.parallel < 1 || o.simulations < 1) throw Error("evaluate: episodes, parallel and simulations must be positive");
     if (!(o.temperature >= 0) || o.temperature > 100) throw Error("evaluate: temperature must be in [0, 100]");
     net.train(false);
+    if (o.compareWith) {
+        if (o.compareWith->config().numActions != net.config().numActions)
+            throw Error("evaluate: the network to compare with has " + std::to_string(o.compareWith->config().numActions) +
+                        " actions, the evaluated one " + std::to_string(net.config().numActions));
+        o.compareWith->train(false);
+    }
     return Evaluator(net, game, o, control, progress).run();
 }
 

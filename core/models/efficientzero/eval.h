@@ -34,6 +34,11 @@ struct EvalOptions {
     rl::EnvOptions env;
     std::string recordDir;             // when set: one episode file per episode
     std::string checkpointPath;        // stored in recorded episodes
+    // When set: every search is run a second time from the same roots, with the same search
+    // and tie-break random state, by this network (e.g. the same weights with their batch norms
+    // as separate layers, `glimpse play --compare-reference`), and the two are compared
+    // (EvalResult::compared...). The episodes follow `net`'s choices.
+    Network* compareWith = nullptr;
 };
 struct EvalResult {
     std::vector<double> returns;
@@ -41,6 +46,10 @@ struct EvalResult {
     rl::ScoreStats stats;
     double normalizedMean = 0, normalizedMedian = 0;
     std::vector<std::string> recorded;  // episode files written
+    // With EvalOptions::compareWith: searches compared, those whose chosen action was the same,
+    // and the root values' relative differences |v - v_ref| / max(|v_ref|, 0.01) (median, max).
+    int64_t compared = 0, sameAction = 0;
+    double valueRelDiffMedian = 0, valueRelDiffMax = 0;
 };
 EvalResult evaluate(Network& net, const std::string& game, const EvalOptions& options,
                     train::Control* control = nullptr, const train::ProgressFn& progress = {});
