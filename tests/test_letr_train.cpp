@@ -1345,6 +1345,22 @@ private Q_SLOTS:
         j = c.toJson();
         j["lr_schedule"] = "linear";
         QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson(j); }), {"lr_schedule", "linear"}));
+
+        // "lr_warmup": N ramps each phase's first N steps linearly up to the schedule.
+        QTemporaryDir dir2;
+        c.lrWarmup = 2;
+        trainLetr(c, "procedural:4:3:64x64", dir2.path().toStdString() + "/w", false, ca, {});
+        const auto logW = RunLog::load(dir2.path().toStdString() + "/w/run.h5");
+        const auto& lw = logW.series.at("lr").values;
+        QCOMPARE(int(lw.size()), 7);
+        const double ramp[] = {0.5, 1, 1, 1};
+        for (int t = 0; t < 4; ++t) QVERIFY(std::abs(lw[size_t(t)] - ramp[t] * want(t, 4)) < 1e-12);
+        for (int t = 0; t < 3; ++t) QVERIFY(std::abs(lw[size_t(4 + t)] - ramp[t] * want(t, 3)) < 1e-12);
+        QCOMPARE(LetrTrainConfig::fromJson(c.toJson()).lrWarmup, int64_t(2));
+        QVERIFY(!tinyConfig().toJson().contains("lr_warmup"));   // absent when 0: older runs resume
+        j = c.toJson();
+        j["lr_warmup"] = -1;
+        QVERIFY(contains(errorOf([&] { LetrTrainConfig::fromJson(j).validate(); }), {"lr_warmup"}));
     }
 
     // lr_backbone 0 freezes the backbone in the coarse phase: its weights and batch-norm

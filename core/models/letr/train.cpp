@@ -91,6 +91,7 @@ void LetrTrainConfig::validate() const {
     if (lrDropCoarse < 0 || lrDropFine < 0) bad("lr_drop_* must be >= 0");
     if (lrCosine && (lrDropCoarse > 0 || lrDropFine > 0)) bad("lr_schedule \"cosine\" takes no lr_drop_coarse / lr_drop_fine");
     if (!(lrFinal >= 0 && lrFinal <= 1)) bad("lr_final must be in [0, 1]");
+    if (lrWarmup < 0 || lrWarmup > 1'000'000) bad("lr_warmup must be in 0..1000000 steps");
     if (!(clipMaxNorm >= 0)) bad("clip_max_norm must be >= 0");
     if (backboneStageIndex(backboneTrainFrom) < 0)
         bad("backbone_train_from must be conv1, layer1, layer2, layer3 or layer4, not \"" + backboneTrainFrom + "\"");
@@ -141,6 +142,7 @@ nlohmann::json LetrTrainConfig::toJson() const {
         j["lr_schedule"] = "cosine";
         j["lr_final"] = lrFinal;
     }
+    if (lrWarmup > 0) j["lr_warmup"] = lrWarmup;   // absent when 0: older runs resume
     j["clip_max_norm"] = clipMaxNorm;
     if (emaDecay > 0) j["ema_decay"] = emaDecay;   // absent when off: older runs resume
     j["checkpoint_every"] = checkpointEvery;
@@ -173,7 +175,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
     using train::checkKeys;
     using train::readKey;
     checkKeys(j, {"model", "seed", "batch_size", "coarse_steps", "fine_steps", "focal_steps", "lr", "lr_backbone",
-                  "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "lr_schedule", "lr_final", "clip_max_norm", "ema_decay", "checkpoint_every",
+                  "weight_decay", "lr_gamma", "lr_drop_coarse", "lr_drop_fine", "lr_schedule", "lr_final", "lr_warmup", "clip_max_norm", "ema_decay", "checkpoint_every",
                   "threads", "val_every", "val_data", "val_images", "train_backbone_bn", "loss", "augment", "aux", "denoise",
                   "memory_position_coef", "query_groups", "bf16_backbone", "backbone_train_from", "init", "backbone_weights"},
               source);
@@ -202,6 +204,7 @@ LetrTrainConfig LetrTrainConfig::fromJson(const nlohmann::json& j, const std::st
         c.lrCosine = sched == "cosine";
     }
     readKey(j, "lr_final", c.lrFinal, source);
+    readKey(j, "lr_warmup", c.lrWarmup, source);
     readKey(j, "clip_max_norm", c.clipMaxNorm, source);
     readKey(j, "ema_decay", c.emaDecay, source);
     readKey(j, "checkpoint_every", c.checkpointEvery, source);
@@ -363,10 +366,12 @@ std::vector<train::AdamW::Param> trainable(LetrModel& model, bool fineStage, dou
     return out;
 }
 
-// The lr of step t of a phase of `steps` steps: step decay every `drop` steps, or the cosine.
+// The lr of step t of a phase of `steps` steps: step decay every `drop` steps, or the cosine;
+// either times the linear warmup ((t + 1) / lr_warmup) over the phase's first lr_warmup steps.
 double phaseLr(const LetrTrainConfig& c, int64_t drop, int64_t t, int64_t steps) {
-    if (c.lrCosine) return train::warmupCosine(c.lr, c.lr * c.lrFinal, 0, std::max<int64_t>(steps - 1, 1), t);
-    return train::stepDecay(c.lr, c.lrGamma, drop, t);
+    const double warm = c.lrWarmup > 0 && t < c.lrWarmup ? double(t + 1) / double(c.lrWarmup) : 1.0;
+    if (c.lrCosine) return warm * train::warmupCosine(c.lr, c.lr * c.lrFinal, 0, std::max<int64_t>(steps - 1, 1), t);
+    return warm * train::stepDecay(c.lr, c.lrGamma, drop, t);
 }
 
 // (phase index, phase begin, lr) of step t under a config.

@@ -17,6 +17,8 @@
 //     "lr_drop_coarse": 0, "lr_drop_fine": 0,     // step decay every K steps of a phase (0: off)
 //     "lr_schedule": "step",    // "cosine": each phase's lr falls from lr to lr * lr_final along a
 //     "lr_final": 0.01,         // half cosine (lr drops then must be 0); both keys absent when "step"
+//     "lr_warmup": 0,           // each phase's first N steps ramp the lr linearly up to its
+//                               // schedule (step t: (t + 1) / N of it); absent when 0
 //     "clip_max_norm": 0.1,     // gradient clipping (global L2 norm; 0: off)
 //     "ema_decay": 0,           // weight averaging (core/train/ema.h; 0: off): validation and
 //                               // model.h5 use the average, and each phase ends by copying it
@@ -90,6 +92,7 @@ struct LetrTrainConfig {
     int64_t lrDropCoarse = 0, lrDropFine = 0;
     bool lrCosine = false;   // "lr_schedule": "cosine" (else "step")
     double lrFinal = 0.01;   // "lr_final": the cosine's end, a fraction of lr
+    int64_t lrWarmup = 0;    // "lr_warmup": linear warmup steps at the start of each phase
     double clipMaxNorm = 0.1;
     // Exponential moving average of the weights (0: off). It restarts at every phase's first
     // step from the model's weights and replaces them at the phase's end; validation reads it.
