@@ -118,11 +118,8 @@ ConstellationTrainResult trainOne(ConstellationTrainConfig cfg, bool baseline, c
     return trainConstellation(cfg, data, out, canResume, control, bar.fn(), comm);
 }
 
-// An accuracy (or its CI) for compare.json: null when the run did not evaluate it.
-nlohmann::json accuracy(double value, double acc) {
-    return acc < 0 ? nlohmann::json(nullptr) : nlohmann::json(value);
-}
-nlohmann::json accuracy(double acc) { return accuracy(acc, acc); }
+// compare.json's value of an accuracy or its CI: null when the run did not evaluate (acc < 0).
+nlohmann::json evaluated(double value, double acc) { return acc < 0 ? nlohmann::json(nullptr) : nlohmann::json(value); }
 
 void printRow(const std::string& name, const ConstellationTrainResult& r) {
     if (!r.finished) {
@@ -207,8 +204,9 @@ int trainCommand(const std::vector<std::string>& args) {
         printRow(name, r);
         stopped = stopped || !r.finished;
         summary.push_back({{"model", name}, {"finished", r.finished}, {"parameters", r.parameters},
-                           {"novel_1shot", accuracy(r.novel1)}, {"novel_1shot_ci95", accuracy(r.novel1Ci, r.novel1)},
-                           {"novel_5shot", accuracy(r.novel5)}, {"novel_5shot_ci95", accuracy(r.novel5Ci, r.novel5)}, {"train_images_per_second", r.imagesPerSecond},
+                           {"novel_1shot", evaluated(r.novel1, r.novel1)}, {"novel_1shot_ci95", evaluated(r.novel1Ci, r.novel1)},
+                           {"novel_5shot", evaluated(r.novel5, r.novel5)}, {"novel_5shot_ci95", evaluated(r.novel5Ci, r.novel5)},
+                           {"train_images_per_second", r.imagesPerSecond},
                            {"seconds", r.seconds}});
     }
     if (stopped) std::cout << "stopped; checkpoint written, continue with --resume\n";

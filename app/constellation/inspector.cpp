@@ -362,24 +362,14 @@ void ConstellationInspector::modelChanged() {
     // family's base classes (checkpoints record no dataset; docs/decisions.md "Out-of-domain
     // warnings").
     if (!model) return domain_->clear();
-    // Cheap: the generated family's class names come from its rules; its images are drawn
-    // only by the profile, on the loader's thread.
-    std::shared_ptr<data::FewShotSplits> splits;
-    try {
-        splits = std::make_shared<data::FewShotSplits>(
-            data::openFewShotDataset("procedural", int(model->config().imageSize)));
-    } catch (const std::exception&) {
-        splits.reset();   // an image size the family cannot draw: not its data either
-    }
-    if (!splits || !splits->base || splits->base->classNames() != model->config().classNames) {
-        domain_->loadProfile("unknown data", []() -> data::DomainProfile {
+    domain_->loadProfile("procedural (base classes)", [names = model->config().classNames,
+                                                       size = int(model->config().imageSize)] {
+        const auto splits = data::openFewShotDataset("procedural", size);
+        if (!splits.base || splits.base->classNames() != names)
             throw Error("the checkpoint does not say what it was trained on (its classes are not the procedural "
                         "family's base classes)");
-        });
-        return;
-    }
-    domain_->loadProfile("procedural (base classes)",
-                         [splits] { return data::profileImages(*splits->base, "procedural base classes"); });
+        return data::profileImages(*splits.base, "procedural base classes");
+    });
 }
 
 // --- traces ---------------------------------------------------------------------------
