@@ -1,5 +1,6 @@
 // Inference speed paths against float32 (docs/performance.md): LETR's folded channels-last
-// backbone and bfloat16 products, EfficientZero's folded batch norms, `--precision` parsing.
+// backbone and bfloat16 products, the bfloat16 linear layers (bias inside the product),
+// EfficientZero's folded batch norms, `--precision` parsing.
 // Small random models, weights nudged away from their initialization so that the batch norms
 // and heads are not identities.
 #include <QtTest>
@@ -10,6 +11,7 @@
 #include "core/models/efficientzero/model.h"
 #include "core/models/letr/model.h"
 #include "core/util/autocast.h"
+#include "core/util/products.h"
 #include "core/util/threads.h"
 #include "tests/support.h"
 
@@ -80,6 +82,45 @@ private Q_SLOTS:
 
     // The folded channels-last backbone computes the same function within float32 rounding; the
     // per-head BLAS products of the attention too.
+    // products::linear / linearLow put the bias into the bfloat16 product as a column of ones
+    // (faster than LibTorch's bfloat16 addmm); the result must be LibTorch's own bfloat16 linear
+    // up to the order of the float32 sums (bit for bit in 100% of the elements on this project's
+    // machine). Without a guard both are torch::linear in float32.
+    void bf16LinearEqualsLibTorchs() {
+        torch::manual_seed(3);
+        const auto bf = torch::kBFloat16;
+        for (const bool bias : {true, false}) {
+            torch::nn::Linear lin(torch::nn::LinearOptions(40, 72).bias(bias));
+            const auto x = torch::randn({3, 50, 40});
+            const auto bfBias = bias ? lin->bias.to(bf) : torch::Tensor();
+            const auto ref = torch::linear(x.to(bf), lin->weight.to(bf), bfBias);   // addmm in bfloat16
+            torch::Tensor got, low, f32;
+            {
+                products::ProductDtypeGuard g(bf);
+                got = products::linear(*lin, x);
+                low = products::linearLow(*lin, x);
+            }
+            f32 = products::linear(*lin, x);
+            QCOMPARE(got.scalar_type(), torch::kFloat);
+            QCOMPARE(low.scalar_type(), bf);
+            QCOMPARE(got.sizes(), ref.sizes());
+            QVERIFY(torch::equal(low.to(torch::kFloat), got));   // the same product, one rounding
+            QVERIFY(torch::equal(f32, torch::linear(x, lin->weight, lin->bias)));
+            // Within one bfloat16 rounding of each element (the float32 sums may be ordered
+            // differently), and with no error at all in most elements.
+            const auto r = ref.to(torch::kFloat), d = (got - r).abs();
+            QVERIFY2((d <= r.abs() / 128.0 + 1e-6).all().item<bool>(),
+                     qPrintable(QString("bias %1: max difference %2 from LibTorch's bfloat16 linear")
+                                    .arg(bias)
+                                    .arg(d.max().item<double>())));
+            QVERIFY((d == 0).to(torch::kFloat).mean().item<double>() > 0.9);
+            // A bfloat16 input (an MLP's hidden layer) gives the same as its float32 copy.
+            torch::nn::Linear next(72, 24);
+            products::ProductDtypeGuard g(bf);
+            QVERIFY(torch::equal(products::linear(*next, low), products::linear(*next, low.to(torch::kFloat))));
+        }
+    }
+
     void letrFoldedFloat32WithinRounding() {
         letr::LetrModel model(smallLetr(), 3);
         nudgeBatchNorms(model, 4);

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include "app/cli/cli.h"
@@ -46,6 +47,7 @@ const char* kBenchCoatUsage =
     "usage: glimpse bench coat [--variant coat_lite_tiny | --checkpoint C.h5 | --config C.json]\n"
     "                          [--batch B] [--runs R] [--warmup W] [--threads T] [--random-seed S]\n"
     "                          [--device cpu|cuda[:N]] [--tf32] [--precision fp32|bf16|auto]\n"
+    "                          [--profile TRACE.json]\n"
     "Times CoaT inference at the config's image size (224x224 for the Table 3.1 variants):\n"
     "forward passes of --batch images (median over --runs after --warmup runs) as images/s,\n"
     "trace capture (forward with records + Grad-CAM of the top-5), and on-demand view queries\n"
@@ -55,7 +57,8 @@ const char* kBenchCoatUsage =
     "where the CPU has it) runs the linear layers and attention products on bfloat16 operands and\n"
     "reports how far the logits moved from float32 (docs/performance.md). CPU times (this process,\n"
     "all threads) are printed beside the wall-clock times: on a shared machine they are the ones\n"
-    "to compare.\n";
+    "to compare. --profile writes LibTorch's operator profile of one more forward pass as a Chrome\n"
+    "trace (tools/perf/profile_table.py sums it per operator).\n";
 
 
 namespace fs = std::filesystem;
@@ -183,7 +186,7 @@ int benchCoat(const std::vector<std::string>& argv) {
     Args a(argv, {"--tf32"});
     try {
         a.checkKnown({"--variant", "--checkpoint", "--config", "--batch", "--runs", "--warmup", "--threads",
-                      "--random-seed", "--device", "--tf32", "--precision"});
+                      "--random-seed", "--device", "--tf32", "--precision", "--profile"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
     } catch (const Error& e) {
         std::cerr << "glimpse bench coat: " << e.what() << "\n" << kBenchCoatUsage;
@@ -225,6 +228,10 @@ int benchCoat(const std::vector<std::string>& argv) {
                 tForward.push_back(msSince(t0));
                 cForward.push_back(1e3 * (c1 - c0));
             }
+        }
+        if (a.has("--profile")) {
+            torch::autograd::profiler::RecordProfile guard(*a.get("--profile"));
+            for (int r = 0; r < 3; ++r) (void)model->forward(input, fo).logits.sum().item<float>();
         }
         if (precision != torch::kFloat) {
             const auto ref = model->forward(input).logits, got = model->forward(input, fo).logits;

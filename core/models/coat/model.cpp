@@ -158,7 +158,7 @@ MlpImpl::MlpImpl(int64_t dim, int64_t hidden) {
     fc2 = register_module("fc2", torch::nn::Linear(hidden, dim));
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return linearP(*fc2, F::gelu(linearP(*fc1, x))); }
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return linearP(*fc2, F::gelu(products::linearLow(*fc1, x))); }
 
 SerialBlockImpl::SerialBlockImpl(int64_t dim, int64_t heads, double mlpRatio, ConvPosEnc cpe_, ConvRelPosEnc crpe_)
     : cpe(std::move(cpe_)) {

@@ -306,7 +306,7 @@ torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& src, const torch::T
     const bool train = is_training();
     auto qk = src + pos;
     auto x = norm1(src + torch::dropout(self_attn(qk, qk, src, keyPaddingMask), dropout_, train));
-    auto ff = linearP(*linear2, torch::dropout(torch::relu(linearP(*linear1, x)), dropout_, train));
+    auto ff = linearP(*linear2, torch::dropout(torch::relu(products::linearLow(*linear1, x)), dropout_, train));
     return norm2(x + torch::dropout(ff, dropout_, train));
 }
 
@@ -331,7 +331,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& tgt, const torch::T
     if (crossIn) *crossIn = x;
     auto ca = multihead_attn(x + queryPos, memory + pos, memory, memoryKeyPaddingMask);
     x = norm2(x + torch::dropout(ca, dropout_, train));
-    auto ff = linearP(*linear2, torch::dropout(torch::relu(linearP(*linear1, x)), dropout_, train));
+    auto ff = linearP(*linear2, torch::dropout(torch::relu(products::linearLow(*linear1, x)), dropout_, train));
     return norm3(x + torch::dropout(ff, dropout_, train));
 }
 
