@@ -115,6 +115,21 @@ private Q_SLOTS:
                                     .arg(d.max().item<double>())));
             QVERIFY((d == 0).to(torch::kFloat).mean().item<double>() > 0.9);
             // A bfloat16 input (an MLP's hidden layer) gives the same as its float32 copy.
+            // The bfloat16 weights are cached; a weight or bias changed in place is seen.
+            {
+                torch::NoGradGuard ng;
+                products::ProductDtypeGuard g(bf);
+                lin->weight.mul_(-1);
+                const auto flipped = products::linear(*lin, x);
+                QVERIFY(!torch::equal(flipped, got));
+                if (bias) {
+                    lin->bias.add_(1);
+                    QVERIFY(torch::allclose(products::linear(*lin, x), flipped + 1, 0.0, 0.1));
+                }
+                lin->weight.mul_(-1);
+                if (bias) lin->bias.sub_(1);
+                QVERIFY(torch::equal(products::linear(*lin, x), got));
+            }
             torch::nn::Linear next(72, 24);
             products::ProductDtypeGuard g(bf);
             QVERIFY(torch::equal(products::linear(*next, low), products::linear(*next, low.to(torch::kFloat))));

@@ -1,5 +1,11 @@
 #include "core/util/products.h"
 
+#include <map>
+#include <mutex>
+#include <optional>
+#include <tuple>
+#include <vector>
+
 namespace glimpse::products {
 
 namespace {
@@ -14,21 +20,70 @@ torch::ScalarType productDtype() { return tlProductDtype; }
 bool lowPrecision(const torch::Tensor& x) { return tlProductDtype != torch::kFloat && x.is_cpu(); }
 
 namespace {
+// The low-precision copies of weight matrices ([W | b] in dtype t), kept while the weights are
+// alive and unchanged: converting every weight of a model on every forward pass cost CoaT-Lite
+// Tiny ~3.6 ms a pass (11% of a batch of one). An entry is valid while both storages live (weak
+// references), at the same addresses, shapes and strides, with unchanged version counters (an
+// in-place change, checkpoint loading included, moves them).
+struct LowWeight {
+    using Weak = c10::weak_intrusive_ptr<c10::StorageImpl>;
+    std::optional<Weak> wStorage, bStorage;
+    std::vector<int64_t> wSizes, wStrides;
+    uint32_t wVersion = 0, bVersion = 0;
+    torch::Tensor low;
+};
+using LowKey = std::tuple<const void*, const void*, int>;   // data of W, data of b, dtype
+std::mutex lowMutex;
+std::map<LowKey, LowWeight> lowWeights;
+
+bool stillValid(const LowWeight& e, const torch::Tensor& w, const torch::Tensor& b) {
+    if (e.wStorage->expired() || e.wSizes != w.sizes().vec() || e.wStrides != w.strides().vec() ||
+        e.wVersion != w._version())
+        return false;
+    if (!b.defined()) return true;
+    return e.bStorage && !e.bStorage->expired() && e.bVersion == b._version();
+}
+
+torch::Tensor lowWeight(const torch::Tensor& w, const torch::Tensor& b, torch::ScalarType t) {
+    if (w.requires_grad() && torch::GradMode::is_enabled()) return torch::Tensor();   // not for training
+    const LowKey key{w.data_ptr(), b.defined() ? b.data_ptr() : nullptr, int(t)};
+    std::lock_guard<std::mutex> lock(lowMutex);
+    auto it = lowWeights.find(key);
+    if (it != lowWeights.end() && stillValid(it->second, w, b)) return it->second.low;
+    if (lowWeights.size() >= 4096)   // weights of freed models: drop what expired
+        for (auto i = lowWeights.begin(); i != lowWeights.end();)
+            i = i->second.wStorage->expired() ? lowWeights.erase(i) : std::next(i);
+    LowWeight e;
+    e.wStorage.emplace(w.storage().getWeakStorageImpl());
+    if (b.defined()) e.bStorage.emplace(b.storage().getWeakStorageImpl());
+    e.wSizes = w.sizes().vec();
+    e.wStrides = w.strides().vec();
+    e.wVersion = w._version();
+    e.bVersion = b.defined() ? b._version() : 0;
+    torch::NoGradGuard ng;
+    e.low = (b.defined() ? torch::cat({w.detach(), b.detach().unsqueeze(1)}, 1) : w.detach()).to(t).t();
+    lowWeights.insert_or_assign(key, e);
+    return e.low;
+}
+
 // x W^T + b with both operands in the guard's dtype, float32 accumulation, the result in that
 // dtype. The bias rides in the product, as a column of W against a column of ones appended to x:
 // LibTorch 1.13's bfloat16 addmm takes 2-3x longer to add a bias than the product itself takes
 // (docs/performance.md), and in the product it is summed in float32 before the one rounding, as
-// addmm sums it (the results are the same).
+// addmm sums it (the results are the same up to the order of the sums).
 torch::Tensor productLow(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
     const auto t = tlProductDtype;
-    if (!b.defined()) return torch::matmul(x.to(t), w.to(t).t());
+    torch::Tensor wt = lowWeight(w, b, t);
+    if (!wt.defined())
+        wt = (b.defined() ? torch::cat({w, b.unsqueeze(1)}, 1) : w).to(t).t();
+    if (!b.defined()) return torch::matmul(x.to(t), wt);
     const int64_t k = x.size(-1);
     auto sizes = x.sizes().vec();
     sizes.back() = k + 1;
     auto xa = torch::empty(sizes, x.options().dtype(t));
     xa.narrow(-1, 0, k).copy_(x);
     xa.narrow(-1, k, 1).fill_(1);
-    return torch::matmul(xa, torch::cat({w, b.unsqueeze(1)}, 1).to(t).t());
+    return torch::matmul(xa, wt);
 }
 } // namespace
 
