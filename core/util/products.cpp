@@ -66,37 +66,46 @@ torch::Tensor lowWeight(const torch::Tensor& w, const torch::Tensor& b, torch::S
     return e.low;
 }
 
-// x W^T + b with both operands in the guard's dtype, float32 accumulation, the result in that
-// dtype. The bias rides in the product, as a column of W against a column of ones appended to x:
-// LibTorch 1.13's bfloat16 addmm takes 2-3x longer to add a bias than the product itself takes
-// (docs/performance.md), and in the product it is summed in float32 before the one rounding, as
-// addmm sums it (the results are the same up to the order of the sums).
-torch::Tensor productLow(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+// x W^T + b with both operands in the guard's dtype and float32 accumulation; the result in that
+// dtype, or in float32 with `toFloat`. LibTorch 1.13's bfloat16 addmm takes 2-3x longer to add a
+// bias than the product itself takes (docs/performance.md), so the bias goes either into the
+// product, as a column of W against a column of ones appended to x (summed in float32 before the
+// one rounding, as addmm sums it), where x is the narrower side (K <= outputs: copying x costs
+// less than a pass over the output), or else onto the result in float32 after the product's
+// rounding (K > outputs: an MLP's contracting layer, whose input is the largest tensor).
+torch::Tensor productLow(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, bool toFloat) {
     const auto t = tlProductDtype;
-    torch::Tensor wt = lowWeight(w, b, t);
-    if (!wt.defined())
-        wt = (b.defined() ? torch::cat({w, b.unsqueeze(1)}, 1) : w).to(t).t();
-    if (!b.defined()) return torch::matmul(x.to(t), wt);
     const int64_t k = x.size(-1);
+    if (!b.defined() || k > w.size(0)) {
+        torch::Tensor wt = lowWeight(w, torch::Tensor(), t);
+        if (!wt.defined()) wt = w.to(t).t();
+        auto y = torch::matmul(x.to(t), wt);
+        if (!b.defined()) return toFloat ? y.to(torch::kFloat) : y;
+        y = y.to(torch::kFloat).add_(b);
+        return toFloat ? y : y.to(t);
+    }
+    torch::Tensor wt = lowWeight(w, b, t);
+    if (!wt.defined()) wt = torch::cat({w, b.unsqueeze(1)}, 1).to(t).t();
     auto sizes = x.sizes().vec();
     sizes.back() = k + 1;
     auto xa = torch::empty(sizes, x.options().dtype(t));
     xa.narrow(-1, 0, k).copy_(x);
     xa.narrow(-1, k, 1).fill_(1);
-    return torch::matmul(xa, wt);
+    auto y = torch::matmul(xa, wt);
+    return toFloat ? y.to(torch::kFloat) : y;
 }
 } // namespace
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
     if (!lowPrecision(x)) return torch::linear(x, w, b);
-    return productLow(x, w, b).to(torch::kFloat);
+    return productLow(x, w, b, true);
 }
 
 torch::Tensor linear(torch::nn::LinearImpl& l, const torch::Tensor& x) { return linear(x, l.weight, l.bias); }
 
 torch::Tensor linearLow(torch::nn::LinearImpl& l, const torch::Tensor& x) {
     if (!lowPrecision(x)) return torch::linear(x, l.weight, l.bias);
-    return productLow(x, l.weight, l.bias);
+    return productLow(x, l.weight, l.bias, false);
 }
 
 torch::Tensor bmm(const torch::Tensor& a, const torch::Tensor& b) {

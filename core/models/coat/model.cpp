@@ -124,6 +124,7 @@ std::array<torch::Tensor, 3> FactorAttnConvRelPosEncImpl::qkvSplit(const torch::
 
 torch::Tensor FactorAttnConvRelPosEncImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                                   const torch::Tensor& v, Grid grid, AttnRecord* rec) {
+    if (!rec && products::lowPrecision(q)) return attendLow(q, k, v, grid);
     auto ks = k.softmax(2);                                            // over tokens
     auto factor = matmulP(q, matmulP(ks.transpose(-1, -2), v)) * scale;   // [B,H,N,C]
     torch::Tensor out = factor;
@@ -139,6 +140,22 @@ torch::Tensor FactorAttnConvRelPosEncImpl::attend(const torch::Tensor& q, const 
         rec->v = v.detach();
         rec->factor = factor.detach();
         rec->crpe = cr.defined() ? cr.detach() : torch::Tensor();
+    }
+    return out;
+}
+
+// The passes over [B, heads, N, C] tensors are what a bfloat16 forward spends its time on here
+// (its products are cheap): the softmax runs over the last, contiguous dimension of K^T (the
+// layout the first product takes) instead of a strided one, the scale multiplies the small
+// [C, C] product instead of the output, and CRPE's term is added into the output in place. The
+// order of float32 roundings differs from attend()'s, nothing else.
+torch::Tensor FactorAttnConvRelPosEncImpl::attendLow(const torch::Tensor& q, const torch::Tensor& k,
+                                                     const torch::Tensor& v, Grid grid) {
+    const auto ksT = k.transpose(-1, -2).contiguous().softmax(-1);   // [B,H,C,N]: softmax over tokens
+    auto out = matmulP(q, matmulP(ksT, v) * scale);                  // [B,H,N,C], a new float32 tensor
+    if (crpe) {
+        const int64_t n = grid[0] * grid[1];
+        out.narrow(2, 1, n).addcmul_(q.narrow(2, 1, n), crpe->convV(v, grid));
     }
     return out;
 }

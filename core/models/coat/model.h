@@ -96,6 +96,8 @@ public:
     torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, Grid grid,
                          AttnRecord* rec);
     torch::Tensor project(const torch::Tensor& heads);   // [B, heads, N, C] -> proj -> [B, N, dim]
+    // attend() without a record under low-precision products: the same function in fewer passes.
+    torch::Tensor attendLow(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, Grid grid);
     torch::nn::Linear qkv{nullptr}, proj{nullptr};
     ConvRelPosEnc crpe{nullptr};   // not registered here (shared, owned by the model)
     int64_t numHeads, headDim;
