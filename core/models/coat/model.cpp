@@ -94,7 +94,7 @@ ConvRelPosEncImpl::ConvRelPosEncImpl(int64_t headDim_, const std::vector<std::pa
 
 torch::Tensor ConvRelPosEncImpl::convV(const torch::Tensor& v, Grid g) {
     const int64_t B = v.size(0), H = v.size(1), C = v.size(3);
-    auto img = imageChannels(v, g);   // [B, H*C, h, w]
+    auto img = imageChannels(v, g).to(torch::kFloat);   // [B, H*C, h, w]
     std::vector<torch::Tensor> parts;
     int64_t off = 0;
     for (size_t i = 0; i < convs.size(); ++i) {
@@ -116,9 +116,11 @@ FactorAttnConvRelPosEncImpl::FactorAttnConvRelPosEncImpl(int64_t dim, int64_t he
     proj = register_module("proj", torch::nn::Linear(dim, dim));
 }
 
-std::array<torch::Tensor, 3> FactorAttnConvRelPosEncImpl::qkvSplit(const torch::Tensor& x) {
+std::array<torch::Tensor, 3> FactorAttnConvRelPosEncImpl::qkvSplit(const torch::Tensor& x, bool low) {
     const int64_t B = x.size(0), N = x.size(1);
-    auto t = linearP(*qkv, x).reshape({B, N, 3, numHeads, headDim}).permute({2, 0, 3, 1, 4});
+    auto t = (low ? products::linearLow(*qkv, x) : linearP(*qkv, x))
+                 .reshape({B, N, 3, numHeads, headDim})
+                 .permute({2, 0, 3, 1, 4});
     return {t[0], t[1], t[2]};
 }
 
@@ -151,7 +153,8 @@ torch::Tensor FactorAttnConvRelPosEncImpl::attend(const torch::Tensor& q, const 
 // order of float32 roundings differs from attend()'s, nothing else.
 torch::Tensor FactorAttnConvRelPosEncImpl::attendLow(const torch::Tensor& q, const torch::Tensor& k,
                                                      const torch::Tensor& v, Grid grid) {
-    const auto ksT = k.transpose(-1, -2).contiguous().softmax(-1);   // [B,H,C,N]: softmax over tokens
+    const auto ksT = k.transpose(-1, -2).to(torch::kFloat, false, false, torch::MemoryFormat::Contiguous)
+                         .softmax(-1);   // [B,H,C,N]: softmax over tokens
     auto out = matmulP(q, matmulP(ksT, v) * scale);                  // [B,H,N,C], a new float32 tensor
     if (crpe) {
         const int64_t n = grid[0] * grid[1];
@@ -166,7 +169,9 @@ torch::Tensor FactorAttnConvRelPosEncImpl::project(const torch::Tensor& h) {
 }
 
 torch::Tensor FactorAttnConvRelPosEncImpl::forward(const torch::Tensor& x, Grid grid, AttnRecord* rec) {
-    auto qkv3 = qkvSplit(x);
+    // Without a record under low-precision products, q, k and v stay in that dtype (their product
+    // rounded them to it; attendLow reads them in float32 where it needs float32).
+    auto qkv3 = qkvSplit(x, rec == nullptr && products::lowPrecision(x));
     return project(attend(qkv3[0], qkv3[1], qkv3[2], grid, rec));
 }
 

@@ -91,7 +91,8 @@ public:
     FactorAttnConvRelPosEncImpl(int64_t dim, int64_t numHeads, bool qkvBias);
     torch::Tensor forward(const torch::Tensor& x, Grid grid, AttnRecord* rec = nullptr);
     // Pieces (for direct cross-layer attention): q, k, v [B, heads, N, C].
-    std::array<torch::Tensor, 3> qkvSplit(const torch::Tensor& x);
+    // low: keep q, k, v in the products' dtype when it is a low one (core/util/products.h).
+    std::array<torch::Tensor, 3> qkvSplit(const torch::Tensor& x, bool low = false);
     // Per-head output (before proj) of the module itself: factor + crpe.
     torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, Grid grid,
                          AttnRecord* rec);
