@@ -342,6 +342,9 @@ struct Folded {
     std::vector<FBlock> rb1, rb2, rb3, rep;
     FBlock dsBlock;
     FConv dynConv, reward;
+    FConv dynState;                       // dynConv's weights on the state channels, without bias
+    Tensor dynWeightAction;               // dynConv's weights on the action planes [C, P, k, k]
+    Tensor support;                       // -S..S, the value and value-prefix bins
     std::vector<FBlock> dyn, pred;
     Tensor vpScale, vpShift;              // bn_value_prefix (after the LSTM, before a ReLU)
     FMlp fc, fcValue, fcPolicy;
@@ -367,10 +370,17 @@ struct Network::Impl : nn::Module {
     bool foldedInference = false;
     Folded folded;
 
+    // The parameters and buffers whose version counters fold() watches, listed once (listing them
+    // by name on every call cost 2-3% of a search, docs/performance.md); the module's tensors are
+    // changed in place (training, loading), never replaced.
+    std::vector<Tensor> watched;
     int64_t weightsVersion() {
+        if (watched.empty()) {
+            watched = parameters();
+            for (const auto& t : buffers()) watched.push_back(t);
+        }
         int64_t v = 0;
-        for (const auto& t : parameters()) v += int64_t(t._version());
-        for (const auto& t : buffers()) v += int64_t(t._version());
+        for (const auto& t : watched) v += int64_t(t._version());
         return v;
     }
     // The folded network when it applies (on, eval mode, no gradients), rebuilt whenever a
@@ -378,7 +388,10 @@ struct Network::Impl : nn::Module {
     const Folded* fast() {
         if (!foldedInference || is_training() || torch::GradMode::is_enabled()) return nullptr;
         const int64_t v = weightsVersion();
-        if (v == folded.version) return &folded;
+        // (a device move keeps the tensors and their versions: the device is checked too)
+        if (v == folded.version && folded.dynConv.w.defined() &&
+            folded.dynConv.w.device() == dynamics_network->conv1->weight.device())
+            return &folded;
         torch::NoGradGuard noGrad;
         Folded f;
         auto& r = *representation_network;
@@ -396,6 +409,12 @@ struct Network::Impl : nn::Module {
         f.rep = foldStack(r.resblocks);
         auto& g = *dynamics_network;
         f.dynConv = foldConvBn(*g.conv1, g.bn.get());
+        {
+            const int64_t cs = config.channels;
+            f.dynState = FConv{f.dynConv.w.narrow(1, 0, cs).contiguous(), Tensor(), f.dynConv.stride, f.dynConv.pad};
+            f.dynWeightAction = f.dynConv.w.narrow(1, cs, f.dynConv.w.size(1) - cs).contiguous();
+        }
+        f.support = torch::arange(-config.supportSize, config.supportSize + 1, f.dynConv.w.options());
         f.dyn = foldStack(g.resblocks);
         f.reward = foldConvBn(*g.conv1x1_reward, g.bn_reward.get());
         f.vpScale = g.bn_value_prefix->weight.detach() *
@@ -426,9 +445,31 @@ struct Network::Impl : nn::Module {
         Tensor x = runStack(f.pred, state);
         return {f.fcValue(torch::relu(f.value(x)).flatten(1)), f.fcPolicy(torch::relu(f.policy(x)).flatten(1))};
     }
-    std::tuple<Tensor, Tensor, LstmState> dynamics(const Folded& f, const Tensor& stateAction, const Tensor& state,
+    // The action planes are constant per channel, so their share of the dynamics convolution is
+    // one map per action: dynConv(cat(state, planes(a))) = conv(state, W_state) + map[a], maps
+    // made once per weights and latent size (float32 sums in another order, nothing else).
+    Tensor actionMaps(const Folded& f, const Tensor& state) {
+        if (mapsVersion == f.version && maps.defined() && maps.size(2) == state.size(2) &&
+            maps.size(3) == state.size(3) && maps.device() == state.device())
+            return maps;
+        const int64_t a = config.numActions;
+        const Tensor zeros = torch::zeros({a, config.channels, state.size(2), state.size(3)}, state.options());
+        const Tensor planes =
+            actionPlanes(config, zeros, torch::arange(a, torch::TensorOptions(torch::kLong).device(state.device())));
+        maps = torch::conv2d(planes, f.dynWeightAction, f.dynConv.b, f.dynConv.stride, f.dynConv.pad);
+        mapsVersion = f.version;
+        return maps;
+    }
+    Tensor maps;                  // [A, C, h, w] for the folded weights of version mapsVersion
+    int64_t mapsVersion = -1;
+    Tensor supportScalar(const Folded& f, const Tensor& logits) {
+        const Tensor v = inverseScalarTransform(torch::matmul(torch::softmax(logits, -1), f.support));
+        return torch::where(torch::abs(v) < kEps, torch::zeros_like(v), v);
+    }
+    std::tuple<Tensor, Tensor, LstmState> dynamics(const Folded& f, const Tensor& state, const Tensor& actions,
                                                    const LstmState& hidden) {
-        Tensor x = runStack(f.dyn, torch::relu(f.dynConv(stateAction) + state));
+        Tensor x0 = f.dynState(state) + actionMaps(f, state).index_select(0, actions) + state;
+        Tensor x = runStack(f.dyn, torch::relu(x0));
         Tensor r = torch::relu(f.reward(x)).flatten(1).unsqueeze(0);
         auto [out, next] = dynamics_network->lstm(r, std::make_tuple(hidden.first, hidden.second));
         Tensor prefix = f.fc(torch::relu(torch::addcmul(f.vpShift, out.squeeze(0), f.vpScale)));
@@ -467,13 +508,15 @@ RecurrentOutput Network::recurrentInference(const Tensor& state, const Tensor& a
     if (actions.dim() != 1 || actions.size(0) != b)
         throw Error("efficientzero: recurrentInference needs one action per state (" + std::to_string(b) + "), got shape " +
                     c10::str(actions.sizes()));
-    const Tensor plane = actionPlanes(c, state, actions);
     RecurrentOutput out;
     if (const Folded* f = impl_->fast()) {
-        std::tie(out.nextState, out.valuePrefixLogits, out.lstm) =
-            impl_->dynamics(*f, torch::cat({state, plane}, 1), state, lstm);
+        std::tie(out.nextState, out.valuePrefixLogits, out.lstm) = impl_->dynamics(*f, state, actions.to(torch::kLong), lstm);
         std::tie(out.valueLogits, out.policyLogits) = impl_->predict(*f, out.nextState);
+        out.valuePrefix = impl_->supportScalar(*f, out.valuePrefixLogits);
+        out.value = impl_->supportScalar(*f, out.valueLogits);
+        return out;
     } else {
+        const Tensor plane = actionPlanes(c, state, actions);
         std::tie(out.nextState, out.valuePrefixLogits, out.lstm) =
             impl_->dynamics_network(torch::cat({state, plane}, 1), state, lstm);
         std::tie(out.valueLogits, out.policyLogits) = impl_->prediction_network(out.nextState);

@@ -23,9 +23,16 @@ public:
 
 private:
     void checkEval() const;
+    // Appends a slot's rows to the arenas (grown by doubling).
+    void append(const torch::Tensor& state, const torch::Tensor& h, const torch::Tensor& c);
 
     Network& net_;
-    std::vector<torch::Tensor> states_, h_, c_;  // per slot: [B, ...], [B, lstmHidden], [B, lstmHidden]
+    // All slots' rows in one tensor per kind, so that a simulation step gathers its parents with
+    // one index_select per kind instead of a select per parent and a stack (docs/performance.md):
+    // rows [offset_[k], offset_[k] + size_[k]) are slot k's. [rows, ...], [rows, lstmHidden] x 2.
+    torch::Tensor states_, h_, c_;
+    std::vector<int64_t> offset_, size_;
+    int64_t used_ = 0;
 };
 
 // Runs B searches at once: initial inference on obs, then MCTS.
