@@ -57,8 +57,9 @@ const char* kBenchCoatUsage =
     "where the CPU has it) runs the linear layers and attention products on bfloat16 operands and\n"
     "reports how far the logits moved from float32 (docs/performance.md). CPU times (this process,\n"
     "all threads) are printed beside the wall-clock times: on a shared machine they are the ones\n"
-    "to compare. --profile writes LibTorch's operator profile of one more forward pass as a Chrome\n"
-    "trace (tools/perf/profile_table.py sums it per operator).\n";
+    "to compare. --profile writes LibTorch's operator profile of three more forward passes as a\n"
+    "Chrome trace (tools/perf/profile_table.py sums it per operator; the profiler's own\n"
+    "allocations slow memory-bound operators, docs/performance.md).\n";
 
 
 namespace fs = std::filesystem;

@@ -44,8 +44,12 @@ bool stillValid(const LowWeight& e, const torch::Tensor& w, const torch::Tensor&
     return e.bStorage && !e.bStorage->expired() && e.bVersion == b._version();
 }
 
+// [W | b]^T (or W^T without b) in dtype t, from the cache where the weights are not being trained.
 torch::Tensor lowWeight(const torch::Tensor& w, const torch::Tensor& b, torch::ScalarType t) {
-    if (w.requires_grad() && torch::GradMode::is_enabled()) return torch::Tensor();   // not for training
+    auto convert = [t](const torch::Tensor& wt, const torch::Tensor& bt) {
+        return (bt.defined() ? torch::cat({wt, bt.unsqueeze(1)}, 1) : wt).to(t).t();
+    };
+    if (w.requires_grad() && torch::GradMode::is_enabled()) return convert(w, b);   // training: not cached
     const LowKey key{w.data_ptr(), b.defined() ? b.data_ptr() : nullptr, int(t)};
     std::lock_guard<std::mutex> lock(lowMutex);
     auto it = lowWeights.find(key);
@@ -61,7 +65,7 @@ torch::Tensor lowWeight(const torch::Tensor& w, const torch::Tensor& b, torch::S
     e.wVersion = w._version();
     e.bVersion = b.defined() ? b._version() : 0;
     torch::NoGradGuard ng;
-    e.low = (b.defined() ? torch::cat({w.detach(), b.detach().unsqueeze(1)}, 1) : w.detach()).to(t).t();
+    e.low = convert(w.detach(), b.defined() ? b.detach() : b);
     lowWeights.insert_or_assign(key, e);
     return e.low;
 }
@@ -77,15 +81,12 @@ torch::Tensor productLow(const torch::Tensor& x, const torch::Tensor& w, const t
     const auto t = tlProductDtype;
     const int64_t k = x.size(-1);
     if (!b.defined() || k > w.size(0)) {
-        torch::Tensor wt = lowWeight(w, torch::Tensor(), t);
-        if (!wt.defined()) wt = w.to(t).t();
-        auto y = torch::matmul(x.to(t), wt);
+        auto y = torch::matmul(x.to(t), lowWeight(w, torch::Tensor(), t));
         if (!b.defined()) return toFloat ? y.to(torch::kFloat) : y;
         y = y.to(torch::kFloat).add_(b);
         return toFloat ? y : y.to(t);
     }
-    torch::Tensor wt = lowWeight(w, b, t);
-    if (!wt.defined()) wt = torch::cat({w, b.unsqueeze(1)}, 1).to(t).t();
+    const torch::Tensor wt = lowWeight(w, b, t);
     auto sizes = x.sizes().vec();
     sizes.back() = k + 1;
     auto xa = torch::empty(sizes, x.options().dtype(t));

@@ -24,10 +24,12 @@ bool lowPrecision(const torch::Tensor& x);
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
 torch::Tensor linear(torch::nn::LinearImpl& l, const torch::Tensor& x);
 // As linear, but a low-precision result stays in the guard's dtype: for a layer whose output
-// goes, through an elementwise function, into another product (an MLP's hidden layer). The
-// product already rounds its result to that dtype and the next product would round its input to
-// it again, and LibTorch's ReLU and GELU on bfloat16 compute in float32 and round once, so the
-// result is bit-identical to linear()'s; it saves a float32 copy of the hidden layer both ways.
+// goes, through an elementwise function, into another product (an MLP's hidden layer). Where the
+// bias rides in the product (inputs <= outputs) the product already rounds its result to that
+// dtype and the next product would round its input to it again, and LibTorch's ReLU and GELU on
+// bfloat16 compute in float32 and round once, so the result is bit-identical to linear()'s;
+// otherwise it is linear()'s rounded once more. It saves a float32 copy of the hidden layer both
+// ways.
 torch::Tensor linearLow(torch::nn::LinearImpl& l, const torch::Tensor& x);
 
 // Batched product [n, a, k] x [n, k, c] -> [n, a, c]. LibTorch 1.13's CPU bmm does not hand float32

@@ -236,13 +236,18 @@ Tensor scalarToSupport(const Tensor& x, int supportSize) {
     return target;
 }
 
+// The scalar of an expectation over the support bins (values within kEps of 0 become 0).
+static Tensor scalarOfExpectation(const Tensor& expectation) {
+    const Tensor v = inverseScalarTransform(expectation);
+    return torch::where(torch::abs(v) < kEps, torch::zeros_like(v), v);
+}
+
 Tensor supportToScalar(const Tensor& logits, int supportSize) {
     if (logits.size(-1) != 2 * supportSize + 1)
         throw Error("efficientzero: support logits have " + std::to_string(logits.size(-1)) + " bins, expected " +
                     std::to_string(2 * supportSize + 1));
     const Tensor support = torch::arange(-supportSize, supportSize + 1, logits.options());
-    const Tensor v = inverseScalarTransform((torch::softmax(logits, -1) * support).sum(-1));
-    return torch::where(torch::abs(v) < kEps, torch::zeros_like(v), v);
+    return scalarOfExpectation((torch::softmax(logits, -1) * support).sum(-1));
 }
 
 Tensor negativeCosineSimilarity(const Tensor& prediction, const Tensor& target) {
@@ -462,9 +467,9 @@ struct Network::Impl : nn::Module {
     }
     Tensor maps;                  // [A, C, h, w] for the folded weights of version mapsVersion
     int64_t mapsVersion = -1;
+    // supportToScalar with the kept support vector and the expectation as one product.
     Tensor supportScalar(const Folded& f, const Tensor& logits) {
-        const Tensor v = inverseScalarTransform(torch::matmul(torch::softmax(logits, -1), f.support));
-        return torch::where(torch::abs(v) < kEps, torch::zeros_like(v), v);
+        return scalarOfExpectation(torch::matmul(torch::softmax(logits, -1), f.support));
     }
     std::tuple<Tensor, Tensor, LstmState> dynamics(const Folded& f, const Tensor& state, const Tensor& actions,
                                                    const LstmState& hidden) {
@@ -515,12 +520,11 @@ RecurrentOutput Network::recurrentInference(const Tensor& state, const Tensor& a
         out.valuePrefix = impl_->supportScalar(*f, out.valuePrefixLogits);
         out.value = impl_->supportScalar(*f, out.valueLogits);
         return out;
-    } else {
-        const Tensor plane = actionPlanes(c, state, actions);
-        std::tie(out.nextState, out.valuePrefixLogits, out.lstm) =
-            impl_->dynamics_network(torch::cat({state, plane}, 1), state, lstm);
-        std::tie(out.valueLogits, out.policyLogits) = impl_->prediction_network(out.nextState);
     }
+    const Tensor plane = actionPlanes(c, state, actions);
+    std::tie(out.nextState, out.valuePrefixLogits, out.lstm) =
+        impl_->dynamics_network(torch::cat({state, plane}, 1), state, lstm);
+    std::tie(out.valueLogits, out.policyLogits) = impl_->prediction_network(out.nextState);
     out.valuePrefix = supportToScalar(out.valuePrefixLogits, c.supportSize);
     out.value = supportToScalar(out.valueLogits, c.supportSize);
     return out;
