@@ -45,7 +45,10 @@ nlohmann::json TrainConfig::toJson() const {
             {"td_steps", tdSteps}, {"discount", discount}, {"self_play_temperature", selfPlayTemperature},
             {"clip_rewards", clipRewards},
             {"life_loss_terminal", lifeLossTerminal}, {"policy_target", policyTarget},
-            {"reanalyze_policy_ratio", reanalyzePolicyRatio}, {"lr", lr}, {"lr_final", lrFinal},
+            {"reanalyze_policy_ratio", reanalyzePolicyRatio}, {"sticky_action_prob", stickyActionProb},
+            {"loss_weights", {{"value_prefix", lossWeights.valuePrefix}, {"policy", lossWeights.policy},
+                              {"value", lossWeights.value}, {"consistency", lossWeights.consistency}}},
+            {"lr", lr}, {"lr_final", lrFinal},
             {"lr_schedule", lrSchedule}, {"warmup_steps", warmupSteps}, {"momentum", momentum},
             {"weight_decay", weightDecay}, {"grad_clip", gradClip}, {"priority_alpha", priorityAlpha},
             {"priority_beta_start", priorityBetaStart}, {"replay_capacity", replayCapacity},
@@ -88,6 +91,21 @@ TrainConfig TrainConfig::fromJson(const nlohmann::json& j) {
     get("target_update_interval", c.targetUpdateInterval); get("checkpoint_interval", c.checkpointInterval);
     get("log_interval", c.logInterval); get("round_moves", c.roundMoves); get("network", c.network);
     get("init", c.init); get("record_interval", c.recordInterval);
+    get("sticky_action_prob", c.stickyActionProb);
+    nlohmann::json weights = nlohmann::json::object();
+    get("loss_weights", weights);
+    for (auto it = weights.begin(); it != weights.end(); ++it) {
+        double* field = it.key() == "value_prefix" ? &c.lossWeights.valuePrefix
+                        : it.key() == "policy"     ? &c.lossWeights.policy
+                        : it.key() == "value"      ? &c.lossWeights.value
+                        : it.key() == "consistency" ? &c.lossWeights.consistency : nullptr;
+        if (!field)
+            throw Error("efficientzero train config: unknown key 'loss_weights." + it.key() +
+                        "' (value_prefix, policy, value, consistency)");
+        if (!it.value().is_number())
+            throw Error("efficientzero train config: 'loss_weights." + it.key() + "' has the wrong type");
+        *field = it.value().get<double>();
+    }
     c.validate();
     return c;
 }
@@ -109,6 +127,9 @@ void TrainConfig::validate() const {
     need(lrSchedule == "cosine" || lrSchedule == "step", "lr_schedule must be 'cosine' or 'step'");
     need(policyTarget == "visits" || policyTarget == "completed_q", "policy_target must be 'visits' or 'completed_q'");
     need(reanalyzePolicyRatio >= 0 && reanalyzePolicyRatio <= 1, "reanalyze_policy_ratio must be in [0, 1]");
+    need(stickyActionProb >= 0 && stickyActionProb < 1, "sticky_action_prob must be in [0, 1)");
+    for (double w : {lossWeights.valuePrefix, lossWeights.policy, lossWeights.value, lossWeights.consistency})
+        need(w >= 0 && w <= 1000, "loss_weights must be in [0, 1000]");
     need(warmupSteps >= 0 && momentum >= 0 && momentum < 1 && weightDecay >= 0 && gradClip > 0, "bad optimizer settings");
     need(priorityAlpha >= 0 && priorityBetaStart >= 0 && priorityBetaStart <= 1, "bad priority exponents");
     need(replayCapacity >= 1 && minReplay >= 1 && minReplay <= replayCapacity, "min_replay must be in 1..replay_capacity");
@@ -407,6 +428,7 @@ rl::ReplayConfig replayConfig(const TrainConfig& cfg) {
 std::vector<std::unique_ptr<rl::Env>> makeEnvs(const TrainConfig& cfg) {
     rl::EnvOptions envOpts;
     envOpts.maxEpisodeSteps = cfg.maxEpisodeSteps;
+    envOpts.stickyActionProb = float(cfg.stickyActionProb);
     std::vector<std::unique_ptr<rl::Env>> envs;
     for (int i = 0; i < cfg.numEnvs; ++i) envs.push_back(rl::makeEnv(cfg.env, envOpts));  // unknown game -> Error
     return envs;
@@ -999,7 +1021,7 @@ void Trainer::learnStep() {
     {
         const auto t = timed(kForward);
         l_.net.train(true);
-        terms = computeLoss(l_.net, batch);
+        terms = computeLoss(l_.net, batch, cfg_.lossWeights);
         objective = terms.total;
         if (extra_) objective = objective + extra_->loss(l_.net, terms.total, n.updates, extraMetrics);
     }

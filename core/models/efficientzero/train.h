@@ -6,6 +6,8 @@
 // that is needed to resume. Evaluation (playing episodes with a trained network) is in eval.h,
 // included here for the callers of evaluate() and loadForEnv() that include this header.
 #include <cstdint>
+
+#include "core/models/efficientzero/loss.h"
 #include <map>
 #include <string>
 #include <vector>
@@ -56,6 +58,12 @@ struct TrainConfig {
     // visit distribution (the paper: 0.99). 0 = off: on this CPU a search of every unrolled step
     // costs more than the update itself (docs/rl.md "Reanalyze").
     double reanalyzePolicyRatio = 0;
+    // Ablation levers (docs/rl.md "Lever ablation"): ALE v5's sticky actions in self-play (each
+    // frame repeats the previous action with this probability; evaluation is unaffected), and
+    // the weights of eq. 5.3's terms ("loss_weights": {"value_prefix", "policy", "value",
+    // "consistency"}; a missing key keeps the paper's 1 / 1 / 0.25 / 2).
+    double stickyActionProb = 0;
+    LossWeights lossWeights;
     double lr = 0.1, lrFinal = 0.01;   // peak and final learning rate
     std::string lrSchedule = "cosine"; // "cosine" or "step" (x0.1 at 50% and 75%)
     int64_t warmupSteps = 200;         // linear warmup from 0 to lr
