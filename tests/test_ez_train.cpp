@@ -308,6 +308,33 @@ private Q_SLOTS:
         e = errorOf([] { TrainConfig::fromJson(nlohmann::json{{"sticky_action_prob", 1.0}}); });
         QVERIFY2(contains(e, {"sticky_action_prob"}), e.c_str());
 
+        // Every arm of tools/ez_ablation.json, merged into the study's config as
+        // tools/ez_ablation.sh merges it, is a valid train config that differs from the base.
+        auto readJson = [](const std::string& name) {
+            std::ifstream in(std::string(GLIMPSE_SOURCE_DIR) + "/tools/" + name);
+            return nlohmann::json::parse(in);
+        };
+        const nlohmann::json base = readJson("ez_study.json"), arms = readJson("ez_ablation.json");
+        QVERIFY(arms.contains("baseline") && arms.size() >= 10);
+        for (auto arm = arms.begin(); arm != arms.end(); ++arm) {
+            if (arm.key().rfind('_', 0) == 0) continue;  // "_comment"
+            nlohmann::json merged = base;
+            for (auto it = arm.value().begin(); it != arm.value().end(); ++it) {
+                if (it.value().is_object() && merged.contains(it.key()) && merged[it.key()].is_object())
+                    merged[it.key()].update(it.value());
+                else
+                    merged[it.key()] = it.value();
+            }
+            const std::string what = "arm " + arm.key();
+            try {
+                const TrainConfig armCfg = TrainConfig::fromJson(merged);
+                QVERIFY2(arm.key() == "baseline" || armCfg.toJson() != TrainConfig::fromJson(base).toJson(), what.c_str());
+                cpuNetwork(*rl::makeEnv("pellets"), armCfg.network).validate();  // the network keys too
+            } catch (const std::exception& ex) {
+                QFAIL((what + ": " + ex.what()).c_str());
+            }
+        }
+
         // Only the consistency term, uniform sampling (all importance weights 1): the logged
         // loss is the consistency term itself at every update.
         TrainConfig only = tiny(4);
