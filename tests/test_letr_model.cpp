@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/models/letr/config.h"
+#include "core/models/letr/denoise.h"
 #include "core/models/letr/model.h"
 #include "tests/support.h"
 
@@ -162,6 +163,92 @@ private Q_SLOTS:
             }
             QVERIFY(maxDiff(outOn.last().lines, outOff.last().lines) > 1e-4);
         }
+    }
+
+    // "coarse_queries": "anchors": the positional query of each coarse entity is its anchor
+    // line's sine encoding through the anchor encoder (recomputed here with a LineQueryEncoder
+    // holding the same weights), its content starts as query_embed, and every coarse layer's
+    // line is sigmoid(anchor logit + lines_embed(hs)): with the head's last layer at zero the
+    // coarse stage returns its anchors. The anchors receive gradients; denoising entities take
+    // their noised lines as anchors; the file round-trips.
+    void anchorQueriesCorrectTheirAnchors() {
+        QVERIFY(!smallConfig().toJson().contains("coarse_queries"));   // off: the published layout
+        LetrConfig c = LetrConfig::fromJson(nlohmann::json{{"coarse_queries", "anchors"}});
+        QVERIFY(c.coarseAnchors);
+        QCOMPARE(c.toJson()["coarse_queries"].get<std::string>(), std::string("anchors"));
+        QVERIFY(!LetrConfig::fromJson(nlohmann::json{{"coarse_queries", "learned"}}).coarseAnchors);
+        QString e = errorOf([] { LetrConfig::fromJsonString(R"({"coarse_queries": "boxes"})", "q.json"); });
+        QVERIFY2(e.contains("q.json") && e.contains("coarse_queries") && e.contains("boxes"), qPrintable(e));
+
+        c = smallConfig();
+        c.coarseAnchors = true;
+        c.fineRefinesCoarse = true;
+        c.dropout = 0;
+        LetrModel m(c, 7);
+        m.eval();
+        QVERIFY(!LetrModel(smallConfig(), 7).queryAnchors().defined());
+        auto params = m.named_parameters(true);
+        QVERIFY(params.contains("letr.query_anchor") && params.contains("letr.anchor_encoder.fc1.weight"));
+        const torch::Tensor anchors = m.queryAnchors();
+        QCOMPARE(anchors.sizes(), torch::IntArrayRef({c.numQueries, 4}));
+        QVERIFY(anchors.min().item<double>() >= 0.0099 && anchors.max().item<double>() <= 0.9901);
+        const auto len = (anchors.narrow(1, 2, 2) - anchors.narrow(1, 0, 2)).norm(2, 1);
+        QVERIFY2(len.max().item<double>() <= 0.4001 && anchors.std(0).min().item<double>() > 0.05,
+                 "short anchor lines spread over the image");
+
+        LineQueryEncoder enc(c.hiddenDim, 0);
+        {
+            torch::NoGradGuard ng;
+            for (auto& p : enc->named_parameters()) p.value().copy_(params["letr.anchor_encoder." + p.key()]);
+        }
+        LetrImage in = m.preprocess(randomImage(64, 96, 3));
+        LetrForwardOptions rec;
+        rec.record = true;
+        {
+            torch::NoGradGuard ng;
+            auto out = m.forward({in.tensor}, rec);
+            const auto& co = out.stages[0];
+            QVERIFY(maxDiff(co.queryPos[0], enc->forward(anchors.unsqueeze(0))[0]) < 1e-5);
+            QVERIFY(maxDiff(co.selfIn[0][0], m.queryEmbed()->weight) == 0.0);
+            for (auto& p : m.named_parameters(true))
+                if (p.key().rfind("letr.lines_embed.layers.2.", 0) == 0) p.value().zero_();
+            auto z = m.forward({in.tensor});
+            for (int64_t l = 0; l < c.coarseDecLayers; ++l)
+                QVERIFY(maxDiff(z.stages[0].lines[l][0], anchors) < 1e-5);
+            // Denoising entities: their noised lines are their anchors; the model's own entities
+            // do not see them.
+            LetrForwardOptions dn;
+            dn.denoiseReference = torch::tensor({{{0.2f, 0.3f, 0.6f, 0.35f}, {0.5f, 0.1f, 0.5f, 0.9f}}});
+            auto d = m.forward({in.tensor}, dn);
+            QVERIFY(maxDiff(d.stages[0].lines, z.stages[0].lines) < 1e-5);
+            QCOMPARE(d.stages[0].dnLines.sizes(), torch::IntArrayRef({c.coarseDecLayers, 1, 2, 4}));
+            for (int64_t l = 0; l < c.coarseDecLayers; ++l)
+                QVERIFY(maxDiff(d.stages[0].dnLines[l], dn.denoiseReference) < 1e-5);
+            LetrForwardOptions bad;
+            bad.denoiseQueryPos = torch::zeros({1, 2, c.hiddenDim});
+            e = errorOf([&] { m.forward({in.tensor}, bad); });
+            QVERIFY2(e.contains("anchor"), qPrintable(e));
+            LetrModel learned(smallConfig(), 7);
+            learned.eval();
+            e = errorOf([&] { learned.forward({in.tensor}, dn); });
+            QVERIFY2(e.contains("anchor"), qPrintable(e));
+        }
+        LetrModel fresh(c, 7);
+        fresh.train();
+        auto t = fresh.forward({in.tensor});
+        t.stages[0].lines.sum().backward();
+        const auto& g = fresh.named_parameters(true)["letr.query_anchor"].grad();
+        QVERIFY(g.defined() && g.abs().max().item<double>() > 0);
+
+        const QTemporaryDir dir;
+        const std::string path = dir.path().toStdString() + "/anchors.h5";
+        saveLetr(fresh, path);
+        auto back = loadLetr(path);
+        QVERIFY(back->config().coarseAnchors);
+        fresh.eval();
+        torch::NoGradGuard ng;
+        auto a = fresh.forward({in.tensor}), b = back->forward({in.tensor});
+        QVERIFY(maxDiff(a.stages[1].lines, b.stages[1].lines) == 0.0);
     }
 
     // "fine_lines": "refine": every fine decoder layer's line is sigmoid(logit(coarse last-layer

@@ -1025,6 +1025,36 @@ private Q_SLOTS:
         QVERIFY2(contains(err2, {"missing.h5"}), err2.c_str());
     }
 
+    // Anchor queries in training: the query denoising uses the model's own anchor encoder (no
+    // training-only "denoise.*" tensors), the anchors train, the model file keeps them, and query
+    // groups are refused with a clear message.
+    void anchorQueriesTrain() {
+        QTemporaryDir dir;
+        const std::string base = dir.path().toStdString();
+        auto c = tinyConfig();
+        c.model.coarseAnchors = true;
+        c.model.fineRefinesCoarse = true;
+        c.coarseSteps = 2;
+        c.fineSteps = 1;
+        c.denoise.enabled = true;
+        train::Control control;
+        trainLetr(c, "procedural:4:3:64x64", base + "/a", false, control, {});
+        auto log = RunLog::load(base + "/a/run.h5");
+        QCOMPARE(log.status, RunStatus::Finished);
+        QCOMPARE(log.series.at("loss/dn").steps, std::vector<int64_t>({1, 2}));
+        QVERIFY(log.series.at("loss/dn_l1").values[0] > 0);
+        auto ck = train::loadTrainState(base + "/a/checkpoint.h5", "letr-train");
+        for (const auto& [k, v] : ck.aux) QVERIFY2(k.rfind("denoise.", 0) != 0, k.c_str());
+        auto m = loadLetr(base + "/a/model.h5");
+        QVERIFY(m->config().coarseAnchors);
+        LetrModel init(c.model, c.seed);
+        QVERIFY(testing::maxDiff(m->queryAnchors(), init.queryAnchors()) > 0);   // the anchors trained
+        auto g = c;
+        g.queryGroups = 2;
+        const std::string e = errorOf([&] { g.validate(); });
+        QVERIFY2(contains(e, {"query_groups", "anchors"}), e.c_str());
+    }
+
     // fine_lines "refine": the fine phase copies the coarse stage and zeroes the line head's last
     // layer, so the fine stage starts from the coarse stage's lines (lr ~0: nothing moves after).
     void fineRefineStartsAtTheCoarseLines() {

@@ -119,6 +119,7 @@ nlohmann::json LetrConfig::toJson() const {
     if (posInValuesCoarse || posInValuesFine)                          // absent when off: official layout
         j["position_in_values"] = posInValuesCoarse ? (posInValuesFine ? "coarse+fine" : "coarse") : "fine";
     if (fineRefinesCoarse) j["fine_lines"] = "refine";                  // absent when off: official layout
+    if (coarseAnchors) j["coarse_queries"] = "anchors";                // absent when off: official layout
     return j;
 }
 
@@ -129,7 +130,7 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
         "coarse_dec_layers", "fine_enc_layers", "fine_dec_layers", "num_queries", "num_classes",
         "dropout", "stages", "coarse_level", "fine_level", "short_side", "max_long_side",
         "max_input_pixels", "mean", "std", "score_threshold", "position_in_values",
-        "fine_lines"};
+        "fine_lines", "coarse_queries"};
     for (auto it = j.begin(); it != j.end(); ++it)
         if (!known.count(it.key()))
             throw Error(source + ": unknown LETR config key '" + it.key() + "'");
@@ -172,6 +173,10 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
     if (fl == "refine") c.fineRefinesCoarse = true;
     else if (fl != "absolute")
         throw Error(source + ": LETR config 'fine_lines' must be \"absolute\" or \"refine\", got \"" + fl + "\"");
+    const std::string cq = take<std::string>(j, "coarse_queries", "learned", source);
+    if (cq == "anchors") c.coarseAnchors = true;
+    else if (cq != "learned")
+        throw Error(source + ": LETR config 'coarse_queries' must be \"learned\" or \"anchors\", got \"" + cq + "\"");
     try {
         c.validate();
     } catch (const Error& e) {

@@ -41,6 +41,16 @@
 //                                      // coarse stage). No parameters; absent from the JSON when
 //                                      // "absolute" (LETR's own head, published checkpoints).
 //                                      // Without a fine stage it has nothing to act on.
+//     "coarse_queries": "learned"      // "anchors": each coarse entity has a learned reference line
+//                                      // (letr.query_anchor [N, 4], logits of x1, y1, x2, y2); its
+//                                      // positional query is that line's sine encoding through an
+//                                      // MLP (letr.anchor_encoder) instead of query_embed, which
+//                                      // becomes the entity's initial content (DETR's is 0), and
+//                                      // every coarse decoder layer's lines are corrections of the
+//                                      // reference in logit space (as anchor-based DETRs do for
+//                                      // boxes: the decoder no longer has to carry absolute
+//                                      // position in its content). Absent from the JSON when
+//                                      // "learned" (LETR's own queries, published checkpoints).
 //   }
 // Unknown keys are an error (they are usually typos).
 #include <array>
@@ -75,6 +85,7 @@ struct LetrConfig {
     bool posInValuesCoarse = false;   // "position_in_values" names "coarse"
     bool posInValuesFine = false;     // "position_in_values" names "fine"
     bool fineRefinesCoarse = false;   // "fine_lines": "refine"
+    bool coarseAnchors = false;       // "coarse_queries": "anchors"
 
     // Throws glimpse::Error with a message naming the field and the problem.
     void validate() const;

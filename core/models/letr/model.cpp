@@ -1,4 +1,5 @@
 #include "core/models/letr/model.h"
+#include "core/models/letr/denoise.h"
 
 #include <algorithm>
 #include <cmath>
@@ -428,6 +429,10 @@ LetrModel::LetrModel(const LetrConfig& config, uint64_t seed) : config_(config) 
     buildStage(*letr, coarse_, config_.coarseLevel);
     queryEmbed_ = letr->register_module(
         "query_embed", torch::nn::Embedding(config_.numQueries, config_.hiddenDim));
+    if (config_.coarseAnchors) {
+        queryAnchor_ = letr->register_parameter("query_anchor", torch::empty({config_.numQueries, 4}));
+        anchorEncoder_ = letr->register_module("anchor_encoder", std::make_shared<LineQueryEncoderImpl>(config_.hiddenDim, seed));
+    }
     if (config_.fineStage) buildStage(*this, fine_, config_.fineLevel);
     resetParameters(seed);
 }
@@ -447,6 +452,10 @@ void LetrModel::buildStage(torch::nn::Module& parent, StageModules& s, int level
 }
 
 torch::Device LetrModel::device() const { return queryEmbed_->weight.device(); }
+
+torch::Tensor LetrModel::queryAnchors() const {
+    return queryAnchor_.defined() ? queryAnchor_.detach().sigmoid() : torch::Tensor();
+}
 
 void LetrModel::setResize(int64_t shortSide, int64_t maxLongSide) {
     LetrConfig c = config_;
@@ -530,6 +539,16 @@ void LetrModel::resetParameters(uint64_t seed) {
             v.normal_(0.0, std::sqrt(2.0 / fanOut), gen);
         } else if (endsWith(name, "query_embed.weight")) {
             v.normal_(0.0, 1.0, gen);
+        } else if (endsWith(name, "query_anchor")) {
+            // Anchor lines spread over the image: centre U(0.1, 0.9)^2, direction U(0, pi),
+            // half length U(0.05, 0.2) (normalized units), endpoints kept inside [0.01, 0.99];
+            // stored as logits.
+            const int64_t n = p.size(0);
+            auto centre = torch::empty({n, 2}).uniform_(0.1, 0.9, gen);
+            auto angle = torch::empty({n}).uniform_(0.0, M_PI, gen);
+            auto half = torch::empty({n}).uniform_(0.05, 0.2, gen);
+            auto dir = torch::stack({angle.cos() * half, angle.sin() * half}, 1);
+            v.copy_(torch::cat({centre - dir, centre + dir}, 1).clamp(0.01, 0.99).logit());
         } else if (transformer && p.dim() > 1) {
             // DETR: xavier_uniform_ on every transformer matrix.
             const double bound = std::sqrt(6.0 / double(p.size(0) + p.size(1)));
@@ -632,7 +651,8 @@ torch::Tensor entityMask(int64_t N, int64_t groupEntities, int64_t Q) {
 
 void LetrModel::runStage(StageModules& s, const std::vector<torch::Tensor>& feats,
                          const torch::Tensor& queryPos, bool record, LetrStageOutput& out,
-                         const torch::Tensor& extraQueryPos, const torch::Tensor& groupQueryPos) {
+                         const torch::Tensor& extraQueryPos, const torch::Tensor& groupQueryPos,
+                         const torch::Tensor& queryContent) {
     const int64_t B = int64_t(feats.size());
     const int64_t C = feats[0].size(0);
     int64_t h = 0, w = 0;
@@ -677,6 +697,7 @@ void LetrModel::runStage(StageModules& s, const std::vector<torch::Tensor>& feat
     const torch::Tensor allPos = parts.size() == 1 ? queryPos : torch::cat(parts, 1);
     const torch::Tensor selfMask = entityMask(N, G, Q);
     auto tgt = torch::zeros_like(allPos);
+    if (queryContent.defined()) tgt = torch::cat({queryContent.to(allPos.scalar_type()), tgt.narrow(1, N, tgt.size(1) - N)}, 1);
     auto& dec = s.transformer->decoder;
     std::vector<torch::Tensor> hs;
     out.selfIn.clear();
@@ -704,17 +725,19 @@ torch::Tensor headLines(const torch::Tensor& raw, const torch::Tensor& reference
 }
 } // namespace
 
-void LetrModel::runHeads(StageModules& s, LetrStageOutput& out, const torch::Tensor& reference,
-                         const torch::Tensor& groupReference) {
+void LetrModel::runHeads(StageModules& s, LetrStageOutput& out, const HeadReferences& refs) {
     out.logits = s.classEmbed(out.hs);
-    out.lines = headLines(s.linesEmbed(out.hs), reference);
+    if (refs.anchorLogits.defined())   // anchor queries: the anchors learn through this sum too
+        out.lines = (s.linesEmbed(out.hs) + refs.anchorLogits.to(out.hs.scalar_type())).sigmoid();
+    else
+        out.lines = headLines(s.linesEmbed(out.hs), refs.lines);
     if (out.dnHs.defined()) {
         out.dnLogits = s.classEmbed(out.dnHs);
-        out.dnLines = s.linesEmbed(out.dnHs).sigmoid();
+        out.dnLines = headLines(s.linesEmbed(out.dnHs), refs.denoiseLines);
     }
     if (out.groupHs.defined()) {
         out.groupLogits = s.classEmbed(out.groupHs);
-        out.groupLines = headLines(s.linesEmbed(out.groupHs), groupReference);
+        out.groupLines = headLines(s.linesEmbed(out.groupHs), refs.groupLines);
     }
 }
 
@@ -771,10 +794,33 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
             throw Error("LETR: query groups must be [G, num_queries, hidden_dim]");
         groupPos = g.to(dev).reshape({1, -1, d}).expand({B, g.size(0) * N, d});
     }
-    runStage(coarse_, levelFeats(coarse_.level), queryEmbed_->weight.unsqueeze(0).expand({B, N, d}),
-             opts.record, out.stages[0], opts.denoiseQueryPos, groupPos);
+    HeadReferences coarseRefs;
+    if (config_.coarseAnchors) {
+        // Anchor queries: positional queries from the anchors' lines, query_embed as content;
+        // the denoising entities' positional queries from their noised lines, by the same encoder.
+        if (opts.denoiseQueryPos.defined())
+            throw Error("LETR: a model with anchor queries takes denoising entities as lines (denoiseReference)");
+        if (groupPos.defined()) throw Error("LETR: query groups are not supported with anchor queries");
+        torch::Tensor dnPos;
+        if (opts.denoiseReference.defined()) {
+            const auto& r = opts.denoiseReference;
+            if (r.dim() != 3 || r.size(0) != B || r.size(2) != 4)
+                throw Error("LETR: denoising reference lines must be [B, Q, 4]");
+            coarseRefs.denoiseLines = r.to(dev, torch::kFloat);
+            dnPos = anchorEncoder_->forward(coarseRefs.denoiseLines);
+        }
+        const torch::Tensor anchorPos = anchorEncoder_->forward(queryAnchor_.sigmoid().unsqueeze(0));   // [1, N, d]
+        runStage(coarse_, levelFeats(coarse_.level), anchorPos.expand({B, N, d}), opts.record, out.stages[0], dnPos,
+                 {}, queryEmbed_->weight.unsqueeze(0).expand({B, N, d}));
+        coarseRefs.anchorLogits = queryAnchor_;
+    } else {
+        if (opts.denoiseReference.defined())
+            throw Error("LETR: denoising reference lines need a model with anchor queries (coarse_queries \"anchors\")");
+        runStage(coarse_, levelFeats(coarse_.level), queryEmbed_->weight.unsqueeze(0).expand({B, N, d}),
+                 opts.record, out.stages[0], opts.denoiseQueryPos, groupPos);
+    }
     out.timings.coarse = timer.lap();
-    runHeads(coarse_, out.stages[0]);
+    runHeads(coarse_, out.stages[0], coarseRefs);
     out.timings.heads = timer.lap();
     if (runFine) {
         const auto& c = out.stages[0];
@@ -785,8 +831,10 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
         // fine_lines "refine": every fine layer corrects the coarse stage's last-layer line of
         // its entity (the entity whose decoder output is its positional query).
         const bool refine = config_.fineRefinesCoarse;
-        runHeads(fine_, out.stages[1], refine ? c.lines[c.lines.size(0) - 1] : torch::Tensor(),
-                 refine && c.groupLines.defined() ? c.groupLines[c.groupLines.size(0) - 1] : torch::Tensor());
+        HeadReferences fineRefs;
+        if (refine) fineRefs.lines = c.lines[c.lines.size(0) - 1];
+        if (refine && c.groupLines.defined()) fineRefs.groupLines = c.groupLines[c.groupLines.size(0) - 1];
+        runHeads(fine_, out.stages[1], fineRefs);
         out.timings.heads += timer.lap();
     }
     return out;

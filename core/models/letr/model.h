@@ -263,6 +263,11 @@ struct LetrForwardOptions {
     // learned entities cannot attend to them (their outputs equal a run without them); the
     // extra ones see everything. Their outputs are in stages[0].dn*.
     torch::Tensor denoiseQueryPos;
+    // Query denoising for a model with anchor queries (config "coarse_queries": "anchors"):
+    // [B, Q, 4] noised ground-truth lines (normalized x1, y1, x2, y2). The model embeds them with
+    // its own anchor encoder and the extra entities' lines correct them, as its own entities'
+    // lines correct their anchors. Exclusive with denoiseQueryPos.
+    torch::Tensor denoiseReference;
     // kBFloat16: the backbone's layers run in bfloat16 (ResNetBodyImpl::forward; training on a
     // CPU with AMX / AVX512-BF16, LetrTrainConfig::bf16Backbone). The transformers and heads stay float32.
     torch::ScalarType backboneDtype = torch::kFloat;
@@ -286,6 +291,7 @@ struct LetrForwardOptions {
 // ---- the model ----------------------------------------------------------------------------
 
 class MlsdBodyImpl;   // mlsd_backbone.h (backbone "mlsd_tiny")
+class LineQueryEncoderImpl;   // denoise.h (anchor queries' positional encoder)
 
 class LetrModel : public torch::nn::Module {
 public:
@@ -315,6 +321,9 @@ public:
     DecoderLayer decoderLayer(Stage s, int layer) const;
     EncoderLayer encoderLayer(Stage s, int layer) const;
     torch::nn::Embedding queryEmbed() const { return queryEmbed_; }
+    // Anchor queries ("coarse_queries": "anchors"): the entities' reference lines [N, 4]
+    // (sigmoid of letr.query_anchor; normalized x1, y1, x2, y2); undefined otherwise.
+    torch::Tensor queryAnchors() const;
     // Sets captureWeights on every attention module (encoders and decoders).
     void setCaptureAttention(bool on);
     // Sets trainStats on every backbone batch norm (see FrozenBatchNorm2dImpl).
@@ -335,19 +344,28 @@ private:
     // Pads per-image features into a batch and runs input_proj, encoder and decoder.
     // queryPos [B, N, d]: the model's entities; groupQueryPos [B, G * N, d] (may be undefined):
     // extra groups of N; extraQueryPos [B, Q, d] (may be undefined): denoising entities.
+    // queryContent [B, N, d] (may be undefined: zeros, DETR's): the model's entities' initial
+    // decoder input (anchor queries start from query_embed).
     void runStage(StageModules& s, const std::vector<torch::Tensor>& feats,
                   const torch::Tensor& queryPos, bool record, LetrStageOutput& out,
-                  const torch::Tensor& extraQueryPos = {}, const torch::Tensor& groupQueryPos = {});
-    // `reference` ([B, N, 4] lines, or undefined): with it the lines are corrections of it in
-    // logit space (fine_lines "refine"); `groupReference` likewise for the query groups.
-    void runHeads(StageModules& s, LetrStageOutput& out, const torch::Tensor& reference = {},
-                  const torch::Tensor& groupReference = {});
+                  const torch::Tensor& extraQueryPos = {}, const torch::Tensor& groupQueryPos = {},
+                  const torch::Tensor& queryContent = {});
+    // What a stage's lines correct, in logit space (each may be undefined: absolute lines).
+    struct HeadReferences {
+        torch::Tensor lines;          // [B, N, 4] lines, no gradient (fine_lines "refine")
+        torch::Tensor groupLines;     // [B, G * N, 4] likewise for the query groups
+        torch::Tensor denoiseLines;   // [B, Q, 4] noised lines of the denoising entities
+        torch::Tensor anchorLogits;   // [N, 4] the anchor queries' logits, with gradient
+    };
+    void runHeads(StageModules& s, LetrStageOutput& out, const HeadReferences& refs = {});
     const StageModules& stageModules(Stage s) const;
 
     LetrConfig config_;
     ResNetBody body_{nullptr};
     std::shared_ptr<MlsdBodyImpl> mlsdBody_;
     torch::nn::Embedding queryEmbed_{nullptr};
+    torch::Tensor queryAnchor_;                            // [N, 4] logits (anchor queries)
+    std::shared_ptr<LineQueryEncoderImpl> anchorEncoder_;  // anchor line -> positional query
     StageModules coarse_, fine_;
 };
 

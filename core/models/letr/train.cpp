@@ -98,6 +98,7 @@ void LetrTrainConfig::validate() const {
     if (!(emaDecay == 0 || (emaDecay > 0 && emaDecay < 1))) bad("ema_decay must be 0 (off) or in (0, 1)");
     if (!(memoryPositionCoef >= 0 && memoryPositionCoef <= 1000)) bad("memory_position_coef must be in [0, 1000]");
     if (queryGroups < 0 || queryGroups > 64) bad("query_groups must be in 0..64");
+    if (queryGroups > 0 && model.coarseAnchors) bad("query_groups cannot be combined with model.coarse_queries \"anchors\"");
     if (checkpointEvery < 1) bad("checkpoint_every must be >= 1");
     if (threads < 0 || threads > 1024) bad("threads must be in 0..1024");
     if (valEvery < 0) bad("val_every must be >= 0");
@@ -774,7 +775,7 @@ torch::Tensor addTrainingTerms(LetrRun& run, const Phase& ph, bool aux, const Le
                                const DenoiseBatch& dnBatch, const LetrLossConfig& lossCfg, const LossNormalizers& norm,
                                torch::Tensor objective, std::map<std::string, double>& auxValues) {
     const LetrTrainConfig& cfg = run.cfg;
-    const bool dn = run.dnEncoder && !ph.fineStage;
+    const bool dn = run.cfg.denoise.enabled && !ph.fineStage;
     if (run.groups) {
         const torch::Tensor g = groupsLoss(so, cfg.queryGroups, cfg.model.numQueries, targets, lossCfg,
                                            run.comm ? &norm : nullptr);
@@ -826,7 +827,7 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
     auto params = phaseParams(run, ph);
     // The dense head trains with the backbone (coarse phase); afterwards it is idle.
     const bool aux = run.auxHead && !ph.fineStage;
-    const bool dn = run.dnEncoder && !ph.fineStage;   // query denoising: coarse stage only
+    const bool dn = cfg.denoise.enabled && !ph.fineStage;   // query denoising: coarse stage only
     std::unique_ptr<dist::GradientReducer> reducer;
     if (run.comm) {
         std::vector<torch::Tensor> ts;
@@ -867,7 +868,9 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
             for (int64_t b = run.rowBegin(); b < run.rowEnd(); ++b)
                 rngs.emplace_back(train::mixSeed(cfg.seed, uint64_t(run.step), uint64_t(200 + b)));
             dnBatch = makeDenoiseBatch(targets, cfg.denoise, rngs);
-            if (dnBatch.valid.size(1) > 0) fo.denoiseQueryPos = run.dnEncoder->forward(dnBatch.noised);
+            // A model with anchor queries embeds the noised lines itself (its anchor encoder).
+            if (dnBatch.valid.size(1) > 0 && cfg.model.coarseAnchors) fo.denoiseReference = dnBatch.noised;
+            else if (dnBatch.valid.size(1) > 0) fo.denoiseQueryPos = run.dnEncoder->forward(dnBatch.noised);
         }
         auto out = run.model->forward(images, fo);
         const auto& so = out.stages[ph.fineStage ? 1 : 0];
@@ -939,7 +942,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     if (cfg.aux.enabled)
         run.auxHead = DenseLineHead(cfg.model.levelChannels(cfg.model.fineLevel), cfg.model.levelChannels(cfg.model.coarseLevel),
                                     cfg.aux, cfg.seed);
-    if (cfg.denoise.enabled) run.dnEncoder = LineQueryEncoder(cfg.model.hiddenDim, cfg.seed);
+    if (cfg.denoise.enabled && !cfg.model.coarseAnchors) run.dnEncoder = LineQueryEncoder(cfg.model.hiddenDim, cfg.seed);
     if (cfg.memoryPositionCoef > 0) run.memPos = MemoryPositionHead(cfg.model.hiddenDim, cfg.seed);
     if (cfg.queryGroups > 0) run.groups = QueryGroups(cfg.queryGroups, cfg.model.numQueries, cfg.model.hiddenDim, cfg.seed);
     run.device = device;
