@@ -138,18 +138,18 @@ private Q_SLOTS:
         const auto items = demoItems();
         QStringList ids;
         for (const auto& d : items) ids << d.id;
-        QCOMPARE(ids, QStringList({"letr", "coat", "constellation", "replay-demon", "replay-pellets", "xtra"}));
+        QCOMPARE(ids, QStringList({"letr", "coat", "constellation", "replay-demon", "replay-alien", "xtra"}));
         MainWindow w;
         QVERIFY(demoAction(w, "replay-demon")->isEnabled());
         QVERIFY(demoAction(w, "xtra")->isEnabled());
         QVERIFY(demoAction(w, "coat")->isEnabled());
         // Not in this resources folder: disabled, the tooltip names the file and the command.
-        QAction* pellets = demoAction(w, "replay-pellets");
-        QVERIFY(!pellets->isEnabled());
-        QVERIFY(pellets->toolTip().contains("demo/pellets_episode.h5"));
-        QVERIFY(pellets->toolTip().contains("make_demo_content.sh"));
+        QAction* alien = demoAction(w, "replay-alien");
+        QVERIFY(!alien->isEnabled());
+        QVERIFY(alien->toolTip().contains("demo/alien_episode.h5"));
+        QVERIFY(alien->toolTip().contains("make_demo_content.sh"));
         QVERIFY(!demoAction(w, "letr")->isEnabled());   // no letr_demo.h5 here
-        QVERIFY(!openDemoItem(&w, "replay-pellets"));
+        QVERIFY(!openDemoItem(&w, "replay-alien"));
         QVERIFY(w.lastError().contains("not installed"));
         QVERIFY(!openDemoItem(&w, "nonsense"));
     }
@@ -213,7 +213,7 @@ private Q_SLOTS:
         w.resize(1280, 860);
         w.show();
         QVERIFY(QTest::qWaitForWindowExposed(&w));
-        for (const QString game : {"demon", "pellets"}) {
+        for (const QString game : {"demon", "alien"}) {
             replayItem(w, "replay-" + game);
             saveShot(w, "demo_replay_" + game + ".png", w.replayPanel()->modelView()->worldModelTable());
         }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Makes the demo content that ships in resources/demo/ (issue 52 part 3; `glimpse --demo`, the
 # Demo menu, app/demo/demo_menu.h):
-#   demon_agent.h5, pellets_agent.h5       EfficientZero agents of one shooter and one maze
-#   demon_episode.h5, pellets_episode.h5   one greedy episode of each, recorded by `glimpse play
+#   demon_agent.h5, alien_agent.h5         EfficientZero agents of one shooter and one maze
+#   demon_episode.h5, alien_episode.h5     one greedy episode of each, recorded by `glimpse play
 #                                          --record` (frames, observations, root visits, the root
 #                                          children's Q and prior, the network's value, policy and
 #                                          value prefix; the agent beside it, so the replay viewer
@@ -17,10 +17,11 @@
 # Environment:
 #   GLIMPSE   glimpse binary [build/app/glimpse]
 #   WORK      scratch directory [runs/demo_content]
-#   AGENTS    a folder with DEMON.h5 / PELLETS.h5 models to ship instead of training them here
-#             (e.g. the output of tools/gpu/agents.sh); the training stage is then skipped
-#   DEMON_SEED=1 DEMON_STEPS=1200  PELLETS_SEED=1 PELLETS_STEPS=2000   the agents' training
-#             (tools/ez_study_shooter.json and tools/ez_study.json, docs/rl.md "Learning figures")
+#   AGENTS    a folder with demon.h5 / alien.h5 models to ship instead of training them here
+#             (e.g. runs of tools/ez_study.sh); the training stage is then skipped
+#   DEMON_SEED=0 DEMON_STEPS=22000  ALIEN_SEED=0 ALIEN_STEPS=16000   the agents' training
+#             (tools/ez_study_shooter.json and tools/ez_study.json, docs/rl.md "Learning figures":
+#             about an hour each on one core)
 #   STAGES    the stages to run [agents record worldmodel xtra] (each skips what it finished)
 #   NICE [15]  THREADS [1]  EPISODE_SEED [1000000]  SIMULATIONS [16]
 #   XTRA_STEPS [120]  the finetuning run's learner updates (the sizes below are for a loaded
@@ -36,10 +37,10 @@ mkdir -p "$WORK"
 WORK="$(realpath "$WORK")"
 DEST="$here/resources/demo"
 AGENTS="${AGENTS:-}"
-DEMON_SEED="${DEMON_SEED:-1}"
-DEMON_STEPS="${DEMON_STEPS:-1200}"
-PELLETS_SEED="${PELLETS_SEED:-1}"
-PELLETS_STEPS="${PELLETS_STEPS:-2000}"
+DEMON_SEED="${DEMON_SEED:-0}"
+DEMON_STEPS="${DEMON_STEPS:-22000}"
+ALIEN_SEED="${ALIEN_SEED:-0}"
+ALIEN_STEPS="${ALIEN_STEPS:-16000}"
 NICE="${NICE:-15}"
 THREADS="${THREADS:-1}"
 EPISODE_SEED="${EPISODE_SEED:-1000000}"
@@ -69,11 +70,11 @@ agent() {   # GAME SEED STEPS CONFIG DISCOUNT
 }
 if stage agents; then
     agent demon "$DEMON_SEED" "$DEMON_STEPS" ez_study_shooter.json
-    agent pellets "$PELLETS_SEED" "$PELLETS_STEPS" ez_study.json
+    agent alien "$ALIEN_SEED" "$ALIEN_STEPS" ez_study.json
 fi
 
 # --- 2. one recorded greedy episode of each (the checkpoint named relative: beside it) ---------
-for game in demon pellets; do
+for game in demon alien; do
     stage record || break
     rec="$WORK/record_$game"
     rm -rf "$rec"
@@ -86,7 +87,7 @@ done
 # --- 3. the world model against the game, the agent beside an untrained network ---------------
 stage worldmodel && {
     echo "# The world model checked against the game (glimpse eval worldmodel, made by tools/make_demo_content.sh)"
-    for spec in demon:0.97 pellets:0.997; do
+    for spec in demon:0.97 alien:0.997; do
         game=${spec%%:*}
         echo
         echo "## $game"

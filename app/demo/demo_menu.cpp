@@ -23,7 +23,7 @@ struct DemoGame {
     const char* kind;
     double discount;
 };
-constexpr DemoGame kGames[] = {{"demon", "shooter", 0.97}, {"pellets", "maze", 0.997}};
+constexpr DemoGame kGames[] = {{"demon", "shooter", 0.97}, {"alien", "maze", 0.997}};
 
 // opencv-doc's sample photos (installer/setup.sh installs the package), first found wins.
 const char* kPhotos[] = {"/usr/share/doc/opencv-doc/examples/data/baboon.jpg",

@@ -19,7 +19,7 @@ namespace glimpse::app {
 class MainWindow;
 
 struct DemoItem {
-    QString id;      // "letr", "coat", "constellation", "replay-demon", "replay-pellets", "xtra"
+    QString id;      // "letr", "coat", "constellation", "replay-demon", "replay-alien", "xtra"
     QString title;   // the menu text
     QString file;    // what it opens ("" for the built-in scene); absolute when installed
     bool available = true;
