@@ -204,6 +204,42 @@ private Q_SLOTS:
         QVERIFY2(contains(e, {"outside the episode"}), e.c_str());
     }
 
+    // As trained (the viewer's charts, the world-model table): rewards clipped to their sign, and a
+    // lost life ends a return as the game's end does; the predictions are the same.
+    void imagineAsTrained() {
+        rl::Episode copy = recorded_;
+        const int64_t T = copy.length();
+        QVERIFY(T >= 9);
+        copy.rewards = torch::zeros({T}, torch::kFloat32);
+        copy.rewards[1] = 2.5f;
+        copy.rewards[2] = -0.5f;
+        copy.rewards[3] = 3.f;
+        copy.rewards[6] = 0.25f;
+        copy.terminals = torch::zeros({T}, torch::kBool);
+        copy.terminals[5] = true;            // two games: steps 0..5 and 6..T-1
+        copy.lifeLoss = torch::zeros({T}, torch::kBool);
+        copy.lifeLoss[2] = true;             // a life lost in step 2
+        rl::writeEpisode(path("as_trained.h5"), copy);
+        EpisodeReader ep(path("as_trained.h5"));
+        QVERIFY(ep.lifeLost(2));
+        const double g = 0.9;
+        const auto raw = imagine(*net_, ep, 1, 6, g);
+        const auto trained = imagine(*net_, ep, 1, 6, g, nullptr, 5, Targets::AsTrained);
+        QCOMPARE(trained.predictedReward, raw.predictedReward);
+        QCOMPARE(trained.predictedValue, raw.predictedValue);
+        const std::vector<float> clipped{1.f, -1.f, 1.f, 0.f, 0.f, 1.f};   // steps 1..6
+        QCOMPARE(trained.actualReward, clipped);
+        QCOMPARE(raw.actualReward[0], 2.5f);
+        // Returns from steps 1..7, as trained: segments 0..2 | 3..5 | 6..T-1.
+        const std::vector<double> want{1 + g * -1, -1, 1, 0, 0, 1 + 0, 0};
+        // Raw: to the game's end (step 5), unclipped.
+        const std::vector<double> wantRaw{2.5 + g * (-0.5 + g * 3), -0.5 + g * 3, 3, 0, 0, 0.25, 0};
+        for (int k = 0; k <= 6; ++k) {
+            QVERIFY2(std::abs(trained.actualReturn[size_t(k)] - want[size_t(k)]) < 1e-5, qPrintable(QString::number(k)));
+            QVERIFY2(std::abs(raw.actualReturn[size_t(k)] - wantRaw[size_t(k)]) < 1e-5, qPrintable(QString::number(k)));
+        }
+    }
+
     // The real value: discounted returns of the recorded rewards to the end of the game.
     void imagineActualReturns() {
         rl::Episode copy = recorded_;

@@ -28,6 +28,7 @@
 #include "core/models/efficientzero/eval.h"
 #include "core/models/efficientzero/model.h"
 #include "core/replay/episode_reader.h"
+#include "core/replay/model_view.h"
 #include "core/replay/world_model_check.h"
 #include "core/rl/env.h"
 #include "core/rl/episode.h"
@@ -720,6 +721,17 @@ private Q_SLOTS:
         QCOMPARE(m->imaginedPredictedReward().size(), size_t(3));
         QCOMPARE(m->imaginedPredictedValue().size(), size_t(4));
         QCOMPARE(m->imaginedActualReward().size(), size_t(3));
+        {
+            // The charts compare with what the network was trained on, as the table does.
+            replay::EpisodeReader ep(result.recorded[0]);
+            m->setDiscount(0.9);
+            m->imagine(3);
+            QVERIFY(imagined.wait(30000));
+            const auto direct = replay::imagine(net, ep, 2, 3, 0.9, nullptr, 5, replay::Targets::AsTrained);
+            QCOMPARE(m->imaginedActualReward(), direct.actualReward);
+            QCOMPARE(m->imaginedActualReturn(), direct.actualReturn);
+            QCOMPARE(m->imaginedPredictedValue(), direct.predictedValue);
+        }
         QCOMPARE(m->rewardChart()->lines().size(), 2);
         QVERIFY(m->rewardChart()->isVisible());
         // The world model against the whole episode: the table shows what the core computes

@@ -457,7 +457,10 @@ void ReplayModelView::runImagine(const Request& r, int gen) {
         [net = net_, reader = panel_->reader(), t = r.step, k, d = discountBox_->value(), m = netMutex_,
          cancel = cancel_] {
             std::lock_guard<std::mutex> lock(*m);
-            return replay::imagine(*net, *reader, t, k, d, cancel.get());
+            // Against what the network was trained on (clipped rewards, a lost life ends the
+            // return), as the world-model table below: raw rewards put a demon hit (1.5-3) against a
+            // prediction in units of 1 and made a trained agent's chart look wrong.
+            return replay::imagine(*net, *reader, t, k, d, cancel.get(), 5, replay::Targets::AsTrained);
         },
         [this, r, gen, k](Outcome<replay::Imagined> o) {
             if (gen != generation_) return;
@@ -478,12 +481,12 @@ void ReplayModelView::showImagined(int from) {
     const size_t values = imPredValue_.size();
     rewardChart_->clear();
     rewardChart_->setXOffset(from);
-    rewardChart_->setTitle(QStringLiteral("imagined reward from step %1").arg(from));
+    rewardChart_->setTitle(QStringLiteral("imagined reward from step %1 (clipped, as trained)").arg(from));
     rewardChart_->addLine({"predicted", QColor(40, 110, 220), toVector(imPredReward_, values)});
     rewardChart_->addLine({"actual", QColor(230, 160, 0), toVector(imActualReward_, values), Qt::DashLine});
     valueChart_->clear();
     valueChart_->setXOffset(from);
-    valueChart_->setTitle(QStringLiteral("imagined value from step %1").arg(from));
+    valueChart_->setTitle(QStringLiteral("imagined value from step %1 (a lost life ends the return)").arg(from));
     valueChart_->addLine({"predicted", QColor(40, 110, 220), toVector(imPredValue_, values)});
     valueChart_->addLine({"actual return", QColor(40, 150, 60), toVector(imActualReturn_, values), Qt::DashLine});
     rewardChart_->show();

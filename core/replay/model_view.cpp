@@ -124,16 +124,30 @@ StepPrediction predictStep(Network& net, EpisodeReader& ep, int64_t t) {
 
 namespace {
 
-// Discounted return from each step t..t+K (0 at length()), stopping at the end of each game.
-std::vector<float> actualReturns(const EpisodeReader& ep, int64_t t, int K, double discount) {
+// The reward of step i and whether a return ends there, under `targets`.
+double targetReward(const EpisodeReader& ep, int64_t i, Targets targets) {
+    const double r = ep.reward(i);
+    return targets == Targets::AsTrained ? double((r > 0) - (r < 0)) : r;
+}
+bool endsReturn(const EpisodeReader& ep, int64_t i, Targets targets) {
+    return ep.isTerminal(i) || (targets == Targets::AsTrained && ep.lifeLost(i));
+}
+
+// Discounted return from each step t..t+K (0 at length()), stopping at the end of each game
+// (and, as trained, at each lost life).
+std::vector<float> actualReturns(const EpisodeReader& ep, int64_t t, int K, double discount, Targets targets) {
     const int64_t T = ep.length();
     const int64_t last = std::min(t + K, T - 1);
-    const int64_t gameEnd = ep.nextTerminal(last - 1);   // the first terminal step >= last
-    const int64_t end = gameEnd >= 0 ? gameEnd : T - 1;
+    int64_t end = T - 1;   // the first step >= last that ends a return, else the last step
+    for (int64_t i = last; i < T; ++i)
+        if (endsReturn(ep, i, targets)) {
+            end = i;
+            break;
+        }
     std::vector<float> out(size_t(K) + 1, 0.f);
     double g = 0;
     for (int64_t i = end; i >= t; --i) {
-        g = double(ep.reward(i)) + (ep.isTerminal(i) ? 0.0 : discount * g);
+        g = targetReward(ep, i, targets) + (endsReturn(ep, i, targets) ? 0.0 : discount * g);
         if (i <= t + K) out[size_t(i - t)] = float(g);
     }
     return out;
@@ -142,7 +156,7 @@ std::vector<float> actualReturns(const EpisodeReader& ep, int64_t t, int K, doub
 } // namespace
 
 Imagined imagine(Network& net, EpisodeReader& ep, int64_t t, int K, double discount, const std::atomic<bool>* cancel,
-                 int lstmHorizon) {
+                 int lstmHorizon, Targets targets) {
     checkReady(net, ep, t, "imagine");
     if (K < 1) throw Error("imagine: K must be >= 1, got " + std::to_string(K));
     if (t + K > ep.length())
@@ -165,12 +179,12 @@ Imagined imagine(Network& net, EpisodeReader& ep, int64_t t, int K, double disco
         const float vp = r.valuePrefix.item<float>();
         im.predictedReward.push_back(reset ? vp : vp - prefix);
         im.predictedValue.push_back(r.value.item<float>());
-        im.actualReward.push_back(ep.reward(t + k));
+        im.actualReward.push_back(float(targetReward(ep, t + k, targets)));
         prefix = vp;
         state = r.nextState;
         lstm = r.lstm;
     }
-    im.actualReturn = actualReturns(ep, t, K, discount);
+    im.actualReturn = actualReturns(ep, t, K, discount, targets);
     return im;
 }
 

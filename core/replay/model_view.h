@@ -73,11 +73,15 @@ StepPrediction predictStep(efficientzero::Network& net, EpisodeReader& ep, int64
 //                                 or prefix(k + 1) alone after an LSTM reset (k % lstmHorizon == 0)
 //   actualReward[k],   k = 0..K-1: rewards[t + k]
 // So values have K + 1 entries and rewards K. Errors: K < 1, t or t + K outside the episode.
+// Targets::AsTrained compares with what the network was trained on, as the world-model check
+// does by default (world_model_check.h): rewards clipped to their sign, and a lost life ends a
+// return as the game's end does. Targets::Raw: the game's own rewards, returns to the game's end.
+enum class Targets { Raw, AsTrained };
 struct Imagined {
     std::vector<float> predictedReward, predictedValue, actualReward, actualReturn;
 };
 Imagined imagine(efficientzero::Network& net, EpisodeReader& ep, int64_t t, int K, double discount,
-                 const std::atomic<bool>* cancel = nullptr, int lstmHorizon = 5);
+                 const std::atomic<bool>* cancel = nullptr, int lstmHorizon = 5, Targets targets = Targets::Raw);
 
 // Saliency of the value at step t: |d value(s_t) / d input| of the stacked network input
 // (every stacked frame's every channel), summed over the stack * C channels -> [h, w], then
