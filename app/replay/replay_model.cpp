@@ -481,12 +481,15 @@ void ReplayModelView::showImagined(int from) {
     const size_t values = imPredValue_.size();
     rewardChart_->clear();
     rewardChart_->setXOffset(from);
-    rewardChart_->setTitle(QStringLiteral("imagined reward from step %1 (clipped, as trained)").arg(from));
+    rewardChart_->setTitle(QStringLiteral("imagined reward from step %1").arg(from));
+    rewardChart_->setToolTip(QStringLiteral("Actual rewards clipped to their sign, as the network was trained on them"));
     rewardChart_->addLine({"predicted", QColor(40, 110, 220), toVector(imPredReward_, values)});
     rewardChart_->addLine({"actual", QColor(230, 160, 0), toVector(imActualReward_, values), Qt::DashLine});
     valueChart_->clear();
     valueChart_->setXOffset(from);
-    valueChart_->setTitle(QStringLiteral("imagined value from step %1 (a lost life ends the return)").arg(from));
+    valueChart_->setTitle(QStringLiteral("imagined value from step %1").arg(from));
+    valueChart_->setToolTip(QStringLiteral("Actual return: clipped rewards, discounted, ending at a lost life or the "
+                                           "game's end, as the network was trained on them"));
     valueChart_->addLine({"predicted", QColor(40, 110, 220), toVector(imPredValue_, values)});
     valueChart_->addLine({"actual return", QColor(40, 150, 60), toVector(imActualReturn_, values), Qt::DashLine});
     rewardChart_->show();
