@@ -5,6 +5,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <map>
 
 #include <torch/torch.h>
@@ -157,6 +158,99 @@ private Q_SLOTS:
         const auto a = trained->forward({x}), b = reloaded->forward({x});
         QVERIFY(maxDiff(a.last().lines, b.last().lines) == 0.0);
         QVERIFY(maxDiff(a.last().logits, b.last().logits) == 0.0);
+    }
+
+    // "coarse_queries": "proposals": the reference line of coarse entity i is M-LSD's i-th best
+    // line candidate on the same image (computed here by M-LSD's own network and decodeLines on
+    // a square input, without thresholds), normalized and kept inside the image; a fresh model's
+    // coarse lines are its proposals on every layer; train() leaves the decoder in evaluation
+    // mode; training leaves it unchanged (with query denoising on) and the file round-trips.
+    void proposalQueries() {
+        if (!QFileInfo::exists(QString::fromStdString(kMlsd))) QSKIP("resources/mlsd_tiny.h5 is not installed");
+        nlohmann::json j = tinyConfig().toJson();
+        j["coarse_queries"] = "proposals";
+        const LetrConfig pc = LetrConfig::fromJson(j);
+        QVERIFY(pc.coarseProposals && !pc.coarseAnchors && pc.lineQueries());
+        QCOMPARE(pc.toJson()["coarse_queries"].get<std::string>(), std::string("proposals"));
+        QString e = testing::qErrorOf([] { LetrConfig::fromJsonString(R"({"coarse_queries": "proposals"})", "p.json"); });
+        QVERIFY2(e.contains("p.json") && e.contains("proposals") && e.contains("mlsd_tiny"), qPrintable(e));
+
+        const auto mlsdModel = mlsd::loadMlsd(kMlsd);
+        LetrModel m(pc, 4);
+        QVERIFY(m.proposalDecoder());
+        QVERIFY(!LetrModel(tinyConfig(), 4).proposalDecoder());
+        loadLetrBackbone(m, kMlsd);
+        m.train();
+        QVERIFY(m.is_training() && !m.proposalDecoder()->is_training());
+        const cv::Mat img = testing::randomImage(64, 64, 11);
+        const torch::Tensor x = letrInputTensor(img, m.config());   // 64 x 64: M-LSD's own input size
+        LetrOutput out;
+        {
+            torch::NoGradGuard ng;
+            out = m.forward({x});
+        }
+        const torch::Tensor anchors = out.stages[0].anchors;
+        QCOMPARE(anchors.sizes(), torch::IntArrayRef({1, pc.numQueries, 4}));
+        for (int64_t l = 0; l < pc.coarseDecLayers; ++l)
+            QVERIFY2(maxDiff(out.stages[0].lines[l], anchors) < 1e-5, qPrintable(QString::number(maxDiff(out.stages[0].lines[l], anchors))));   // the head starts at zero
+
+        mlsd::MlsdConfig mc;
+        mc.inputSize = 64;
+        mc.topK = pc.numQueries;
+        mc.scoreThreshold = -1;   // every candidate
+        mc.lengthThreshold = -1;
+        const torch::Tensor four = torch::cat({x.unsqueeze(0), torch::full({1, 1, 64, 64}, 1.0 / 127.5 - 1.0)}, 1);
+        torch::Tensor maps;
+        {
+            torch::NoGradGuard ng;
+            maps = mlsdModel->net->forward(four);
+        }
+        const auto ref = mlsd::decodeLines(maps, mc, 64, 64);
+        QCOMPARE(int64_t(ref.size()), pc.numQueries);
+        QVERIFY(ref.front().score > ref.back().score);
+        for (int64_t i = 0; i < pc.numQueries; ++i) {
+            const auto& r = ref[size_t(i)];
+            const float want[4] = {r.x1, r.y1, r.x2, r.y2};
+            for (int k = 0; k < 4; ++k)
+                QVERIFY2(std::abs(anchors[0][i][k].item<float>() - std::clamp(want[k] / 64.0f, 1e-5f, 1.0f - 1e-5f)) < 1e-5,
+                         qPrintable(QString("entity %1 coordinate %2").arg(i).arg(k)));
+        }
+
+        // Any input size; the proposals train nothing and keep M-LSD's weights.
+        QTemporaryDir dir;
+        LetrTrainConfig c;
+        c.model = pc;
+        c.batchSize = 2;
+        c.coarseSteps = 2;
+        c.fineSteps = 1;
+        c.lr = 1e-3;
+        c.lrBackbone = 1e-3;
+        c.valEvery = 0;
+        c.backboneTrainFrom = "layer4";
+        c.backboneWeights = kMlsd;
+        c.augmentEnabled = false;
+        c.denoise.enabled = true;
+        const std::string run = dir.filePath("run").toStdString();
+        train::Control control;
+        trainLetr(c, "procedural:4:0:100x70", run, false, control, {});
+        const auto trained = loadLetr(run + "/model.h5");
+        QVERIFY(trained->config().coarseProposals);
+        const auto decoder = tensorsOf(*trained->proposalDecoder());
+        const auto source = tensorsOf(*mlsdModel->net);
+        QCOMPARE(int(decoder.size()), int(std::count_if(source.begin(), source.end(), [](const auto& kv) {
+                     return kv.first.rfind("block1", 0) == 0;
+                 })));
+        for (const auto& [k, v] : decoder) QVERIFY2(torch::equal(v, source.at(k)), k.c_str());
+        torch::NoGradGuard ng;
+        const torch::Tensor y = torch::rand({3, 70, 100}) * 2 - 1;
+        const auto a = trained->forward({y});
+        const auto& p = a.stages[0].anchors;
+        QVERIFY(p.min().item<double>() >= 0.0 && p.max().item<double>() <= 1.0 && p.std().item<double>() > 0.01);
+        QVERIFY(maxDiff(a.stages[0].lines[0], p) > 1e-4);   // trained: the head corrects them now
+        const std::string again = dir.filePath("again.h5").toStdString();
+        saveLetr(*trained, again);
+        const auto b = loadLetr(again)->forward({y});
+        QVERIFY(maxDiff(a.last().lines, b.last().lines) == 0.0);
     }
 
     void wrongBackboneWeights() {

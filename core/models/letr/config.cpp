@@ -87,6 +87,9 @@ void LetrConfig::validate() const {
     if (maxInputPixels < 1) fail("max_input_pixels must be >= 1, got " + std::to_string(maxInputPixels));
     if (backbone == "mlsd_tiny" && (mean != std::array<double, 3>{0.5, 0.5, 0.5} || std != mean))
         fail("backbone mlsd_tiny needs mean [0.5, 0.5, 0.5] and std [0.5, 0.5, 0.5] (M-LSD's input scaling)");
+    if (coarseAnchors && coarseProposals) fail("coarse_queries is either \"anchors\" or \"proposals\"");
+    if (coarseProposals && backbone != "mlsd_tiny")
+        fail("coarse_queries \"proposals\" needs backbone mlsd_tiny (M-LSD's decoder reads its features), not " + backbone);
     for (int c = 0; c < 3; ++c) {
         if (!std::isfinite(mean[c])) fail("mean must be finite");
         if (!(std[c] > 0.0) || !std::isfinite(std[c])) fail("std must be positive and finite");
@@ -120,6 +123,7 @@ nlohmann::json LetrConfig::toJson() const {
         j["position_in_values"] = posInValuesCoarse ? (posInValuesFine ? "coarse+fine" : "coarse") : "fine";
     if (fineRefinesCoarse) j["fine_lines"] = "refine";                  // absent when off: official layout
     if (coarseAnchors) j["coarse_queries"] = "anchors";                // absent when off: official layout
+    if (coarseProposals) j["coarse_queries"] = "proposals";
     return j;
 }
 
@@ -175,8 +179,10 @@ LetrConfig LetrConfig::fromJson(const nlohmann::json& j, const std::string& sour
         throw Error(source + ": LETR config 'fine_lines' must be \"absolute\" or \"refine\", got \"" + fl + "\"");
     const std::string cq = take<std::string>(j, "coarse_queries", "learned", source);
     if (cq == "anchors") c.coarseAnchors = true;
+    else if (cq == "proposals") c.coarseProposals = true;
     else if (cq != "learned")
-        throw Error(source + ": LETR config 'coarse_queries' must be \"learned\" or \"anchors\", got \"" + cq + "\"");
+        throw Error(source + ": LETR config 'coarse_queries' must be \"learned\", \"anchors\" or \"proposals\", got \"" +
+                    cq + "\"");
     try {
         c.validate();
     } catch (const Error& e) {

@@ -51,6 +51,13 @@
 //                                      // boxes: the decoder no longer has to carry absolute
 //                                      // position in its content). Absent from the JSON when
 //                                      // "learned" (LETR's own queries, published checkpoints).
+//                                      // "proposals" (backbone mlsd_tiny only): two-stage; the
+//                                      // reference lines are per image, the top num_queries
+//                                      // line candidates of M-LSD's own decoder (proposal.*,
+//                                      // frozen, copied from the M-LSD checkpoint with the
+//                                      // encoder) on the backbone's C2-C4, highest score first;
+//                                      // positional query and logit-space corrections as for
+//                                      // "anchors" (no letr.query_anchor).
 //   }
 // Unknown keys are an error (they are usually typos).
 #include <array>
@@ -86,6 +93,9 @@ struct LetrConfig {
     bool posInValuesFine = false;     // "position_in_values" names "fine"
     bool fineRefinesCoarse = false;   // "fine_lines": "refine"
     bool coarseAnchors = false;       // "coarse_queries": "anchors"
+    bool coarseProposals = false;     // "coarse_queries": "proposals"
+    // Anchor or proposal queries: positional queries from reference lines (letr.anchor_encoder).
+    bool lineQueries() const { return coarseAnchors || coarseProposals; }
 
     // Throws glimpse::Error with a message naming the field and the problem.
     void validate() const;

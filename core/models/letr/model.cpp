@@ -429,12 +429,37 @@ LetrModel::LetrModel(const LetrConfig& config, uint64_t seed) : config_(config) 
     buildStage(*letr, coarse_, config_.coarseLevel);
     queryEmbed_ = letr->register_module(
         "query_embed", torch::nn::Embedding(config_.numQueries, config_.hiddenDim));
-    if (config_.coarseAnchors) {
+    if (config_.coarseAnchors)
         queryAnchor_ = letr->register_parameter("query_anchor", torch::empty({config_.numQueries, 4}));
+    if (config_.lineQueries())
         anchorEncoder_ = letr->register_module("anchor_encoder", std::make_shared<LineQueryEncoderImpl>(config_.hiddenDim, seed));
-    }
     if (config_.fineStage) buildStage(*this, fine_, config_.fineLevel);
+    if (config_.coarseProposals) {
+        // M-LSD's decoder, frozen: never trained, always in evaluation mode (train() below).
+        proposalNet_ = register_module("proposal", mlsd::MlsdDecoder());
+        for (auto& p : proposalNet_->parameters()) p.set_requires_grad(false);
+        proposalNet_->eval();
+    }
     resetParameters(seed);
+}
+
+void LetrModel::train(bool on) {
+    torch::nn::Module::train(on);
+    if (proposalNet_) proposalNet_->eval();
+}
+
+torch::Tensor LetrModel::proposals(const std::vector<torch::Tensor>& feats, int64_t height, int64_t width) {
+    if (!proposalNet_) throw Error("LETR: this model has no proposal decoder (coarse_queries \"proposals\")");
+    torch::NoGradGuard noGrad;
+    mlsd::MlsdFeatures f{feats.at(0).detach(), feats.at(1).detach(), feats.at(2).detach()};
+    const torch::Tensor maps = proposalNet_->forward(f);
+    const mlsd::MlsdCandidates c = mlsd::topCandidates(maps, config_.numQueries, 3);
+    // Input pixels (map pixels x 2) -> normalized (x1, y1, x2, y2) / (W, H, W, H); kept inside
+    // the image (a line may overshoot it), within the clamp of the heads' logit (1e-5), so that
+    // a zero correction returns the proposal itself.
+    const double W = double(width), H = double(height);
+    const torch::Tensor scale = torch::tensor({W, H, W, H}, maps.options().dtype(torch::kFloat));
+    return (c.lines / scale).clamp(1e-5, 1.0 - 1e-5);
 }
 
 void LetrModel::buildStage(torch::nn::Module& parent, StageModules& s, int level) {
@@ -572,6 +597,11 @@ void LetrModel::resetParameters(uint64_t seed) {
         }
         p.copy_(v);
     }
+    // Proposal queries start exactly at their proposals: the head's last layer is zero, so every
+    // coarse layer's line is its reference line until training moves it.
+    if (config_.coarseProposals)
+        for (const auto& item : params)
+            if (item.key().rfind("letr.lines_embed.layers.2.", 0) == 0) item.value().zero_();
     for (const auto& item : named_buffers(true)) {
         const std::string& name = item.key();
         const torch::Tensor& b = item.value();
@@ -768,13 +798,17 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
     std::map<std::array<int64_t, 2>, std::vector<size_t>> groups;
     for (size_t i = 0; i < images.size(); ++i) groups[out.inputSizes[i]].push_back(i);
     std::vector<std::vector<torch::Tensor>> levels(images.size());   // per image: C2..C(maxLevel)
+    std::vector<torch::Tensor> proposalLines(images.size());          // per image [N, 4] (proposal queries)
     for (const auto& g : groups) {
         std::vector<torch::Tensor> batch;
         for (size_t i : g.second) batch.push_back(images[i].to(dev, torch::kFloat));
         auto feats = mlsdBody_ ? mlsdBody_->forward(torch::stack(batch, 0), maxLevel)
                                : body_->forward(torch::stack(batch, 0), maxLevel, opts.backboneDtype, opts.backboneChannelsLast);
-        for (size_t j = 0; j < g.second.size(); ++j)
+        const torch::Tensor prop = proposalNet_ ? proposals(feats, g.first[0], g.first[1]) : torch::Tensor();
+        for (size_t j = 0; j < g.second.size(); ++j) {
             for (auto& f : feats) levels[g.second[j]].push_back(f[int64_t(j)]);
+            if (prop.defined()) proposalLines[g.second[j]] = prop[int64_t(j)];
+        }
     }
     auto levelFeats = [&](int level) {
         std::vector<torch::Tensor> v;
@@ -795,7 +829,7 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
         groupPos = g.to(dev).reshape({1, -1, d}).expand({B, g.size(0) * N, d});
     }
     HeadReferences coarseRefs;
-    if (config_.coarseAnchors) {
+    if (config_.lineQueries()) {
         // Anchor queries: positional queries from the anchors' lines, query_embed as content;
         // the denoising entities' positional queries from their noised lines, by the same encoder.
         if (opts.denoiseQueryPos.defined())
@@ -809,13 +843,18 @@ LetrOutput LetrModel::forward(const std::vector<torch::Tensor>& images, const Le
             coarseRefs.denoiseLines = r.to(dev, torch::kFloat);
             dnPos = anchorEncoder_->forward(coarseRefs.denoiseLines);
         }
-        const torch::Tensor anchorPos = anchorEncoder_->forward(queryAnchor_.sigmoid().unsqueeze(0));   // [1, N, d]
+        // The reference lines: the learned anchors (shared by every image, trained through the
+        // lines) or the image's own proposals (constants).
+        const torch::Tensor ref = proposalNet_ ? torch::stack(proposalLines, 0) : queryAnchor_.sigmoid().unsqueeze(0);
+        const torch::Tensor anchorPos = anchorEncoder_->forward(ref);   // [1 or B, N, d]
         runStage(coarse_, levelFeats(coarse_.level), anchorPos.expand({B, N, d}), opts.record, out.stages[0], dnPos,
                  {}, queryEmbed_->weight.unsqueeze(0).expand({B, N, d}));
-        coarseRefs.anchorLogits = queryAnchor_;
+        out.stages[0].anchors = ref.detach().expand({B, N, 4});
+        if (proposalNet_) coarseRefs.lines = out.stages[0].anchors;
+        else coarseRefs.anchorLogits = queryAnchor_;
     } else {
         if (opts.denoiseReference.defined())
-            throw Error("LETR: denoising reference lines need a model with anchor queries (coarse_queries \"anchors\")");
+            throw Error("LETR: denoising reference lines need a model with anchor or proposal queries (coarse_queries)");
         runStage(coarse_, levelFeats(coarse_.level), queryEmbed_->weight.unsqueeze(0).expand({B, N, d}),
                  opts.record, out.stages[0], opts.denoiseQueryPos, groupPos);
     }
@@ -860,7 +899,8 @@ std::shared_ptr<LetrModel> loadLetrTrainState(Checkpoint ckpt, const std::string
         if (name.rfind("model.", 0) != 0) continue;
         const std::string n = name.substr(6);
         // Coarse phase: the fine stage's tensors (top-level transformer/heads) are dropped.
-        if (coarsePhase && n.rfind("backbone.", 0) != 0 && n.rfind("letr.", 0) != 0) continue;
+        if (coarsePhase && n.rfind("backbone.", 0) != 0 && n.rfind("letr.", 0) != 0 && n.rfind("proposal.", 0) != 0)
+            continue;
         model.tensors[n] = t;
     }
     auto m = std::make_shared<LetrModel>(cfg, 0);
@@ -913,10 +953,31 @@ ResNetBody loadResNet(const std::string& path) {
     return body;
 }
 
+namespace {
+// M-LSD's decoder (block12 .. block16: weights and batch-norm statistics) into `decoder`.
+void copyMlsdDecoder(mlsd::MlsdDecoderImpl& decoder, const mlsd::MlsdModel& m, const std::string& path) {
+    torch::NoGradGuard noGrad;
+    std::map<std::string, torch::Tensor> src;
+    for (const auto& p : m.net->named_parameters(true)) src[p.key()] = p.value();
+    for (const auto& b : m.net->named_buffers(true)) src[b.key()] = b.value();
+    auto copy = [&](const std::string& name, torch::Tensor dst) {
+        const auto it = src.find(name);
+        if (it == src.end()) throw Error(path + ": M-LSD tensor '" + name + "' is missing");
+        if (!it->second.sizes().equals(dst.sizes()))
+            throw Error(path + ": M-LSD tensor '" + name + "' has shape " + c10::str(it->second.sizes()) +
+                        ", LETR's proposal decoder needs " + c10::str(dst.sizes()));
+        dst.copy_(it->second.to(dst.device(), dst.scalar_type()));
+    };
+    for (auto& p : decoder.named_parameters(true)) copy(p.key(), p.value());
+    for (auto& b : decoder.named_buffers(true)) copy(b.key(), b.value());
+}
+} // namespace
+
 void loadLetrBackbone(LetrModel& model, const std::string& path) {
     if (model.mlsdBody()) {
         const std::shared_ptr<mlsd::MlsdModel> m = mlsd::loadMlsd(path);   // errors name the file
         copyMlsdEncoder(*model.mlsdBody(), *m, path);
+        if (model.proposalDecoder()) copyMlsdDecoder(*model.proposalDecoder(), *m, path);
         return;
     }
     Checkpoint ckpt = loadCheckpoint(path);

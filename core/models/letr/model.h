@@ -31,6 +31,7 @@
 #include <torch/torch.h>
 
 #include "core/models/letr/config.h"
+#include "core/models/mlsd/model.h"
 
 namespace glimpse::letr {
 
@@ -227,6 +228,9 @@ struct LetrStageOutput {
     torch::Tensor hs;               // [L, B, N, d] decoder outputs after the final LayerNorm
     torch::Tensor logits;           // [L, B, N, num_classes + 1]
     torch::Tensor lines;            // [L, B, N, 4] sigmoid, (x1, y1, x2, y2) / (w, h, w, h)
+    // Anchor or proposal queries (coarse stage): the reference line of each entity, [B, N, 4]
+    // normalized like `lines` (the lines of a zero head); undefined otherwise.
+    torch::Tensor anchors;
     // Recorded when LetrForwardOptions::record is set (entity states per decoder layer):
     std::vector<torch::Tensor> selfIn;    // [B, N, d] tgt entering layer l (self-attn input)
     std::vector<torch::Tensor> crossIn;   // [B, N, d] tgt after self-attn block (cross-attn input)
@@ -332,6 +336,15 @@ public:
     // Re-initializes every parameter and buffer from `seed` (see the constructor).
     void resetParameters(uint64_t seed);
 
+    // Proposal queries: M-LSD's decoder (proposal.*; null otherwise). It stays in evaluation
+    // mode whatever train() sets (its batch norms keep M-LSD's statistics) and never trains.
+    mlsd::MlsdDecoder proposalDecoder() const { return proposalNet_; }
+    // The proposals of a batch of equal-sized images (height x width input tensors) from their
+    // backbone levels C2, C3, C4 (entries 0..2): [B, num_queries, 4] normalized by (W, H, W, H),
+    // no gradient.
+    torch::Tensor proposals(const std::vector<torch::Tensor>& feats, int64_t height, int64_t width);
+    void train(bool on = true) override;
+
 private:
     struct StageModules {
         torch::nn::Conv2d inputProj{nullptr};
@@ -366,6 +379,7 @@ private:
     torch::nn::Embedding queryEmbed_{nullptr};
     torch::Tensor queryAnchor_;                            // [N, 4] logits (anchor queries)
     std::shared_ptr<LineQueryEncoderImpl> anchorEncoder_;  // anchor line -> positional query
+    mlsd::MlsdDecoder proposalNet_{nullptr};               // proposal queries' line candidates
     StageModules coarse_, fine_;
 };
 

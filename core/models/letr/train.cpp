@@ -98,7 +98,8 @@ void LetrTrainConfig::validate() const {
     if (!(emaDecay == 0 || (emaDecay > 0 && emaDecay < 1))) bad("ema_decay must be 0 (off) or in (0, 1)");
     if (!(memoryPositionCoef >= 0 && memoryPositionCoef <= 1000)) bad("memory_position_coef must be in [0, 1000]");
     if (queryGroups < 0 || queryGroups > 64) bad("query_groups must be in 0..64");
-    if (queryGroups > 0 && model.coarseAnchors) bad("query_groups cannot be combined with model.coarse_queries \"anchors\"");
+    if (queryGroups > 0 && model.lineQueries())
+        bad("query_groups cannot be combined with model.coarse_queries \"anchors\" or \"proposals\"");
     if (checkpointEvery < 1) bad("checkpoint_every must be >= 1");
     if (threads < 0 || threads > 1024) bad("threads must be in 0..1024");
     if (valEvery < 0) bad("val_every must be >= 0");
@@ -354,6 +355,10 @@ std::vector<train::AdamW::Param> trainable(LetrModel& model, bool fineStage, dou
     for (auto& p : model.named_parameters()) {
         const std::string& n = p.key();
         const bool isBackbone = n.rfind("backbone.", 0) == 0, isCoarse = n.rfind("letr.", 0) == 0;
+        if (n.rfind("proposal.", 0) == 0) {   // M-LSD's proposal decoder: never trained
+            p.value().set_requires_grad(false);
+            continue;
+        }
         // batch-norm weight / bias (mlsd_tiny's extra block has convolution biases)
         const bool isBn = isBackbone && p.value().dim() == 1 && n.find(".body.extra.") == std::string::npos;
         // lr_backbone 0 freezes the backbone in the coarse phase too: no gradient is computed for
@@ -869,7 +874,7 @@ bool trainPhase(LetrRun& run, size_t pi, const Phase& ph, RunLogWriter& log, tra
                 rngs.emplace_back(train::mixSeed(cfg.seed, uint64_t(run.step), uint64_t(200 + b)));
             dnBatch = makeDenoiseBatch(targets, cfg.denoise, rngs);
             // A model with anchor queries embeds the noised lines itself (its anchor encoder).
-            if (dnBatch.valid.size(1) > 0 && cfg.model.coarseAnchors) fo.denoiseReference = dnBatch.noised;
+            if (dnBatch.valid.size(1) > 0 && cfg.model.lineQueries()) fo.denoiseReference = dnBatch.noised;
             else if (dnBatch.valid.size(1) > 0) fo.denoiseQueryPos = run.dnEncoder->forward(dnBatch.noised);
         }
         auto out = run.model->forward(images, fo);
@@ -942,7 +947,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     if (cfg.aux.enabled)
         run.auxHead = DenseLineHead(cfg.model.levelChannels(cfg.model.fineLevel), cfg.model.levelChannels(cfg.model.coarseLevel),
                                     cfg.aux, cfg.seed);
-    if (cfg.denoise.enabled && !cfg.model.coarseAnchors) run.dnEncoder = LineQueryEncoder(cfg.model.hiddenDim, cfg.seed);
+    if (cfg.denoise.enabled && !cfg.model.lineQueries()) run.dnEncoder = LineQueryEncoder(cfg.model.hiddenDim, cfg.seed);
     if (cfg.memoryPositionCoef > 0) run.memPos = MemoryPositionHead(cfg.model.hiddenDim, cfg.seed);
     if (cfg.queryGroups > 0) run.groups = QueryGroups(cfg.queryGroups, cfg.model.numQueries, cfg.model.hiddenDim, cfg.seed);
     run.device = device;

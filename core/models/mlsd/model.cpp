@@ -81,7 +81,13 @@ MergeBlockImpl::MergeBlockImpl(int64_t inA, int64_t inB, int64_t outA, int64_t o
 }
 
 torch::Tensor MergeBlockImpl::forward(const torch::Tensor& a, const torch::Tensor& b) {
-    return torch::cat({conv2(a), upsample2(conv1(b))}, 1);
+    // To a's size: x2 for the reference's square inputs (with aligned corners the sampling
+    // follows from the sizes alone, so this equals its scale_factor 2), any size for LETR.
+    const torch::Tensor up = F::interpolate(conv1(b), F::InterpolateFuncOptions()
+                                                          .size(std::vector<int64_t>{a.size(2), a.size(3)})
+                                                          .mode(torch::kBilinear)
+                                                          .align_corners(true));
+    return torch::cat({conv2(a), up}, 1);
 }
 
 RefineBlockImpl::RefineBlockImpl(int64_t in, int64_t out) {
@@ -116,11 +122,25 @@ MlsdTinyImpl::MlsdTinyImpl() {
             in = r.c;
         }
     }
-    block12_ = register_module("block12", MergeBlock(32, 64, 64, 64));
-    block13_ = register_module("block13", RefineBlock(128, 64));
-    block14_ = register_module("block14", MergeBlock(24, 64, 32, 32));
-    block15_ = register_module("block15", RefineBlock(64, 64));
-    block16_ = register_module("block16", OutputBlock(64, 16));
+    // The decoder's blocks are registered here under their own names (block12 ..), as the
+    // reference's state dict has them; the decoder module itself is not a child.
+    decoder_ = MlsdDecoder();
+    for (const auto& child : decoder_->named_children()) register_module(child.key(), child.value());
+}
+
+MlsdDecoderImpl::MlsdDecoderImpl() {
+    block12 = register_module("block12", MergeBlock(32, 64, 64, 64));
+    block13 = register_module("block13", RefineBlock(128, 64));
+    block14 = register_module("block14", MergeBlock(24, 64, 32, 32));
+    block15 = register_module("block15", RefineBlock(64, 64));
+    block16 = register_module("block16", OutputBlock(64, 16));
+}
+
+torch::Tensor MlsdDecoderImpl::forward(const MlsdFeatures& f) {
+    torch::Tensor y = block13(block12(f.c3, f.c4));
+    y = block15(block14(f.c2, y));
+    y = block16(y).narrow(1, 7, 9);
+    return upsample2(y);
 }
 
 MlsdFeatures MlsdTinyImpl::encode(const torch::Tensor& x) {
@@ -139,13 +159,7 @@ MlsdFeatures MlsdTinyImpl::encode(const torch::Tensor& x) {
     return f;
 }
 
-torch::Tensor MlsdTinyImpl::forward(const torch::Tensor& x) {
-    const MlsdFeatures f = encode(x);
-    torch::Tensor y = block13_(block12_(f.c3, f.c4));
-    y = block15_(block14_(f.c2, y));
-    y = block16_(y).narrow(1, 7, 9);
-    return upsample2(y);
-}
+torch::Tensor MlsdTinyImpl::forward(const torch::Tensor& x) { return decoder_->forward(encode(x)); }
 
 // ---- checkpoints, input, post-processing ------------------------------------------------------
 
@@ -221,6 +235,26 @@ std::vector<eval::ScoredLine> decodeLines(const torch::Tensor& maps, const MlsdC
     }
     (void)h;
     return lines;
+}
+
+MlsdCandidates topCandidates(const torch::Tensor& maps, int64_t k, int64_t nmsKernel) {
+    if (maps.dim() != 4 || maps.size(1) < 5)
+        throw Error("M-LSD: expected decoder maps [B, 9, h, w], got " + std::string(c10::str(maps.sizes())));
+    const int64_t B = maps.size(0), h = maps.size(2), w = maps.size(3);
+    if (k < 1 || k > h * w)
+        throw Error("M-LSD: cannot take " + std::to_string(k) + " candidates from a " + std::to_string(w) + "x" +
+                    std::to_string(h) + " map");
+    const torch::Tensor m = maps.to(torch::kFloat32);
+    torch::Tensor heat = m.narrow(1, 0, 1).sigmoid();   // [B, 1, h, w]
+    const torch::Tensor hmax =
+        F::max_pool2d(heat, F::MaxPool2dFuncOptions(nmsKernel).stride(1).padding((nmsKernel - 1) / 2));
+    heat = (heat * (hmax == heat).to(torch::kFloat32)).reshape({B, -1});
+    auto [scores, idx] = torch::topk(heat, k, 1);   // [B, k]
+    const torch::Tensor ys = torch::div(idx, w, "floor").to(torch::kFloat32), xs = torch::remainder(idx, w).to(torch::kFloat32);
+    const torch::Tensor disp = m.narrow(1, 1, 4).reshape({B, 4, -1}).gather(2, idx.unsqueeze(1).expand({B, 4, k}));
+    // (x + dx_start, y + dy_start, x + dx_end, y + dy_end) in map pixels, x2 to input pixels.
+    const torch::Tensor centre = torch::stack({xs, ys, xs, ys}, 2);   // [B, k, 4]
+    return {(centre + disp.transpose(1, 2)) * 2.0, scores};
 }
 
 std::vector<eval::ScoredLine> detectMlsd(MlsdModel& model, const cv::Mat& rgb) {

@@ -103,6 +103,20 @@ struct MlsdFeatures {
     torch::Tensor c4;   // stride 16, 64 channels
 };
 
+// The decoder (block12 .. block16): the encoder's features -> [B, 9, 2 h2, 2 w2] for C2 of
+// h2 x w2 (centre logit, 4 displacements, 4 unused channels). Each merge upsamples the deeper
+// map to the size of the shallower one (bilinear, aligned corners): the reference's x2 for the
+// square inputs it takes, and any size for LETR's proposals ("coarse_queries": "proposals").
+class MlsdDecoderImpl : public torch::nn::Module {
+public:
+    MlsdDecoderImpl();
+    torch::Tensor forward(const MlsdFeatures& f);
+    MergeBlock block12{nullptr}, block14{nullptr};
+    RefineBlock block13{nullptr}, block15{nullptr};
+    OutputBlock block16{nullptr};
+};
+TORCH_MODULE(MlsdDecoder);
+
 class MlsdTinyImpl : public torch::nn::Module {
 public:
     MlsdTinyImpl();
@@ -110,16 +124,26 @@ public:
     MlsdFeatures encode(const torch::Tensor& x);
     // [B, 4, S, S] -> [B, 9, S/2, S/2]: centre logit, 4 displacements, 4 unused channels.
     torch::Tensor forward(const torch::Tensor& x);
-
+    // The decoder; its blocks are this module's children block12 .. block16 (the reference's names).
+    MlsdDecoder decoder() const { return decoder_; }
 
 private:
     ConvBnRelu6 stem_{nullptr};
     std::vector<InvertedResidual> blocks_;   // features.1 .. features.10
-    MergeBlock block12_{nullptr}, block14_{nullptr};
-    RefineBlock block13_{nullptr}, block15_{nullptr};
-    OutputBlock block16_{nullptr};
+    MlsdDecoder decoder_{nullptr};
 };
 TORCH_MODULE(MlsdTiny);
+
+// The top-k line-centre candidates of decoder maps [B, 9, h, w] (sigmoid of the centre map,
+// local maxima of a nmsKernel max pool, top k of those; where fewer than k maxima exist the
+// rest are suppressed cells of score 0), without thresholds, as the reference's pred_lines
+// picks its candidates: lines [B, k, 4] (x1, y1, x2, y2) in map pixels x 2 (the network input's
+// pixels), scores [B, k], highest first.
+struct MlsdCandidates {
+    torch::Tensor lines;
+    torch::Tensor scores;
+};
+MlsdCandidates topCandidates(const torch::Tensor& maps, int64_t k, int64_t nmsKernel);
 
 // A loaded detector: its config and network (evaluation mode).
 struct MlsdModel {
