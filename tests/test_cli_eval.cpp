@@ -4,6 +4,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -23,7 +24,7 @@ class TestCliEval : public QObject {
     QString ckpt_;
     // The shipped model's check: this many held-out images, and coarse 3 above LSD by this factor.
     static constexpr int kShippedImages = 24;
-    static constexpr double kShippedMargin = 1.15;
+    static constexpr double kShippedMargin = 2.0;
 
     struct Result {
         int code = -1;
@@ -224,9 +225,12 @@ private Q_SLOTS:
         QVERIFY2(s.err.contains("--max-long-side"), qPrintable(s.err));
     }
 
-    // The shipped demo model (resources/letr_demo.h5, issue 19) finds the held-out scenes' lines:
-    // on the first images of the held-out set its last fine layer is above its last coarse layer
-    // and both are above LSD in sAP10 (docs/decisions.md has the table on all 200).
+    // The shipped demo model (resources/letr_demo.h5, issue 51: proposal queries on M-LSD's
+    // encoder) finds the held-out scenes' lines: on the first images of the held-out set its
+    // last coarse and last fine layers are both above twice LSD's sAP10 (docs/decisions.md has
+    // the table on all 200, and the labelled photographs'). On a real photograph its best lines
+    // follow the image's edges (the procedural-only model before it: 0% on an edge, mean support
+    // 0.02-0.05 on these photos).
     void shippedDemoModelFindsLines() {
         const QString model = QStringLiteral(GLIMPSE_SOURCE_DIR "/resources/letr_demo.h5");
         QVERIFY2(QFile::exists(model), qPrintable(model));
@@ -238,8 +242,19 @@ private Q_SLOTS:
         const RunLog log = RunLog::load(out.toStdString());
         const auto sap10 = [&](const char* row) { return log.eval.at(std::string(row) + "/sAP10").item<double>(); };
         const double coarse = sap10("coarse_3"), fine = sap10("fine_3"), lsd = sap10("lsd");
-        QVERIFY2(fine > coarse, qPrintable(r.out));
-        QVERIFY2(coarse > lsd * kShippedMargin, qPrintable(r.out));
+        QVERIFY2(coarse > lsd * kShippedMargin && fine > lsd * kShippedMargin, qPrintable(r.out));
+        // building.jpg (opencv-doc): the share of the 50 best lines on an edge and their mean support.
+        const QString photo = QStringLiteral("/usr/share/doc/opencv-doc/examples/data/building.jpg");
+        if (QFile::exists(photo)) {
+            const Result b = run({"eval", "edges", photo, "--checkpoint", model, "--top", "50"});
+            QVERIFY2(b.code == 0, qPrintable(b.err));
+            const QStringList row = b.out.split('\n').filter(QRegularExpression("^building\\.jpg\\s+LETR\\s"));
+            QVERIFY2(row.size() == 1, qPrintable(b.out));
+            const QStringList cols = row.first().split(' ', Qt::SkipEmptyParts);   // image LETR count on% mean
+            QVERIFY2(cols.size() == 5, qPrintable(row.first()));
+            const double onEdge = cols[3].chopped(1).toDouble(), support = cols[4].toDouble();
+            QVERIFY2(onEdge >= 5.0 && support >= 0.15, qPrintable(b.out));
+        }
         // `eval edges` without --checkpoint finds the shipped model (GLIMPSE_RESOURCES: only there).
         const QString png = rectanglePng("rect_shipped.png");
         QVERIFY(!png.isEmpty());

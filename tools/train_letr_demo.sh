@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Trains the LETR demo model that ships as resources/letr_demo.h5 (issue 19, docs/decisions.md
-# "LETR training recipe"), from scratch, on procedural scenes, in two stages:
+# Trains the procedural-scene LETR model (resnet10, from scratch) that shipped as
+# resources/letr_demo.h5 until 2026-11-29 (issue 19, docs/decisions.md "LETR training recipe");
+# the shipped model is now tools/train_letr_photo.sh's. On procedural scenes, in two stages:
 #   1. resources/letr_demo_train.json: short side 192, 16000 coarse + 6000 fine steps, with
 #      the dense auxiliary maps and query denoising (the backbone learns from scratch);
 #   2. resources/letr_demo_hires.json: short side 320, started from stage 1's checkpoint
@@ -18,7 +19,7 @@
 # usage: tools/train_letr_demo.sh [OUT]            (default OUT: runs/letr_demo)
 # Environment: GLIMPSE [build/app/glimpse], RANKS [2], PORT [29650] (the ranks' rendezvous,
 # 127.0.0.1), NICE [0], STAGE1 [unset]: a stage-1 checkpoint to start stage 2 from instead of
-# training stage 1 (e.g. resources/letr_demo_stage1.h5, stage 1 as this script trains it),
+# training stage 1 (e.g. OUT/stage1/checkpoint.h5 of an earlier run),
 # DEVICE [cpu]: cuda or cuda:N trains each stage in one process on that GPU (RANKS must be 1;
 # a CUDA build, docs/gpu.md).
 set -euo pipefail

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Trains the LETR demo model for photographs (issue 51 part 3; docs/decisions.md "LETR on photos
-# (issue 51 part 3)"): config resources/letr_photo_train.json, backbone mlsd_tiny (M-LSD tiny's
-# pretrained MobileNetV2 encoder, copied from resources/mlsd_tiny.h5 and kept frozen; only the
-# small stride-32 block on top of it trains), procedural scenes mixed 1:1 with photographs
-# labelled by M-LSD tiny (dataset spec mlsd:PHOTOS; the labels are cached beside the list).
-# One stage: the coarse phase, then the fine phase. A run that was interrupted resumes; a
-# finished one is left alone. At the end OUT/model.h5 is the model.
+# Trains the LETR demo model that ships as resources/letr_demo.h5 (issue 51; docs/decisions.md
+# "LETR on photos: proposal queries"): config resources/letr_photo_train.json, backbone mlsd_tiny
+# (M-LSD tiny's pretrained MobileNetV2 encoder, copied from resources/mlsd_tiny.h5 and kept
+# frozen; only the small stride-32 block on top of it trains), coarse queries from M-LSD's own
+# line proposals ("coarse_queries": "proposals"; its decoder is copied from the same file and
+# kept frozen), procedural scenes mixed 1:1 with photographs labelled by M-LSD tiny (dataset
+# spec mlsd:PHOTOS; the labels are cached beside the list; tools/photo_data.py makes them).
+# One stage: the coarse phase (1200 steps), then the fine phase (400): about 33 minutes on the
+# 2-core machine. A run that was interrupted resumes; a finished one is left alone. At the end
+# OUT/model.h5 is the model.
 #
 # usage: tools/train_letr_photo.sh [OUT]            (default OUT: runs/letr_photo)
 # Environment: GLIMPSE [build/app/glimpse], PHOTOS [.photo_data/photos.txt], DATA [the mix above;

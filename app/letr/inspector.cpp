@@ -105,11 +105,17 @@ ModelPanel::OpenedTrace loadTraceFile(const std::string& path) {
 
 QString describeModel(const void* model, const QString& fileName) {
     const auto& c = static_cast<const letr::LetrModel*>(model)->config();
-    return QStringLiteral("%1\n%2, d %3, %4 heads, %5 queries")
+    // How the coarse entities start: LETR's learned queries, learned anchor lines, or the
+    // image's own line proposals (two-stage).
+    const QString queries = c.coarseProposals ? QStringLiteral("M-LSD proposals")
+                            : c.coarseAnchors ? QStringLiteral("anchor queries")
+                                              : QStringLiteral("queries");
+    return QStringLiteral("%1\n%2, d %3, %4 heads, %5 %6")
         .arg(fileName, QString::fromStdString(c.backbone))
         .arg(c.hiddenDim)
         .arg(c.nheads)
-        .arg(c.numQueries);
+        .arg(c.numQueries)
+        .arg(queries);
 }
 
 QString describeRun(const void* trace, double ms) {

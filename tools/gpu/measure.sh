@@ -74,14 +74,12 @@ for s in "${steps[@]}"; do
                 --image "${img[512]}" --short-side 512 --runs 3 --warmup 1 --threads "$(nproc)"
         ;;
     train)
-        # The demo recipe's stage 2 on the GPU for 300 steps: throughput and a working loop
-        # (checkpoint, validation, resume on the CPU).
+        # The procedural recipe's stage 2 on the GPU for 300 steps, from scratch: throughput
+        # and a working loop (checkpoint, validation, resume on the CPU).
         run train_letr_cuda "$G" train letr --config "$here/resources/letr_demo_hires.json" \
-            --init "$here/resources/letr_demo_stage1.h5" --data procedural:100000:1:256x192 \
-            --out "$work/train" --steps 300 --device cuda
+            --data procedural:100000:1:256x192 --out "$work/train" --steps 300 --device cuda
         run train_letr_resume_cpu "$G" train letr --config "$here/resources/letr_demo_hires.json" \
-            --init "$here/resources/letr_demo_stage1.h5" --data procedural:100000:1:256x192 \
-            --out "$work/train" --steps 302 --device cpu --resume
+            --data procedural:100000:1:256x192 --out "$work/train" --steps 302 --device cpu --resume
         ;;
     play)
         # EfficientZero's MCTS with batched inference on the GPU (an untrained network: the
