@@ -45,7 +45,7 @@ const std::vector<std::string>& architectureKeys() {
     static const std::vector<std::string> keys{
         "variant", "backbone", "stages", "hidden_dim", "embed_dims", "channels", "serial_depths", "parallel_depth",
         "coarse_enc_layers", "coarse_dec_layers", "fine_enc_layers", "fine_dec_layers", "num_heads", "nheads", "heads",
-        "num_queries", "clusters", "blocks", "num_blocks", "image_size", "short_side", "observation_shape", "actions",
+        "num_queries", "coarse_queries", "clusters", "blocks", "num_blocks", "image_size", "short_side", "observation_shape", "actions",
         "num_actions", "use_cpe", "use_crpe"};
     return keys;
 }

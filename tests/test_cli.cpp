@@ -406,12 +406,12 @@ private Q_SLOTS:
         const QString ck = runDir + "/model.h5";
         torch::nn::Linear lin(3, 2);   // 8 parameters
         const nlohmann::json cfg = {{"backbone", "resnet10"}, {"hidden_dim", 96}, {"num_queries", 60},
-                                    {"class_names", {"wall", "floor"}}, {"dropout", 0.0}};
+                                    {"coarse_queries", "anchors"}, {"class_names", {"wall", "floor"}}, {"dropout", 0.0}};
         glimpse::saveCheckpoint(ck.toStdString(), glimpse::checkpointFromModule(*lin, "letr", cfg.dump()));
         r = run({"info", ck});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         QVERIFY2(r.out.contains("LETR checkpoint: 8 parameters in 2 tensors"), qPrintable(r.out));
-        QVERIFY2(r.out.contains("architecture: backbone resnet10, hidden_dim 96, num_queries 60\n"), qPrintable(r.out));
+        QVERIFY2(r.out.contains("architecture: backbone resnet10, hidden_dim 96, num_queries 60, coarse_queries anchors\n"), qPrintable(r.out));
         QVERIFY2(r.out.contains("classes: 2 (wall, floor)"), qPrintable(r.out));
         QVERIFY2(r.out.contains("training: not recorded"), qPrintable(r.out));
         QVERIFY2(r.out.indexOf("architecture:") < r.out.indexOf("config = "), qPrintable(r.out));   // summary first
