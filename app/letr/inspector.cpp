@@ -105,10 +105,11 @@ ModelPanel::OpenedTrace loadTraceFile(const std::string& path) {
 
 QString describeModel(const void* model, const QString& fileName) {
     const auto& c = static_cast<const letr::LetrModel*>(model)->config();
-    // How the coarse entities start: LETR's learned queries, learned anchor lines, or the
+    // How the coarse entities start (short: the label has one line): LETR's learned queries,
+    // learned anchor lines, or the
     // image's own line proposals (two-stage).
-    const QString queries = c.coarseProposals ? QStringLiteral("M-LSD proposals")
-                            : c.coarseAnchors ? QStringLiteral("anchor queries")
+    const QString queries = c.coarseProposals ? QStringLiteral("proposals")
+                            : c.coarseAnchors ? QStringLiteral("anchors")
                                               : QStringLiteral("queries");
     return QStringLiteral("%1\n%2, d %3, %4 heads, %5 %6")
         .arg(fileName, QString::fromStdString(c.backbone))
