@@ -106,8 +106,7 @@ ModelPanel::OpenedTrace loadTraceFile(const std::string& path) {
 QString describeModel(const void* model, const QString& fileName) {
     const auto& c = static_cast<const letr::LetrModel*>(model)->config();
     // How the coarse entities start (short: the label has one line): LETR's learned queries,
-    // learned anchor lines, or the
-    // image's own line proposals (two-stage).
+    // learned anchor lines, or the image's own line proposals (two-stage).
     const QString queries = c.coarseProposals ? QStringLiteral("proposals")
                             : c.coarseAnchors ? QStringLiteral("anchors")
                                               : QStringLiteral("queries");
