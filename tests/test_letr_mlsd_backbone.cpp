@@ -34,6 +34,22 @@ LetrConfig tinyConfig() {
     return c;
 }
 
+// A 2 + 1 step training of `model` from M-LSD's encoder, only the extra (C5) block trainable.
+LetrTrainConfig shortTraining(const LetrConfig& model) {
+    LetrTrainConfig c;
+    c.model = model;
+    c.batchSize = 2;
+    c.coarseSteps = 2;
+    c.fineSteps = 1;
+    c.lr = 1e-3;
+    c.lrBackbone = 1e-3;
+    c.valEvery = 0;
+    c.backboneTrainFrom = "layer4";   // only the extra block of this backbone
+    c.backboneWeights = kMlsd;
+    c.augmentEnabled = false;
+    return c;
+}
+
 std::map<std::string, torch::Tensor> tensorsOf(const torch::nn::Module& m) {
     std::map<std::string, torch::Tensor> t;
     for (const auto& p : m.named_parameters(true)) t[p.key()] = p.value().detach().clone();
@@ -116,18 +132,8 @@ private Q_SLOTS:
     void frozenEncoderUnchangedByTraining() {
         if (!QFileInfo::exists(QString::fromStdString(kMlsd))) QSKIP("resources/mlsd_tiny.h5 is not installed");
         QTemporaryDir dir;
-        LetrTrainConfig c;
-        c.model = tinyConfig();
-        c.batchSize = 2;
-        c.coarseSteps = 2;
-        c.fineSteps = 1;
-        c.lr = 1e-3;
-        c.lrBackbone = 1e-3;
-        c.valEvery = 0;
+        LetrTrainConfig c = shortTraining(tinyConfig());
         c.trainBackboneBn = false;
-        c.backboneTrainFrom = "layer4";   // only the extra block of this backbone
-        c.backboneWeights = kMlsd;
-        c.augmentEnabled = false;
         const std::string out = dir.filePath("run").toStdString();
         train::Control control;
         trainLetr(c, "procedural:4:0:96x64", out, false, control, {});
@@ -218,17 +224,7 @@ private Q_SLOTS:
 
         // Any input size; the proposals train nothing and keep M-LSD's weights.
         QTemporaryDir dir;
-        LetrTrainConfig c;
-        c.model = pc;
-        c.batchSize = 2;
-        c.coarseSteps = 2;
-        c.fineSteps = 1;
-        c.lr = 1e-3;
-        c.lrBackbone = 1e-3;
-        c.valEvery = 0;
-        c.backboneTrainFrom = "layer4";
-        c.backboneWeights = kMlsd;
-        c.augmentEnabled = false;
+        LetrTrainConfig c = shortTraining(pc);
         c.denoise.enabled = true;
         const std::string run = dir.filePath("run").toStdString();
         train::Control control;

@@ -106,23 +106,35 @@ std::vector<torch::Tensor> MlsdBodyImpl::forward(const torch::Tensor& images, in
     return levels;
 }
 
-void copyMlsdEncoder(MlsdBodyImpl& body, const mlsd::MlsdModel& mlsd, const std::string& source) {
+namespace {
+// Copies into `dst` each of its parameters and buffers whose name starts with `only` from the
+// M-LSD tensor named srcPrefix + that name; errors name `source` and `what` needs the tensor.
+void copyFromMlsd(torch::nn::Module& dst, const mlsd::MlsdModel& mlsd, const std::string& srcPrefix,
+                  const std::string& only, const std::string& source, const std::string& what) {
     torch::NoGradGuard noGrad;
     std::map<std::string, torch::Tensor> src;
     for (const auto& p : mlsd.net->named_parameters(true)) src[p.key()] = p.value();
     for (const auto& b : mlsd.net->named_buffers(true)) src[b.key()] = b.value();
-    auto copy = [&](const std::string& name, torch::Tensor& dst) {
-        const auto it = src.find("backbone." + name);
-        if (it == src.end()) throw Error(source + ": M-LSD tensor 'backbone." + name + "' is missing");
-        if (!it->second.sizes().equals(dst.sizes()))
-            throw Error(source + ": M-LSD tensor 'backbone." + name + "' has shape " + c10::str(it->second.sizes()) +
-                        ", the LETR backbone needs " + c10::str(dst.sizes()));
-        dst.copy_(it->second.to(dst.device(), dst.scalar_type()));
+    auto copy = [&](const std::string& name, torch::Tensor& to) {
+        if (name.rfind(only, 0) != 0) return;
+        const auto it = src.find(srcPrefix + name);
+        if (it == src.end()) throw Error(source + ": M-LSD tensor '" + srcPrefix + name + "' is missing");
+        if (!it->second.sizes().equals(to.sizes()))
+            throw Error(source + ": M-LSD tensor '" + srcPrefix + name + "' has shape " + c10::str(it->second.sizes()) +
+                        ", " + what + " needs " + c10::str(to.sizes()));
+        to.copy_(it->second.to(to.device(), to.scalar_type()));
     };
-    for (auto& p : body.named_parameters(true))
-        if (p.key().rfind("features.", 0) == 0) copy(p.key(), p.value());
-    for (auto& b : body.named_buffers(true))
-        if (b.key().rfind("features.", 0) == 0) copy(b.key(), b.value());
+    for (auto& p : dst.named_parameters(true)) copy(p.key(), p.value());
+    for (auto& b : dst.named_buffers(true)) copy(b.key(), b.value());
+}
+} // namespace
+
+void copyMlsdEncoder(MlsdBodyImpl& body, const mlsd::MlsdModel& mlsd, const std::string& source) {
+    copyFromMlsd(body, mlsd, "backbone.", "features.", source, "the LETR backbone");
+}
+
+void copyMlsdDecoder(mlsd::MlsdDecoderImpl& decoder, const mlsd::MlsdModel& mlsd, const std::string& source) {
+    copyFromMlsd(decoder, mlsd, "", "", source, "LETR's proposal decoder");
 }
 
 } // namespace glimpse::letr

@@ -27,6 +27,7 @@
 
 namespace glimpse::mlsd {
 struct MlsdModel;
+class MlsdDecoderImpl;
 }
 
 namespace glimpse::letr {
@@ -59,5 +60,8 @@ TORCH_MODULE(MlsdBody);
 // Copies M-LSD's encoder (features.0..10: weights and batch-norm statistics) into `body`.
 // Throws glimpse::Error naming `source` when a tensor is missing or misshapen.
 void copyMlsdEncoder(MlsdBodyImpl& body, const mlsd::MlsdModel& mlsd, const std::string& source);
+// Copies M-LSD's decoder (block12 .. block16: weights and batch-norm statistics) into LETR's
+// proposal decoder ("coarse_queries": "proposals"); errors as copyMlsdEncoder's.
+void copyMlsdDecoder(mlsd::MlsdDecoderImpl& decoder, const mlsd::MlsdModel& mlsd, const std::string& source);
 
 } // namespace glimpse::letr

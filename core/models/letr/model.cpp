@@ -953,26 +953,6 @@ ResNetBody loadResNet(const std::string& path) {
     return body;
 }
 
-namespace {
-// M-LSD's decoder (block12 .. block16: weights and batch-norm statistics) into `decoder`.
-void copyMlsdDecoder(mlsd::MlsdDecoderImpl& decoder, const mlsd::MlsdModel& m, const std::string& path) {
-    torch::NoGradGuard noGrad;
-    std::map<std::string, torch::Tensor> src;
-    for (const auto& p : m.net->named_parameters(true)) src[p.key()] = p.value();
-    for (const auto& b : m.net->named_buffers(true)) src[b.key()] = b.value();
-    auto copy = [&](const std::string& name, torch::Tensor dst) {
-        const auto it = src.find(name);
-        if (it == src.end()) throw Error(path + ": M-LSD tensor '" + name + "' is missing");
-        if (!it->second.sizes().equals(dst.sizes()))
-            throw Error(path + ": M-LSD tensor '" + name + "' has shape " + c10::str(it->second.sizes()) +
-                        ", LETR's proposal decoder needs " + c10::str(dst.sizes()));
-        dst.copy_(it->second.to(dst.device(), dst.scalar_type()));
-    };
-    for (auto& p : decoder.named_parameters(true)) copy(p.key(), p.value());
-    for (auto& b : decoder.named_buffers(true)) copy(b.key(), b.value());
-}
-} // namespace
-
 void loadLetrBackbone(LetrModel& model, const std::string& path) {
     if (model.mlsdBody()) {
         const std::shared_ptr<mlsd::MlsdModel> m = mlsd::loadMlsd(path);   // errors name the file

@@ -204,36 +204,29 @@ std::vector<eval::ScoredLine> decodeLines(const torch::Tensor& maps, const MlsdC
     if (maps.dim() != 4 || maps.size(0) != 1 || maps.size(1) < 5)
         throw Error("M-LSD: expected the network output [1, 9, h, w], got " + std::string(c10::str(maps.sizes())));
     if (imageWidth <= 0 || imageHeight <= 0) throw Error("M-LSD: the image size must be positive");
-    const torch::Tensor m = maps[0].to(torch::kCPU, torch::kFloat32).contiguous();
-    const int64_t h = m.size(1), w = m.size(2);
-    torch::Tensor heat = torch::sigmoid(m.narrow(0, 0, 1));   // [1, h, w]
-    const int64_t k = config.nmsKernel;
-    const torch::Tensor hmax = F::max_pool2d(heat, F::MaxPool2dFuncOptions(k).stride(1).padding((k - 1) / 2));
-    heat = (heat * (hmax == heat).to(torch::kFloat32)).reshape({-1});
-    const auto [scores, indices] = torch::topk(heat, std::min<int64_t>(config.topK, heat.numel()));
-    const torch::Tensor disp = m.narrow(0, 1, 4).contiguous();   // [4, h, w]
-    const auto d = disp.accessor<float, 3>();
+    const MlsdCandidates c =
+        topCandidates(maps, std::min<int64_t>(config.topK, maps.size(2) * maps.size(3)), config.nmsKernel);
+    const torch::Tensor cand = c.lines[0].to(torch::kCPU).contiguous();   // [k, 4] input pixels
+    const torch::Tensor scores = c.scores[0].to(torch::kCPU).contiguous();
+    const auto L = cand.accessor<float, 2>();
     const auto sc = scores.accessor<float, 1>();
-    const auto id = indices.accessor<int64_t, 1>();
-    // Map pixels -> input pixels (x2) -> image pixels.
-    const double sx = 2.0 * double(imageWidth) / double(config.inputSize);
-    const double sy = 2.0 * double(imageHeight) / double(config.inputSize);
+    // Input pixels -> image pixels.
+    const double sx = double(imageWidth) / double(config.inputSize);
+    const double sy = double(imageHeight) / double(config.inputSize);
     std::vector<eval::ScoredLine> lines;
-    for (int64_t i = 0; i < scores.size(0); ++i) {
-        const int64_t y = id[i] / w, x = id[i] % w;
-        const float dxs = d[0][y][x], dys = d[1][y][x], dxe = d[2][y][x], dye = d[3][y][x];
-        const float ddx = dxs - dxe, ddy = dys - dye;
-        const float length = std::sqrt(ddx * ddx + ddy * ddy);   // float32, as the reference
+    for (int64_t i = 0; i < cand.size(0); ++i) {
+        // The length in centre-map pixels (half the input's), float32 as the reference.
+        const float ddx = (L[i][0] - L[i][2]) * 0.5f, ddy = (L[i][1] - L[i][3]) * 0.5f;
+        const float length = std::sqrt(ddx * ddx + ddy * ddy);
         if (!(double(sc[i]) > config.scoreThreshold && double(length) > config.lengthThreshold)) continue;
         eval::ScoredLine l;
-        l.x1 = float((double(x) + dxs) * sx);
-        l.y1 = float((double(y) + dys) * sy);
-        l.x2 = float((double(x) + dxe) * sx);
-        l.y2 = float((double(y) + dye) * sy);
+        l.x1 = float(double(L[i][0]) * sx);
+        l.y1 = float(double(L[i][1]) * sy);
+        l.x2 = float(double(L[i][2]) * sx);
+        l.y2 = float(double(L[i][3]) * sy);
         l.score = sc[i];
         lines.push_back(l);
     }
-    (void)h;
     return lines;
 }
 
