@@ -122,6 +122,18 @@ private Q_SLOTS:
         QCOMPARE(lsd[3], QString("100.0%"));   // the rectangle's sides
         QVERIFY2(letr[3].chopped(1).toDouble() < 50, qPrintable(r.out));
         QVERIFY(r.out.contains("mean"));
+        // --snap: LETR's lines moved onto the edges they nearly follow (rows LETR+s); snapping
+        // never lowers a line's support, and LSD's row is as before.
+        const Result snapped = run({"eval", "edges", png, "--checkpoint", ckpt_, "--top", "4", "--snap"});
+        QVERIFY2(snapped.code == 0, qPrintable(snapped.err));
+        QStringList letrSnapped, lsdAgain;
+        for (const QString& line : snapped.out.split('\n')) {
+            const QStringList f = line.split(' ', Qt::SkipEmptyParts);
+            if (f.size() == 5 && f[0] == "rect.png" && f[1] == "LETR+s") letrSnapped = f;
+            if (f.size() == 5 && f[0] == "rect.png" && f[1] == "LSD") lsdAgain = f;
+        }
+        QVERIFY2(letrSnapped.size() == 5 && lsdAgain == lsd, qPrintable(snapped.out));
+        QVERIFY2(letrSnapped[4].toDouble() >= letr[4].toDouble(), qPrintable(snapped.out + r.out));
         // Without a checkpoint and no shipped model: LSD alone, said so.
         r = run({"eval", "edges", png}, dir_.filePath("no-resources"));
         QCOMPARE(r.code, 0);

@@ -281,6 +281,47 @@ private Q_SLOTS:
         QVERIFY(testing::contains(testing::errorOf([] { ev::edgeField(cv::Mat()); }), {"8-bit"}));
     }
 
+    // Snapping a line onto the edge it nearly follows (the photo labels' refinement): a line
+    // 2.4 px beside a vertical step edge at one end, tilted by 3.5 degrees, lands on the edge (both
+    // endpoints within 0.15 px, their positions along the line and the score kept) and is then
+    // fully supported; lines in a flat region or across the edge are left alone; a line between
+    // two edges of opposite polarity goes to one of them, not to their average.
+    void snapToEdgeMovesLinesOntoEdges() {
+        namespace ev = glimpse::eval;
+        cv::Mat img(64, 64, CV_8UC3, cv::Scalar(20, 20, 20));
+        img(cv::Rect(32, 0, 32, 64)).setTo(cv::Scalar(230, 230, 230));
+        const ev::EdgeField f = ev::edgeField(img);
+        ev::ScoredLine l{34.4f, 4.0f, 31.0f, 60.0f, 0.7f};
+        QVERIFY(ev::snapToEdge(f, l));
+        QVERIFY2(std::abs(l.x1 - 32.0f) < 0.15f && std::abs(l.x2 - 32.0f) < 0.15f,
+                 qPrintable(QString("%1 %2").arg(l.x1).arg(l.x2)));
+        QVERIFY(std::abs(l.y1 - 4.0f) < 0.2f && std::abs(l.y2 - 60.0f) < 0.2f);
+        QCOMPARE(l.score, 0.7f);
+        QCOMPARE(ev::lineSupport(f, l.x1, l.y1, l.x2, l.y2), 1.0);
+        QVERIFY(!ev::snapToEdge(f, l) || std::abs(l.x1 - 32.0f) < 0.15f);   // already there
+        ev::ScoredLine flat{12.0f, 4.0f, 12.0f, 60.0f, 0.5f}, across{4.0f, 30.0f, 60.0f, 30.0f, 0.5f};
+        const ev::ScoredLine flat0 = flat, across0 = across;
+        QVERIFY(!ev::snapToEdge(f, flat));
+        QVERIFY(!ev::snapToEdge(f, across));
+        QCOMPARE(flat.x1, flat0.x1);
+        QCOMPARE(across.y1, across0.y1);
+        ev::ScoredLine degenerate{5.0f, 5.0f, 5.0f, 5.0f, 0.5f}, nan{std::nanf(""), 1.0f, 5.0f, 50.0f, 0.5f};
+        QVERIFY(!ev::snapToEdge(f, degenerate));
+        QVERIFY(!ev::snapToEdge(f, nan));
+        // A bright bar 4 px wide: its two edges at x = 30 and 34 have opposite polarities.
+        cv::Mat bar(64, 64, CV_8UC3, cv::Scalar(20, 20, 20));
+        bar(cv::Rect(30, 0, 4, 64)).setTo(cv::Scalar(230, 230, 230));
+        const ev::EdgeField fb = ev::edgeField(bar);
+        ev::ScoredLine mid{31.5f, 4.0f, 31.5f, 60.0f, 0.5f};
+        QVERIFY(ev::snapToEdge(fb, mid));
+        const float x = 0.5f * (mid.x1 + mid.x2);
+        QVERIFY2(std::abs(x - 30.0f) < 0.25f || std::abs(x - 34.0f) < 0.25f, qPrintable(QString::number(x)));
+        ev::EdgeSnapOptions bad;
+        bad.maxShift = 0;
+        QVERIFY(testing::contains(testing::errorOf([&] { ev::snapToEdge(f, l, {}, bad); }), {"options"}));
+        QVERIFY(testing::contains(testing::errorOf([&] { ev::snapToEdge(ev::EdgeField{}, l); }), {"field"}));
+    }
+
     // The measure's picture: each measured line in the colour of its support, at the scale asked
     // for; lines beyond the measured K are not drawn; the image itself is not changed.
     void edgeSupportPicture() {

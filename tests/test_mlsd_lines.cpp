@@ -188,6 +188,40 @@ private Q_SLOTS:
                          {"fresh.txt", "no M-LSD model"}));
     }
 
+    // The labels are snapped onto the edges they nearly follow (MlsdLabelOptions::snapToEdges,
+    // on by default): mlsdPseudoLines keeps pseudoLabels of M-LSD's lines, and pseudoLabels moves
+    // each line with eval::snapToEdge (tested on its own in test_line_metrics; ends trimmed by at
+    // most 25%), after the score filter and before the count; the option is part of the cache's
+    // identity.
+    void labelsSnappedToEdges() {
+        auto model = smallModel();
+        const cv::Mat img = photo(96, 64, 1);
+        torch::Tensor l0, s0, l1, s1;
+        mlsdPseudoLines(*model, img, smallOptions(), l0, s0);
+        pseudoLabels(mlsd::detectMlsd(*model, img), img, smallOptions(), l1, s1);
+        QVERIFY(maxDiff(l0, l1) == 0.0 && maxDiff(s0, s1) == 0.0);
+        // A step edge at x = 48 and lines beside it.
+        cv::Mat step(64, 96, CV_8UC3, cv::Scalar(30, 30, 30));
+        step(cv::Rect(48, 0, 48, 64)).setTo(cv::Scalar(220, 220, 220));
+        const std::vector<eval::ScoredLine> found{{49.8f, 4.0f, 47.0f, 60.0f, 0.9f},    // beside the edge
+                                                  {20.0f, 4.0f, 20.0f, 60.0f, 0.8f},    // no edge near
+                                                  {46.5f, 10.0f, 46.5f, 50.0f, 0.2f}};  // below the score
+        MlsdLabelOptions o = smallOptions();
+        o.scoreThreshold = 0.5;
+        QVERIFY(o.snapToEdges);   // the default
+        pseudoLabels(found, step, o, l1, s1);
+        QCOMPARE(l1.size(0), int64_t(2));
+        QVERIFY(maxDiff(s1, torch::tensor({0.9f, 0.8f})) == 0.0);
+        QVERIFY2(std::abs(l1[0][0].item<float>() - 48.0f) < 0.15f && std::abs(l1[0][2].item<float>() - 48.0f) < 0.15f,
+                 qPrintable(QString("%1 %2").arg(l1[0][0].item<float>()).arg(l1[0][2].item<float>())));
+        QVERIFY(maxDiff(l1[1], torch::tensor({20.0f, 4.0f, 20.0f, 60.0f})) == 0.0);
+        o.snapToEdges = false;
+        pseudoLabels(found, step, o, l0, s0);
+        QVERIFY(maxDiff(l0, torch::tensor({{49.8f, 4.0f, 47.0f, 60.0f}, {20.0f, 4.0f, 20.0f, 60.0f}})) == 0.0);
+        QVERIFY(contains(smallOptions().toJson(), {"\"snap_to_edges\":true"}));
+        QVERIFY(contains(o.toJson(), {"\"snap_to_edges\":false"}));
+    }
+
     void datasetSpec() {
         QTemporaryDir dir;
         const std::string d = dir.path().toStdString();

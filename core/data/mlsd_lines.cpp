@@ -15,6 +15,7 @@
 
 #include "core/data/augment.h"
 #include "core/error.h"
+#include "core/eval/edge_support.h"
 #include "core/h5/h5.h"
 #include "core/io/image.h"
 #include "core/models/mlsd/model.h"
@@ -167,7 +168,7 @@ std::string fnvHex(uint64_t h) {
 } // namespace
 
 std::string MlsdLabelOptions::toJson() const {
-    return nlohmann::json{{"score_threshold", scoreThreshold}, {"max_lines", maxLines}, {"min_length", minLength}}.dump();
+    return nlohmann::json{{"score_threshold", scoreThreshold}, {"max_lines", maxLines}, {"min_length", minLength}, {"snap_to_edges", snapToEdges}}.dump();
 }
 
 uint64_t fileContentHash(const std::string& path) {
@@ -214,14 +215,30 @@ std::string mlsdLabelCachePath(const std::string& folderOrList) {
 void mlsdPseudoLines(mlsd::MlsdModel& model, const cv::Mat& rgb, const MlsdLabelOptions& o, torch::Tensor& lines,
                      torch::Tensor& scores) {
     if (rgb.empty() || rgb.type() != CV_8UC3) throw Error("M-LSD labels: expected a non-empty RGB image");
-    std::vector<eval::ScoredLine> found = mlsd::detectMlsd(model, rgb);   // best score first
+    pseudoLabels(mlsd::detectMlsd(model, rgb), rgb, o, lines, scores);
+}
+
+void pseudoLabels(const std::vector<eval::ScoredLine>& found, const cv::Mat& rgb, const MlsdLabelOptions& o,
+                  torch::Tensor& lines, torch::Tensor& scores) {
+    if (rgb.empty() || rgb.type() != CV_8UC3) throw Error("M-LSD labels: expected a non-empty RGB image");
     std::vector<float> l, s;
+    eval::EdgeField field;   // computed at the first line
     for (const auto& f : found) {
         if (int64_t(s.size()) >= o.maxLines) break;
         if (!(double(f.score) >= o.scoreThreshold)) continue;
         double ax = f.x1, ay = f.y1, bx = f.x2, by = f.y2;
         // M-LSD's endpoints may reach past the border: clipped, not clamped (clamping turns them).
         if (!clipSegment(ax, ay, bx, by, 0, 0, rgb.cols, rgb.rows)) continue;
+        if (o.snapToEdges) {
+            if (field.gx.empty()) field = eval::edgeField(rgb);
+            eval::ScoredLine snapped{float(ax), float(ay), float(bx), float(by), f.score};
+            eval::EdgeSnapOptions snap;
+            snap.maxTrim = 0.25;
+            if (eval::snapToEdge(field, snapped, {}, snap)) {
+                ax = snapped.x1, ay = snapped.y1, bx = snapped.x2, by = snapped.y2;
+                if (!clipSegment(ax, ay, bx, by, 0, 0, rgb.cols, rgb.rows)) continue;
+            }
+        }
         if (std::hypot(bx - ax, by - ay) < o.minLength) continue;
         l.insert(l.end(), {float(ax), float(ay), float(bx), float(by)});
         s.push_back(f.score);

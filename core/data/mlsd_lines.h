@@ -2,7 +2,8 @@
 // Photographs labelled by M-LSD tiny (core/models/mlsd): the dataset spec mlsd:LIST (or
 // mlsd:FOLDER) for LETR training (docs/decisions.md, "LETR on photos: data and evaluation
 // (issue 51)"). M-LSD was trained on the Wireframe photographs, so its lines are structural
-// (wall, window and furniture outlines) where LSD's are any gradient edge.
+// (wall, window and furniture outlines) where LSD's are any gradient edge. Each label is then
+// moved onto the image edge it nearly follows (snapToEdges below).
 //
 // Labels are computed once and cached in an HDF5 file beside the list (LIST.mlsd.h5, or
 // FOLDER/mlsd_labels.h5), kind "glimpse.mlsd_labels", version 1:
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "core/data/lines.h"
+#include "core/eval/lsd.h"
 
 namespace glimpse::mlsd {
 struct MlsdModel;
@@ -41,6 +43,11 @@ struct MlsdLabelOptions {
     double scoreThreshold = 0.40;
     int maxLines = 60;                 // the best-scored lines, at most this many per photo
     double minLength = 8.0;            // in image pixels, after clipping to the image
+    // Move each line onto the image edge it nearly follows (eval::snapToEdge, up to 3 px across):
+    // M-LSD's lines lie on the right structures but often 1-2 px beside the edge (its input is
+    // 512 px and its training labels are hand-drawn); docs/decisions.md "LETR on photos: labels
+    // snapped to edges". Part of the cache's identity, as every option here.
+    bool snapToEdges = true;
     std::string toJson() const;
 };
 
@@ -71,6 +78,12 @@ uint64_t fileContentHash(const std::string& path);
 // image) and [M] float scores.
 void mlsdPseudoLines(mlsd::MlsdModel& model, const cv::Mat& rgb, const MlsdLabelOptions& o,
                      torch::Tensor& lines, torch::Tensor& scores);
+
+// What mlsdPseudoLines keeps of a detector's lines `found` (best score first) on `rgb`: the
+// options' score, count and length filters, each line clipped to the image and, with
+// snapToEdges, moved onto its edge.
+void pseudoLabels(const std::vector<eval::ScoredLine>& found, const cv::Mat& rgb, const MlsdLabelOptions& o,
+                  torch::Tensor& lines, torch::Tensor& scores);
 
 class MlsdPhotoLines : public LineDataset {
 public:

@@ -49,6 +49,29 @@ EdgeField edgeField(const cv::Mat& image, const EdgeSupportOptions& options = {}
 double lineSupport(const EdgeField& field, double x1, double y1, double x2, double y2,
                    const EdgeSupportOptions& options = {});
 
+// Moves a line onto the image edge it nearly follows (the M-LSD photo labels' refinement,
+// core/data/mlsd_lines.h; docs/decisions.md "LETR on photos: labels snapped to edges"). At each
+// pixel of the line's length, the strongest edge across the line (gradient magnitude projected
+// on the normal, strong and within the angle tolerance as in lineSupport) is searched within
+// +-maxShift px along the normal in quarter pixels, its centre the centroid of the peak's upper
+// half; the peaks of the majority polarity (dark-to-bright or the reverse) are fitted with a
+// robust line (cv::fitLine, Huber) and the endpoints projected onto it. The line is changed only
+// when at least minFound of its samples found a peak, the fit turns it by at most maxTurnDeg,
+// moves neither endpoint further than maxShift across, and does not lower its support
+// (lineSupport). Repeated `passes` times. Returns whether the line moved; a degenerate or
+// non-finite line is left as it is.
+struct EdgeSnapOptions {
+    double maxShift = 3.0;     // px, across the line
+    double maxTurnDeg = 6.0;
+    double minFound = 0.5;     // fraction of samples with an edge peak
+    int passes = 2;
+    // Then, for a line that moved: each end shortened to where its support starts (the first of
+    // two supported samples in a row), by at most this fraction of the length (0: not trimmed).
+    double maxTrim = 0.0;
+};
+bool snapToEdge(const EdgeField& field, ScoredLine& line, const EdgeSupportOptions& options = {},
+                const EdgeSnapOptions& snap = {});
+
 // `lines` sorted by score, highest first (as detectLsd and LetrTrace::lines give them), in the
 // image's pixel coordinates. RGB or gray 8-bit images; glimpse::Error otherwise.
 EdgeSupport edgeSupport(const cv::Mat& image, const std::vector<ScoredLine>& lines, const EdgeSupportOptions& options = {});
