@@ -1084,6 +1084,63 @@ private Q_SLOTS:
         QCOMPARE(in->flips(), 1);
     }
 
+    // The Input box: a run at short side 480 sees the image at 480 px (the long side capped at
+    // 960), gives the lines of the core's runLetr at that size, and says the size in its status
+    // message; back to the model's size, the lines are the first run's again.
+    void inputSizeControlResizes() {
+        MainWindow w;
+        runOn(w);
+        if (QTest::currentTestFailed()) return;
+        LetrInspector* in = w.letrInspector();
+        const auto plain = in->trace();
+        const int64_t modelShort = tinyConfig().shortSide;
+        QCOMPARE(std::min(plain->image().size(0), plain->image().size(1)), modelShort);
+        auto* box = in->findChild<QComboBox*>("inputSize");
+        QVERIFY(box);
+        QCOMPARE(box->currentData().toInt(), 0);
+        QSignalSpy ready(in, &LetrInspector::traceReady);
+        QSignalSpy failed(in, &LetrInspector::failed);
+        QSignalSpy msgs(in, &LetrInspector::message);
+        const auto choose = [&](int side) {
+            ready.clear();
+            box->setCurrentIndex(box->findData(side));
+            Q_EMIT box->activated(box->findData(side));
+            QVERIFY(in->running());
+            QVERIFY(QTest::qWaitFor([&] { return ready.count() + failed.count() > 0; }, 60000));
+            QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().first().toString()));
+        };
+        choose(480);
+        if (QTest::currentTestFailed()) return;
+        const auto big = in->trace();
+        QCOMPARE(std::min(big->image().size(0), big->image().size(1)), int64_t(480));
+        bool said = false;
+        for (const auto& m : msgs)
+            said = said || m.first().toString().contains(QStringLiteral("input %1x%2").arg(big->image().size(1)).arg(big->image().size(0)));
+        QVERIFY(said);
+        LetrModel model(tinyConfig(), 5);
+        cv::Mat rgb = cv::imread(imagePath_.toStdString());
+        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
+        spreadLineHeads(model, rgb);
+        LetrRunOptions o;
+        o.shortSide = 480;
+        o.maxLongSide = 960;
+        const auto ref = runLetr(model, rgb, o);
+        QVERIFY(torch::allclose(big->endpoints(Stage::Fine, 2), ref.endpoints(Stage::Fine, 2), 0, 1e-3));
+        choose(0);
+        if (QTest::currentTestFailed()) return;
+        QCOMPARE(std::min(in->trace()->image().size(0), in->trace()->image().size(1)), modelShort);
+        QVERIFY(torch::allclose(in->trace()->endpoints(Stage::Fine, 2), plain->endpoints(Stage::Fine, 2)));
+        // A bad size from the core's callers is an error naming it.
+        o.shortSide = 8;
+        QString error;
+        try {
+            runLetr(model, rgb, o);
+        } catch (const std::exception& e) {
+            error = QString::fromUtf8(e.what());
+        }
+        QVERIFY2(error.contains("input size") && error.contains("short side 8"), qPrintable(error));
+    }
+
     // First launch with the shipped model (letr_demo.h5 under GLIMPSE_RESOURCES): the demo scene
     // is shown, the model loads in the background, LETR runs on the scene and the best line is
     // selected, with its heatmap; Messages say what was loaded.

@@ -77,11 +77,22 @@ std::atomic<int>& computeSetting() {
     return setting;
 }
 
-// The run with the panel's flip-ensemble and precision settings at the time it starts.
+// The input size of this process's LETR runs (the panel's Input box): the short side in pixels,
+// the long side capped at twice that; 0 = the model's own (config short_side, max_long_side).
+std::atomic<int>& inputSetting() {
+    static std::atomic<int> setting{0};
+    return setting;
+}
+
+// The run with the panel's flip-ensemble, precision and input-size settings at the time it starts.
 std::function<ModelPanel::Erased(void*, const cv::Mat&)> runModelWith(std::shared_ptr<std::atomic<int>> flips) {
     return [flips](void* model, const cv::Mat& rgb) -> ModelPanel::Erased {
         letr::LetrRunOptions o;
         o.flips = *flips;
+        if (const int side = inputSetting(); side > 0) {
+            o.shortSide = side;
+            o.maxLongSide = 2 * side;
+        }
         if (computeSetting() == 1) {
             o.compute = parsePrecision("auto", static_cast<letr::LetrModel*>(model)->device());
             o.foldedBackbone = true;
@@ -125,9 +136,12 @@ QString describeRun(const void* trace, double ms) {
     const QString compute = QString::fromStdString(meta.contains("compute") && meta["compute"].is_string()
                                                        ? meta["compute"].get<std::string>()
                                                        : std::string("float32"));
-    return QStringLiteral("LETR finished in %1 ms (%2 entities%3; %4)")
+    const torch::Tensor& input = t.image();   // [H, W, 3]: what the network saw
+    return QStringLiteral("LETR finished in %1 ms (%2 entities, input %3x%4%5; %6)")
         .arg(ms, 0, 'f', 0)
         .arg(t.numQueries())
+        .arg(input.size(1))
+        .arg(input.size(0))
         .arg(flips, compute);
 }
 
@@ -224,6 +238,26 @@ void LetrInspector::buildUi() {
         if (wasRunning) cancel();
         if ((hasTrace() || wasRunning) && hasModel()) run(false);
         else Q_EMIT message(QStringLiteral("LETR's next run computes in %1.").arg(precisionBox->itemText(index)));
+    });
+
+    auto* inputBox = new QComboBox(this);
+    inputBox->setObjectName("inputSize");
+    inputBox->addItem("the model's", 0);
+    for (const int side : {480, 512, 640}) inputBox->addItem(QStringLiteral("short side %1 px").arg(side), side);
+    inputBox->setCurrentIndex(std::max(0, inputBox->findData(inputSetting().load())));
+    inputBox->setToolTip("The size LETR sees the image at (the long side capped at twice the short; the status line\n"
+                         "names it after a run). The model's: the size it was made for. Larger inputs give finer lines on photographs at\n"
+                         "more cost: the shipped photo model scores sAP10 44.6 on the Wireframe photos at its 320 px\n"
+                         "and 52-53 at 480-512 (docs/decisions.md); scenes drawn at 320 px lose.");
+    form->addRow("Input", inputBox);
+    connect(inputBox, &QComboBox::activated, this, [this, inputBox](int index) {
+        const int v = inputBox->itemData(index).toInt();
+        if (inputSetting().exchange(v) == v) return;
+        clearTraceCache();   // the cached traces were made at the other size
+        const bool wasRunning = running();
+        if (wasRunning) cancel();
+        if ((hasTrace() || wasRunning) && hasModel()) run(false);
+        else Q_EMIT message(QStringLiteral("LETR's next run sees the image at %1.").arg(inputBox->itemText(index)));
     });
 
     colourBox_ = new QComboBox(this);

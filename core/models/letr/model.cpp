@@ -610,7 +610,7 @@ void LetrModel::resetParameters(uint64_t seed) {
     }
 }
 
-LetrImage LetrModel::preprocess(const cv::Mat& rgb) const {
+LetrImage LetrModel::preprocess(const cv::Mat& rgb, int64_t shortSide, int64_t maxLongSide) const {
     if (rgb.empty()) throw Error("LETR: the input image is empty");
     if (rgb.type() != CV_8UC3)
         throw Error("LETR: expected an 8-bit 3-channel RGB image (CV_8UC3), got OpenCV type " +
@@ -620,7 +620,16 @@ LetrImage LetrModel::preprocess(const cv::Mat& rgb) const {
         throw Error("LETR: image of " + std::to_string(rgb.cols) + "x" + std::to_string(rgb.rows) +
                     " pixels is larger than the limit of " + std::to_string(config_.maxInputPixels) +
                     " pixels (max_input_pixels)");
-    const auto size = config_.resizedSize(rgb.rows, rgb.cols);
+    LetrConfig sizing = config_;
+    if (shortSide > 0 || maxLongSide > 0) {
+        if (shortSide > 0) sizing.shortSide = shortSide;
+        if (maxLongSide > 0) sizing.maxLongSide = maxLongSide;
+        if (sizing.shortSide < 16 || sizing.shortSide > 8192 || sizing.maxLongSide < sizing.shortSide ||
+            sizing.maxLongSide > 8192)
+            throw Error("LETR: input size short side " + std::to_string(sizing.shortSide) + ", long side at most " +
+                        std::to_string(sizing.maxLongSide) + ": expected 16..8192, the long side at least the short");
+    }
+    const auto size = sizing.resizedSize(rgb.rows, rgb.cols);
     LetrImage img;
     img.originalHeight = rgb.rows;
     img.originalWidth = rgb.cols;

@@ -313,7 +313,9 @@ public:
 
     // RGB CV_8UC3 -> resized (short side = config.shortSide, long side capped) and normalized.
     // Throws glimpse::Error for empty, non-8UC3 or absurdly large images (> max_input_pixels).
-    LetrImage preprocess(const cv::Mat& rgb) const;
+    // shortSide / maxLongSide > 0 replace the config's for this image (16..8192, the long side
+    // at least the short; glimpse::Error otherwise).
+    LetrImage preprocess(const cv::Mat& rgb, int64_t shortSide = 0, int64_t maxLongSide = 0) const;
 
     // images: normalized [3, H_i, W_i] tensors (sizes may differ). Runs on the model's device.
     LetrOutput forward(const std::vector<torch::Tensor>& images, const LetrForwardOptions& opts = {});

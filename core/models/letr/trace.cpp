@@ -324,7 +324,7 @@ std::vector<LetrTrace> runLetr(LetrModel& model, const std::vector<cv::Mat>& ima
                                const LetrRunOptions& options) {
     checkFlipViews(options.flips);
     std::vector<LetrImage> inputs;
-    for (const auto& im : images) inputs.push_back(model.preprocess(im));
+    for (const auto& im : images) inputs.push_back(model.preprocess(im, options.shortSide, options.maxLongSide));
     LetrForwardOptions fo;
     fo.record = true;
     fo.time = options.timings != nullptr;

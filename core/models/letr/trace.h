@@ -141,6 +141,9 @@ struct LetrRunOptions {
     // are the reference implementations' float32 path, for exact comparisons.
     torch::ScalarType compute = torch::kFloat;
     bool foldedBackbone = false;
+    // The input size for these images (LetrModel::preprocess); 0 = the model's config
+    // (short_side, max_long_side). A larger input gives finer lines at more cost.
+    int64_t shortSide = 0, maxLongSide = 0;
 };
 
 // Preprocesses `images` (RGB CV_8UC3), runs them as one batch in eval mode without grad and
