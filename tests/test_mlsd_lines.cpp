@@ -188,8 +188,8 @@ private Q_SLOTS:
                          {"fresh.txt", "no M-LSD model"}));
     }
 
-    // The labels are snapped onto the edges they nearly follow (MlsdLabelOptions::snapToEdges,
-    // on by default): mlsdPseudoLines keeps pseudoLabels of M-LSD's lines, and pseudoLabels moves
+    // The labels snapped onto the edges they nearly follow (MlsdLabelOptions::snapToEdges, spec
+    // mlsd-snapped:LIST): mlsdPseudoLines keeps pseudoLabels of M-LSD's lines, and pseudoLabels moves
     // each line with eval::snapToEdge (tested on its own in test_line_metrics; ends trimmed by at
     // most 25%), after the score filter and before the count; the option is part of the cache's
     // identity.
@@ -208,7 +208,8 @@ private Q_SLOTS:
                                                   {46.5f, 10.0f, 46.5f, 50.0f, 0.2f}};  // below the score
         MlsdLabelOptions o = smallOptions();
         o.scoreThreshold = 0.5;
-        QVERIFY(o.snapToEdges);   // the default
+        QVERIFY(!o.snapToEdges);   // the default: the shipped model's labels
+        o.snapToEdges = true;
         pseudoLabels(found, step, o, l1, s1);
         QCOMPARE(l1.size(0), int64_t(2));
         QVERIFY(maxDiff(s1, torch::tensor({0.9f, 0.8f})) == 0.0);
@@ -218,8 +219,9 @@ private Q_SLOTS:
         o.snapToEdges = false;
         pseudoLabels(found, step, o, l0, s0);
         QVERIFY(maxDiff(l0, torch::tensor({{49.8f, 4.0f, 47.0f, 60.0f}, {20.0f, 4.0f, 20.0f, 60.0f}})) == 0.0);
-        QVERIFY(contains(smallOptions().toJson(), {"\"snap_to_edges\":true"}));
-        QVERIFY(contains(o.toJson(), {"\"snap_to_edges\":false"}));
+        QVERIFY(contains(smallOptions().toJson(), {"\"snap_to_edges\":false"}));
+        o.snapToEdges = true;
+        QVERIFY(contains(o.toJson(), {"\"snap_to_edges\":true"}));
     }
 
     void datasetSpec() {
@@ -243,6 +245,13 @@ private Q_SLOTS:
         auto folder = openLineDataset("mlsd:" + d);
         QCOMPARE(folder->size(), int64_t(1));
         QVERIFY(std::filesystem::exists(d + "/mlsd_labels.h5"));
+        // mlsd-snapped: the same photos, labels snapped (another labeller: the cache is rebuilt).
+        auto snappedSet = openLineDataset("mlsd-snapped:" + d + "/list.txt");
+        QCOMPARE(snappedSet->size(), int64_t(1));
+        QVERIFY(contains(h5::File::open(d + "/list.txt.mlsd.h5").attrString("labeller"), {"\"snap_to_edges\":true"}));
+        openLineDataset("mlsd:" + d + "/list.txt");
+        QVERIFY(contains(h5::File::open(d + "/list.txt.mlsd.h5").attrString("labeller"), {"\"snap_to_edges\":false"}));
+        QVERIFY(contains(errorOf([&] { openLineDataset("mlsd-snapped:"); }), {"mlsd-snapped:LIST"}));
         QVERIFY(contains(errorOf([&] { openLineDataset("mlsd:" + d + "/nope.txt"); }), {"nope.txt"}));
         setMlsdLabelCheckpoint("");
     }

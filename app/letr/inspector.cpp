@@ -246,9 +246,9 @@ void LetrInspector::buildUi() {
     for (const int side : {480, 512, 640}) inputBox->addItem(QStringLiteral("short side %1 px").arg(side), side);
     inputBox->setCurrentIndex(std::max(0, inputBox->findData(inputSetting().load())));
     inputBox->setToolTip("The size LETR sees the image at (the long side capped at twice the short; the status line\n"
-                         "names it after a run). The model's: the size it was made for. Larger inputs give finer lines on photographs at\n"
-                         "more cost: the shipped photo model scores sAP10 44.6 on the Wireframe photos at its 320 px\n"
-                         "and 52-53 at 480-512 (docs/decisions.md); scenes drawn at 320 px lose.");
+                         "names it after a run). The model's: the size it was made for. A larger input costs more\n"
+                         "and suits photographs: the shipped photo model scores sAP10 44.6 on the Wireframe photos at\n"
+                         "its own 320 px and 54.2 at 512 px (docs/decisions.md); small drawn scenes lose.");
     form->addRow("Input", inputBox);
     connect(inputBox, &QComboBox::activated, this, [this, inputBox](int index) {
         const int v = inputBox->itemData(index).toInt();

@@ -2,8 +2,8 @@
 // Photographs labelled by M-LSD tiny (core/models/mlsd): the dataset spec mlsd:LIST (or
 // mlsd:FOLDER) for LETR training (docs/decisions.md, "LETR on photos: data and evaluation
 // (issue 51)"). M-LSD was trained on the Wireframe photographs, so its lines are structural
-// (wall, window and furniture outlines) where LSD's are any gradient edge. Each label is then
-// moved onto the image edge it nearly follows (snapToEdges below).
+// (wall, window and furniture outlines) where LSD's are any gradient edge. With snapToEdges
+// (spec mlsd-snapped:LIST) each label is then moved onto the image edge it nearly follows.
 //
 // Labels are computed once and cached in an HDF5 file beside the list (LIST.mlsd.h5, or
 // FOLDER/mlsd_labels.h5), kind "glimpse.mlsd_labels", version 1:
@@ -43,11 +43,13 @@ struct MlsdLabelOptions {
     double scoreThreshold = 0.40;
     int maxLines = 60;                 // the best-scored lines, at most this many per photo
     double minLength = 8.0;            // in image pixels, after clipping to the image
-    // Move each line onto the image edge it nearly follows (eval::snapToEdge, up to 3 px across):
-    // M-LSD's lines lie on the right structures but often 1-2 px beside the edge (its input is
-    // 512 px and its training labels are hand-drawn); docs/decisions.md "LETR on photos: labels
-    // snapped to edges". Part of the cache's identity, as every option here.
-    bool snapToEdges = true;
+    // Move each line onto the image edge it nearly follows (eval::snapToEdge, up to 3 px across,
+    // ends trimmed to the support by at most 25%): M-LSD's lines lie on the right structures but
+    // often 1-2 px beside the edge. The dataset spec mlsd-snapped:LIST sets it. Off by default:
+    // the shipped model was trained without it, and a model trained with it was no better
+    // (docs/decisions.md "LETR on photos: input size and snapped labels"). Part of the cache's
+    // identity, as every option here.
+    bool snapToEdges = false;
     std::string toJson() const;
 };
 

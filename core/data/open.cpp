@@ -53,15 +53,20 @@ std::unique_ptr<LineDataset> openLineDataset(const std::string& spec) {
             throw Error("dataset '" + spec + "': " + e.what());
         }
     }
-    const std::string mlsdPrefix = "mlsd:";
-    if (spec.rfind(mlsdPrefix, 0) == 0) {
-        const std::string source = spec.substr(mlsdPrefix.size());
-        if (source.empty()) throw Error("dataset '" + spec + "': expected mlsd:LIST.txt or mlsd:FOLDER");
+    const std::string mlsdPrefix = "mlsd:", snappedPrefix = "mlsd-snapped:";
+    const bool snapped = spec.rfind(snappedPrefix, 0) == 0;
+    if (snapped || spec.rfind(mlsdPrefix, 0) == 0) {
+        const std::string source = spec.substr(snapped ? snappedPrefix.size() : mlsdPrefix.size());
+        if (source.empty())
+            throw Error("dataset '" + spec + "': expected " + (snapped ? snappedPrefix : mlsdPrefix) +
+                        "LIST.txt or " + (snapped ? snappedPrefix : mlsdPrefix) + "FOLDER");
         const std::string ckpt = mlsdLabelCheckpoint();
         if (ckpt.empty())
             throw Error("dataset '" + spec + "': no M-LSD model to label the photos with (resources/mlsd_tiny.h5 is not installed)");
         try {
-            return std::make_unique<MlsdPhotoLines>(source, mlsdCheckpointLabeller(ckpt));
+            MlsdLabelOptions o;
+            o.snapToEdges = snapped;
+            return std::make_unique<MlsdPhotoLines>(source, mlsdCheckpointLabeller(ckpt), o);
         } catch (const Error& e) {
             throw Error("dataset '" + spec + "': " + e.what());
         }

@@ -7,6 +7,7 @@
 //                                    SCENES: rooms, facades or mixed, core/data/procedural.h)
 //   lsd:FOLDER | lsd:LIST.txt        photos labelled by LSD's long segments (core/data/photo_lines.h)
 //   mlsd:LIST.txt | mlsd:FOLDER      photos labelled by M-LSD tiny, cached beside the list
+//   mlsd-snapped:LIST | ...:FOLDER   the same with each label snapped onto its image edge
 //                                    (core/data/mlsd_lines.h; model: setMlsdLabelCheckpoint)
 //   mix:SPEC+SPEC[+SPEC...]          the parts interleaved, sample i from part i % K
 // Throws glimpse::Error naming the spec on anything else.
