@@ -32,7 +32,7 @@ using namespace glimpse::letr;
 
 const char* kBenchUsage =
     "usage: glimpse bench letr [--checkpoint C.h5 | --config C.json | --backbone resnet50]\n"
-    "                          [--queries N] [--short-side S] [--threads T] [--runs R]\n"
+    "                          [--queries N] [--short-side S] [--max-long-side M] [--threads T] [--runs R]\n"
     "                          [--warmup W] [--image I.png] [--random-seed S] [--device cpu|cuda]\n"
     "                          [--return-memory] [--autocast fp32|bf16|fp16] [--tf32] [--no-record]\n"
     "                          [--precision fp32|bf16|auto] [--reference-layout]\n"
@@ -163,7 +163,7 @@ int benchLetr(const std::vector<std::string>& argv) {
     }
     Args a(argv, {"--return-memory", "--no-record", "--tf32", "--reference-layout"});
     try {
-        a.checkKnown({"--checkpoint", "--config", "--backbone", "--queries", "--short-side", "--threads", "--runs",
+        a.checkKnown({"--checkpoint", "--config", "--backbone", "--queries", "--short-side", "--max-long-side", "--threads", "--runs",
                       "--warmup", "--image", "--random-seed", "--device", "--return-memory", "--autocast", "--no-record", "--tf32",
                       "--precision", "--reference-layout"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
