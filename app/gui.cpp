@@ -60,6 +60,8 @@ const char* kGuiOptions =
     "                     position (1-based)\n"
     "  --layer N          then show layer position N (1-based: coarse 1.., then fine 1..)\n"
     "  --flips N          LETR's lines from a flip ensemble of N views (1, 2 or 4; default 1)\n"
+    "  --letr-input S     LETR sees the image with short side S px (16-4096; the long side capped\n"
+    "                     at 2S; default: the model's own), as the LETR panel's Input box\n"
     "                     (with --screenshot, the screenshot waits for the trace)\n"
     "  --threshold T      then show LETR's lines scoring T or more (0-1; default: the checkpoint's)\n"
     "  --line-colour C    LETR's (and LSD's) lines coloured by 'score' (default) or 'edges': edge\n"
@@ -102,6 +104,7 @@ struct GuiOptions {
     std::optional<int> compare;  // -1: LSD, -3: M-LSD, >= 0: a layer position
     int layer = -1;              // LETR's layer position after the first trace (-1: the last)
     int flips = 1;               // LETR's flip ensemble (1, 2 or 4 views)
+    int letrInput = 0;           // LETR's input short side (0: the model's)
     LineColour lineColour = LineColour::Score;
     std::optional<double> threshold;   // LETR's display threshold after the first trace
     QString coatCheckpoint;
@@ -260,6 +263,7 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
             throw OptionError{QStringLiteral("--layer shows a layer of LETR's trace: add --run-letr (or open the demo "
                                              "scene)")};
     }
+    if (p.isSet("letr-input")) o.letrInput = parseInt("letr-input", p.value("letr-input"), 16, 4096);
     if (p.isSet("flips")) {
         o.flips = parseInt("flips", p.value("flips"), 1, 4);
         if (o.flips == 3) throw OptionError{QStringLiteral("--flips: expected 1, 2 or 4, got 3")};
@@ -320,6 +324,7 @@ void addOptions(QCommandLineParser& p) {
                   {"compare", "Compare pane after the run: lsd, mlsd or a layer position.", "m"},
                   {"layer", "LETR layer position (1-based) after the run.", "n"},
                   {"flips", "LETR flip ensemble: 1, 2 or 4 views.", "n"},
+                  {"letr-input", "LETR input short side in px.", "s"},
                   {"line-colour", "LETR line colours: score or edges.", "c"},
                   {"threshold", "LETR display threshold after the run (0-1).", "t"},
                   {"coat-checkpoint", "CoaT checkpoint to load.", "h5"},
@@ -637,6 +642,7 @@ int runGui(int argc, char** argv) {
     showWindow(window, o);
     LetrInspector* letr = window.letrInspector();
     letr->setFlips(o.flips);
+    letr->setInputSize(o.letrInput);
     letr->setLineColour(o.lineColour);
     wireLetrOptions(window, o);
     wireCoatOptions(window, o);

@@ -1130,6 +1130,19 @@ private Q_SLOTS:
         if (QTest::currentTestFailed()) return;
         QCOMPARE(std::min(in->trace()->image().size(0), in->trace()->image().size(1)), modelShort);
         QVERIFY(torch::allclose(in->trace()->endpoints(Stage::Fine, 2), plain->endpoints(Stage::Fine, 2)));
+        // A size the box does not list (--letr-input 400) is added to it; an absurd one is
+        // refused with a message and changes nothing.
+        failed.clear();
+        in->setInputSize(3);
+        QCOMPARE(failed.count(), 1);
+        QCOMPARE(in->inputSize(), 0);
+        in->setInputSize(400);
+        QVERIFY(QTest::qWaitFor([&] { return !in->running(); }, 60000));
+        QCOMPARE(box->currentData().toInt(), 400);
+        QCOMPARE(std::min(in->trace()->image().size(0), in->trace()->image().size(1)), int64_t(400));
+        in->setInputSize(0);
+        QVERIFY(QTest::qWaitFor([&] { return !in->running(); }, 60000));
+        QCOMPARE(in->inputSize(), 0);
         // A bad size from the core's callers is an error naming it.
         o.shortSide = 8;
         QString error;

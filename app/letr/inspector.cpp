@@ -240,25 +240,18 @@ void LetrInspector::buildUi() {
         else Q_EMIT message(QStringLiteral("LETR's next run computes in %1.").arg(precisionBox->itemText(index)));
     });
 
-    auto* inputBox = new QComboBox(this);
-    inputBox->setObjectName("inputSize");
-    inputBox->addItem("the model's", 0);
-    for (const int side : {480, 512, 640}) inputBox->addItem(QStringLiteral("short side %1 px").arg(side), side);
-    inputBox->setCurrentIndex(std::max(0, inputBox->findData(inputSetting().load())));
-    inputBox->setToolTip("The size LETR sees the image at (the long side capped at twice the short; the status line\n"
+    inputBox_ = new QComboBox(this);
+    inputBox_->setObjectName("inputSize");
+    inputBox_->addItem("the model's", 0);
+    for (const int side : {480, 512, 640}) inputBox_->addItem(QStringLiteral("short side %1 px").arg(side), side);
+    inputBox_->setCurrentIndex(std::max(0, inputBox_->findData(inputSetting().load())));
+    inputBox_->setToolTip("The size LETR sees the image at (the long side capped at twice the short; the status line\n"
                          "names it after a run). The model's: the size it was made for. A larger input costs more\n"
                          "and suits photographs: the shipped photo model scores sAP10 44.6 on the Wireframe photos at\n"
                          "its own 320 px and 54.2 at 512 px (docs/decisions.md); small drawn scenes lose.");
-    form->addRow("Input", inputBox);
-    connect(inputBox, &QComboBox::activated, this, [this, inputBox](int index) {
-        const int v = inputBox->itemData(index).toInt();
-        if (inputSetting().exchange(v) == v) return;
-        clearTraceCache();   // the cached traces were made at the other size
-        const bool wasRunning = running();
-        if (wasRunning) cancel();
-        if ((hasTrace() || wasRunning) && hasModel()) run(false);
-        else Q_EMIT message(QStringLiteral("LETR's next run sees the image at %1.").arg(inputBox->itemText(index)));
-    });
+    form->addRow("Input", inputBox_);
+    connect(inputBox_, &QComboBox::activated, this,
+            [this](int index) { setInputSize(inputBox_->itemData(index).toInt()); });
 
     colourBox_ = new QComboBox(this);
     colourBox_->setObjectName("lineColour");
@@ -510,6 +503,28 @@ void LetrInspector::setFlips(int views) {
         Q_EMIT message(views > 1 ? QStringLiteral("LETR's next run merges %1 flipped views.").arg(views)
                                  : QStringLiteral("LETR's next run uses the image only."));
     }
+}
+
+int LetrInspector::inputSize() const { return inputSetting().load(); }
+
+void LetrInspector::setInputSize(int side) {
+    if (side != 0 && (side < 16 || side > 4096))
+        return fail(QStringLiteral("Input: a short side of %1 px is not 16..4096 (0: the model's).").arg(side));
+    int index = inputBox_->findData(side);
+    if (index < 0) {   // a size the box does not list (--letr-input): added to it
+        inputBox_->addItem(QStringLiteral("short side %1 px").arg(side), side);
+        index = inputBox_->count() - 1;
+    }
+    if (inputBox_->currentIndex() != index) {
+        const QSignalBlocker b(inputBox_);
+        inputBox_->setCurrentIndex(index);
+    }
+    if (inputSetting().exchange(side) == side) return;
+    clearTraceCache();   // the cached traces were made at the other size
+    const bool wasRunning = running();
+    if (wasRunning) cancel();
+    if ((hasTrace() || wasRunning) && hasModel()) run(false);
+    else Q_EMIT message(QStringLiteral("LETR's next run sees the image at %1.").arg(inputBox_->itemText(index)));
 }
 
 bool LetrInspector::stepKey(int key) {

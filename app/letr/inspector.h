@@ -73,6 +73,11 @@ public Q_SLOTS:
     // Views of the flip ensemble for the next runs (1, 2 or 4; core/models/letr/flips.h). A
     // change drops the cached traces and, when a trace is shown, runs again.
     void setFlips(int views);
+    // LETR's input short side for the next runs (the Input box; 0 = the model's own, else
+    // 16..4096 px, the long side capped at twice it). A change drops the cached traces and, when
+    // a trace is shown, runs again.
+    void setInputSize(int shortSide);
+    int inputSize() const;
     // Compare pane: -2 off, -1 LSD, -3 M-LSD tiny (resources/mlsd_tiny.h5), >= 0 a layer position.
     void setCompare(int mode);
     // Colour lines by score or by edge support (both panes).
@@ -126,6 +131,7 @@ private:
     QSpinBox* entity_ = nullptr;
     QTableWidget* table_ = nullptr;
     QComboBox* flipsBox_ = nullptr;
+    QComboBox* inputBox_ = nullptr;
     QComboBox* colourBox_ = nullptr;
     // Read by the run on its worker thread when it starts.
     std::shared_ptr<std::atomic<int>> flips_;
