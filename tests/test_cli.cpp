@@ -248,7 +248,9 @@ private Q_SLOTS:
                  {{img, "--step", "ten"}, "--step"},
                  {{img, "--checkpoint", ck, "--run-letr", "--line-colour", "purple"}, "--line-colour"},
                  {{img, "--checkpoint", ck, "--run-letr", "--threshold", "1.5"}, "--threshold"},
-                 {{img, "--checkpoint", ck, "--run-letr", "--threshold", "high"}, "--threshold"}}) {
+                 {{img, "--checkpoint", ck, "--run-letr", "--threshold", "high"}, "--threshold"},
+                 {{img, "--checkpoint", ck, "--run-letr", "--letr-input", "8"}, "--letr-input"},
+                 {{img, "--checkpoint", ck, "--run-letr", "--letr-input", "big"}, "--letr-input"}}) {
             const Result r = run(args);
             QVERIFY2(r.code == 2, qPrintable(args.join(' ') + ": exit " + QString::number(r.code) + " " + r.err));
             QVERIFY2(r.err.contains(opt), qPrintable(r.err));
