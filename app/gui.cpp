@@ -60,7 +60,7 @@ const char* kGuiOptions =
     "                     position (1-based)\n"
     "  --layer N          then show layer position N (1-based: coarse 1.., then fine 1..)\n"
     "  --flips N          LETR's lines from a flip ensemble of N views (1, 2 or 4; default 1)\n"
-    "  --letr-input S     LETR sees the image with short side S px (16-4096; the long side capped\n"
+    "  --letr-input S     LETR sees the image with short side S px (16-1024; the long side capped\n"
     "                     at 2S; default: the model's own), as the LETR panel's Input box\n"
     "                     (with --screenshot, the screenshot waits for the trace)\n"
     "  --threshold T      then show LETR's lines scoring T or more (0-1; default: the checkpoint's)\n"
@@ -263,7 +263,7 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
             throw OptionError{QStringLiteral("--layer shows a layer of LETR's trace: add --run-letr (or open the demo "
                                              "scene)")};
     }
-    if (p.isSet("letr-input")) o.letrInput = parseInt("letr-input", p.value("letr-input"), 16, 4096);
+    if (p.isSet("letr-input")) o.letrInput = parseInt("letr-input", p.value("letr-input"), 16, 1024);
     if (p.isSet("flips")) {
         o.flips = parseInt("flips", p.value("flips"), 1, 4);
         if (o.flips == 3) throw OptionError{QStringLiteral("--flips: expected 1, 2 or 4, got 3")};

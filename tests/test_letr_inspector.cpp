@@ -1135,6 +1135,8 @@ private Q_SLOTS:
         failed.clear();
         in->setInputSize(3);
         QCOMPARE(failed.count(), 1);
+        in->setInputSize(5000);
+        QCOMPARE(failed.count(), 2);
         QCOMPARE(in->inputSize(), 0);
         in->setInputSize(400);
         QVERIFY(QTest::qWaitFor([&] { return !in->running(); }, 60000));

@@ -508,8 +508,8 @@ void LetrInspector::setFlips(int views) {
 int LetrInspector::inputSize() const { return inputSetting().load(); }
 
 void LetrInspector::setInputSize(int side) {
-    if (side != 0 && (side < 16 || side > 4096))
-        return fail(QStringLiteral("Input: a short side of %1 px is not 16..4096 (0: the model's).").arg(side));
+    if (side != 0 && (side < 16 || side > 1024))
+        return fail(QStringLiteral("Input: a short side of %1 px is not 16..1024 (0: the model's).").arg(side));
     int index = inputBox_->findData(side);
     if (index < 0) {   // a size the box does not list (--letr-input): added to it
         inputBox_->addItem(QStringLiteral("short side %1 px").arg(side), side);

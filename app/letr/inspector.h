@@ -74,8 +74,9 @@ public Q_SLOTS:
     // change drops the cached traces and, when a trace is shown, runs again.
     void setFlips(int views);
     // LETR's input short side for the next runs (the Input box; 0 = the model's own, else
-    // 16..4096 px, the long side capped at twice it). A change drops the cached traces and, when
-    // a trace is shown, runs again.
+    // 16..1024 px, the long side capped at twice it: the encoders attend over every cell, so
+    // memory grows with the square of the area). A change drops the cached traces and, when a
+    // trace is shown, runs again.
     void setInputSize(int shortSide);
     int inputSize() const;
     // Compare pane: -2 off, -1 LSD, -3 M-LSD tiny (resources/mlsd_tiny.h5), >= 0 a layer position.
