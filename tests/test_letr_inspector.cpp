@@ -1098,6 +1098,7 @@ private Q_SLOTS:
         auto* box = in->findChild<QComboBox*>("inputSize");
         QVERIFY(box);
         QCOMPARE(box->currentData().toInt(), 0);
+        QCOMPARE(box->currentText(), QStringLiteral("the model's (%1 px)").arg(modelShort));
         QSignalSpy ready(in, &LetrInspector::traceReady);
         QSignalSpy failed(in, &LetrInspector::failed);
         QSignalSpy msgs(in, &LetrInspector::message);

@@ -483,6 +483,9 @@ void LetrInspector::setEntity(int entity) {
 void LetrInspector::modelChanged() {
     const auto m = modelAs<letr::LetrModel>();
     if (m && m->config().scoreThreshold > 0) setThreshold(m->config().scoreThreshold);
+    // The Input box names the model's own size.
+    inputBox_->setItemText(inputBox_->findData(0), m ? QStringLiteral("the model's (%1 px)").arg(m->config().shortSide)
+                                                     : QStringLiteral("the model's"));
 }
 
 void LetrInspector::setFlips(int views) {
