@@ -111,12 +111,15 @@ private Q_SLOTS:
         QVERIFY(!png.isEmpty());
         Result r = run({"eval", "edges", png, "--checkpoint", ckpt_, "--top", "4"});
         QVERIFY2(r.code == 0, qPrintable(r.err));
-        QStringList lsd, letr;
-        for (const QString& line : r.out.split('\n')) {
-            const QStringList f = line.split(' ', Qt::SkipEmptyParts);
-            if (f.size() == 5 && f[0] == "rect.png" && f[1] == "LSD") lsd = f;
-            if (f.size() == 5 && f[0] == "rect.png" && f[1] == "LETR") letr = f;
-        }
+        // The fields of rect.png's row of one detector (empty when there is none).
+        const auto rowOf = [](const QString& out, const QString& detector) {
+            for (const QString& line : out.split('\n')) {
+                const QStringList f = line.split(' ', Qt::SkipEmptyParts);
+                if (f.size() == 5 && f[0] == "rect.png" && f[1] == detector) return f;
+            }
+            return QStringList();
+        };
+        const QStringList lsd = rowOf(r.out, "LSD"), letr = rowOf(r.out, "LETR");
         QVERIFY2(lsd.size() == 5 && letr.size() == 5, qPrintable(r.out));
         QVERIFY2(lsd[2].toInt() >= 2 && lsd[2].toInt() <= 4, qPrintable(r.out));
         QCOMPARE(lsd[3], QString("100.0%"));   // the rectangle's sides
@@ -126,12 +129,7 @@ private Q_SLOTS:
         // never lowers a line's support, and LSD's row is as before.
         const Result snapped = run({"eval", "edges", png, "--checkpoint", ckpt_, "--top", "4", "--snap"});
         QVERIFY2(snapped.code == 0, qPrintable(snapped.err));
-        QStringList letrSnapped, lsdAgain;
-        for (const QString& line : snapped.out.split('\n')) {
-            const QStringList f = line.split(' ', Qt::SkipEmptyParts);
-            if (f.size() == 5 && f[0] == "rect.png" && f[1] == "LETR+s") letrSnapped = f;
-            if (f.size() == 5 && f[0] == "rect.png" && f[1] == "LSD") lsdAgain = f;
-        }
+        const QStringList letrSnapped = rowOf(snapped.out, "LETR+s"), lsdAgain = rowOf(snapped.out, "LSD");
         QVERIFY2(letrSnapped.size() == 5 && lsdAgain == lsd, qPrintable(snapped.out));
         QVERIFY2(letrSnapped[4].toDouble() >= letr[4].toDouble(), qPrintable(snapped.out + r.out));
         // Without a checkpoint and no shipped model: LSD alone, said so.

@@ -189,6 +189,16 @@ private:
         return std::make_shared<const LetrTrace>(runLetr(model, rgb));
     }
 
+    // The core's trace of the test image by the model runOn gives the GUI (the tiny LETR, seed 5,
+    // its line heads spread on the image), with run options `o`.
+    LetrTrace guiModelTrace(const LetrRunOptions& o) const {
+        LetrModel model(tinyConfig(), 5);
+        cv::Mat rgb = cv::imread(imagePath_.toStdString());
+        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
+        spreadLineHeads(model, rgb);
+        return runLetr(model, rgb, o);
+    }
+
     // Largest |got - want| over a float map and a contiguous float tensor of the same size.
     static double maxAbsDiff(const std::vector<float>& got, const torch::Tensor& want) {
         double worst = 0;
@@ -1060,13 +1070,9 @@ private Q_SLOTS:
         for (const auto& m : msgs) said = said || m.first().toString().contains("4-view flip ensemble");
         QVERIFY(said);
         // The same lines as the core's ensemble on the same image.
-        LetrModel model(tinyConfig(), 5);
-        cv::Mat rgb = cv::imread(imagePath_.toStdString());
-        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
-        spreadLineHeads(model, rgb);
         LetrRunOptions o;
         o.flips = 4;
-        const auto ref = runLetr(model, rgb, o);
+        const auto ref = guiModelTrace(o);
         QVERIFY(torch::allclose(ens->endpoints(Stage::Fine, 2), ref.endpoints(Stage::Fine, 2), 0, 1e-3));
         QVERIFY(!torch::allclose(ens->endpoints(Stage::Fine, 2), plain->endpoints(Stage::Fine, 2), 0, 1e-3));
         // Back to off: a plain run again (not the cached ensemble).
@@ -1118,14 +1124,10 @@ private Q_SLOTS:
         for (const auto& m : msgs)
             said = said || m.first().toString().contains(QStringLiteral("input %1x%2").arg(big->image().size(1)).arg(big->image().size(0)));
         QVERIFY(said);
-        LetrModel model(tinyConfig(), 5);
-        cv::Mat rgb = cv::imread(imagePath_.toStdString());
-        cv::cvtColor(rgb, rgb, cv::COLOR_BGR2RGB);
-        spreadLineHeads(model, rgb);
         LetrRunOptions o;
         o.shortSide = 480;
         o.maxLongSide = 960;
-        const auto ref = runLetr(model, rgb, o);
+        const auto ref = guiModelTrace(o);
         QVERIFY(torch::allclose(big->endpoints(Stage::Fine, 2), ref.endpoints(Stage::Fine, 2), 0, 1e-3));
         choose(0);
         if (QTest::currentTestFailed()) return;
@@ -1150,7 +1152,7 @@ private Q_SLOTS:
         o.shortSide = 8;
         QString error;
         try {
-            runLetr(model, rgb, o);
+            guiModelTrace(o);
         } catch (const std::exception& e) {
             error = QString::fromUtf8(e.what());
         }

@@ -233,11 +233,7 @@ void LetrInspector::buildUi() {
     connect(precisionBox, &QComboBox::activated, this, [this, precisionBox](int index) {
         const int v = precisionBox->itemData(index).toInt();
         if (computeSetting().exchange(v) == v) return;
-        clearTraceCache();   // the cached traces were made at the other precision
-        const bool wasRunning = running();
-        if (wasRunning) cancel();
-        if ((hasTrace() || wasRunning) && hasModel()) run(false);
-        else Q_EMIT message(QStringLiteral("LETR's next run computes in %1.").arg(precisionBox->itemText(index)));
+        settingChanged(QStringLiteral("LETR's next run computes in %1.").arg(precisionBox->itemText(index)));
     });
 
     inputBox_ = new QComboBox(this);
@@ -497,15 +493,8 @@ void LetrInspector::setFlips(int views) {
     }
     if (*flips_ == views) return;
     *flips_ = views;
-    clearTraceCache();   // the cached traces were made with the other setting
-    const bool wasRunning = running();
-    if (wasRunning) cancel();   // its result would be the other setting's
-    if ((hasTrace() || wasRunning) && hasModel()) {
-        run(false);
-    } else {
-        Q_EMIT message(views > 1 ? QStringLiteral("LETR's next run merges %1 flipped views.").arg(views)
-                                 : QStringLiteral("LETR's next run uses the image only."));
-    }
+    settingChanged(views > 1 ? QStringLiteral("LETR's next run merges %1 flipped views.").arg(views)
+                             : QStringLiteral("LETR's next run uses the image only."));
 }
 
 int LetrInspector::inputSize() const { return inputSetting().load(); }
@@ -523,11 +512,15 @@ void LetrInspector::setInputSize(int side) {
         inputBox_->setCurrentIndex(index);
     }
     if (inputSetting().exchange(side) == side) return;
-    clearTraceCache();   // the cached traces were made at the other size
+    settingChanged(QStringLiteral("LETR's next run sees the image at %1.").arg(inputBox_->itemText(index)));
+}
+
+void LetrInspector::settingChanged(const QString& nextRun) {
+    clearTraceCache();   // the cached traces were made with the other setting
     const bool wasRunning = running();
-    if (wasRunning) cancel();
+    if (wasRunning) cancel();   // its result would be the other setting's
     if ((hasTrace() || wasRunning) && hasModel()) run(false);
-    else Q_EMIT message(QStringLiteral("LETR's next run sees the image at %1.").arg(inputBox_->itemText(index)));
+    else Q_EMIT message(nextRun);
 }
 
 bool LetrInspector::stepKey(int key) {
