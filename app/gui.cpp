@@ -63,6 +63,8 @@ const char* kGuiOptions =
     "  --letr-input S     LETR sees the image with short side S px (16-1024; the long side capped\n"
     "                     at 2S; default: the model's own), as the LETR panel's Input box\n"
     "                     (with --screenshot, the screenshot waits for the trace)\n"
+    "  --precision P      LETR's and CoaT's runs compute in 'fp32' (default: exact) or 'auto'\n"
+    "                     (bfloat16 on a CPU with AVX512-BF16 or AMX), as their Precision boxes\n"
     "  --threshold T      then show LETR's lines scoring T or more (0-1; default: the checkpoint's)\n"
     "  --line-colour C    LETR's (and LSD's) lines coloured by 'score' (default) or 'edges': edge\n"
     "                     support, green on an edge of the image, yellow partly, red not\n"
@@ -105,6 +107,7 @@ struct GuiOptions {
     int layer = -1;              // LETR's layer position after the first trace (-1: the last)
     int flips = 1;               // LETR's flip ensemble (1, 2 or 4 views)
     int letrInput = 0;           // LETR's input short side (0: the model's)
+    int precision = 0;           // LETR's and CoaT's Precision boxes: 0 float32, 1 auto
     LineColour lineColour = LineColour::Score;
     std::optional<double> threshold;   // LETR's display threshold after the first trace
     QString coatCheckpoint;
@@ -264,6 +267,12 @@ GuiOptions parseOptions(const QCommandLineParser& p) {
                                              "scene)")};
     }
     if (p.isSet("letr-input")) o.letrInput = parseInt("letr-input", p.value("letr-input"), 16, 1024);
+    if (p.isSet("precision")) {
+        const QString v = p.value("precision").trimmed().toLower();
+        if (v != "fp32" && v != "auto")
+            throw OptionError{QStringLiteral("--precision: expected fp32 or auto, got '%1'").arg(p.value("precision"))};
+        o.precision = v == "auto" ? 1 : 0;
+    }
     if (p.isSet("flips")) {
         o.flips = parseInt("flips", p.value("flips"), 1, 4);
         if (o.flips == 3) throw OptionError{QStringLiteral("--flips: expected 1, 2 or 4, got 3")};
@@ -325,6 +334,7 @@ void addOptions(QCommandLineParser& p) {
                   {"layer", "LETR layer position (1-based) after the run.", "n"},
                   {"flips", "LETR flip ensemble: 1, 2 or 4 views.", "n"},
                   {"letr-input", "LETR input short side in px.", "s"},
+                  {"precision", "LETR and CoaT precision: fp32 or auto.", "p"},
                   {"line-colour", "LETR line colours: score or edges.", "c"},
                   {"threshold", "LETR display threshold after the run (0-1).", "t"},
                   {"coat-checkpoint", "CoaT checkpoint to load.", "h5"},
@@ -643,6 +653,8 @@ int runGui(int argc, char** argv) {
     LetrInspector* letr = window.letrInspector();
     letr->setFlips(o.flips);
     letr->setInputSize(o.letrInput);
+    letr->setPrecision(o.precision);
+    window.coatInspector()->setPrecision(o.precision);
     letr->setLineColour(o.lineColour);
     wireLetrOptions(window, o);
     wireCoatOptions(window, o);

@@ -429,6 +429,41 @@ void ModelPanel::addCompareControl(QFormLayout* form, const QStringList& choices
     });
 }
 
+void ModelPanel::settingChanged(const QString& nextRun) {
+    clearTraceCache();   // the cached traces were made with the other setting
+    const bool wasRunning = running();
+    if (wasRunning) cancel();   // its result would be the other setting's
+    if ((hasTrace() || wasRunning) && hasModel()) run(false);
+    else Q_EMIT message(nextRun);
+}
+
+QComboBox* ModelPanel::addPrecisionControl(QFormLayout* form, std::atomic<int>& setting, const QString& autoLabel,
+                                           const QString& tip) {
+    auto* box = new QComboBox(this);
+    box->setObjectName("precision");
+    box->addItem("float32 (exact)", 0);
+    box->addItem(autoLabel, 1);
+    box->setCurrentIndex(std::max(0, box->findData(setting.load())));
+    box->setToolTip(tip);
+    form->addRow("Precision", box);
+    connect(box, &QComboBox::activated, this, [this, box, &setting](int index) {
+        const int v = box->itemData(index).toInt();
+        if (setting.exchange(v) == v) return;
+        settingChanged(QStringLiteral("%1's next run computes in %2.").arg(spec_.title, box->itemText(index)));
+    });
+    precisionBox_ = box;
+    return box;
+}
+
+bool ModelPanel::setPrecision(int choice) {
+    if (!precisionBox_) return false;
+    const int index = precisionBox_->findData(choice);
+    if (index < 0) return false;
+    precisionBox_->setCurrentIndex(index);
+    Q_EMIT precisionBox_->activated(index);
+    return true;
+}
+
 void ModelPanel::setCompareChoices(const QStringList& choices) {
     const QSignalBlocker b(compareBox_);
     compareBox_->clear();

@@ -19,6 +19,7 @@
 #include <QString>
 #include <QStringList>
 #include <QWidget>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -101,6 +102,9 @@ public:
     virtual bool busy() const { return running_ || loadingModel_ > 0 || ioPending_ > 0; }
     // --- traces ---
     bool hasTrace() const { return bool(shown_); }
+    // The Precision row's choice, as if picked there: 0 float32 (exact), 1 auto (bfloat16 where
+    // the CPU has it). False when the panel has no Precision row or `choice` is not 0 or 1.
+    bool setPrecision(int choice);
     // Where the current image came from (a path, "path#frame" for video frames).
     QString sourceKey() const { return sourceKey_; }
     QString lastFailure() const { return lastFailure_; }
@@ -189,6 +193,15 @@ protected:
     void showCompareChoice(int index);
     // The user picked Compare choice `index` (0 = off).
     virtual void compareChosen(int index) { (void)index; }
+    // A run setting (precision, LETR's flips and input size) changed: the cached traces are
+    // dropped and, when a trace is shown or a run is under way, the model runs again; else
+    // `nextRun` is said.
+    void settingChanged(const QString& nextRun);
+    // The Precision row (issue 57, docs/performance.md): "float32 (exact)" (0) or `autoLabel`
+    // (1: bfloat16 on a CPU with AVX512-BF16 or AMX), bound to `setting`, which the family's run
+    // reads on its worker. A change calls settingChanged. objectName "precision".
+    QComboBox* addPrecisionControl(QFormLayout* form, std::atomic<int>& setting, const QString& autoLabel,
+                                   const QString& tip);
     // The layout the family adds its controls to (below the model/run rows).
     QFormLayout* form() const { return form_; }
     QVBoxLayout* column() const { return column_; }
@@ -212,6 +225,7 @@ private:
     void cacheTrace(const QString& key, Erased trace, bool fromFile);
 
     Spec spec_;
+    QComboBox* precisionBox_ = nullptr;   // addPrecisionControl's row, if any
     widgets::ImageViewport* viewport_;
     widgets::ImageViewport* compare_;
     std::shared_ptr<void> model_;

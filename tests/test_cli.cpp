@@ -250,7 +250,8 @@ private Q_SLOTS:
                  {{img, "--checkpoint", ck, "--run-letr", "--threshold", "1.5"}, "--threshold"},
                  {{img, "--checkpoint", ck, "--run-letr", "--threshold", "high"}, "--threshold"},
                  {{img, "--checkpoint", ck, "--run-letr", "--letr-input", "8"}, "--letr-input"},
-                 {{img, "--checkpoint", ck, "--run-letr", "--letr-input", "big"}, "--letr-input"}}) {
+                 {{img, "--checkpoint", ck, "--run-letr", "--letr-input", "big"}, "--letr-input"},
+                 {{img, "--run-coat", "--precision", "bf8"}, "--precision"}}) {
             const Result r = run(args);
             QVERIFY2(r.code == 2, qPrintable(args.join(' ') + ": exit " + QString::number(r.code) + " " + r.err));
             QVERIFY2(r.err.contains(opt), qPrintable(r.err));

@@ -31,6 +31,7 @@
 #include "core/models/coat/model.h"
 #include "core/models/coat/trace.h"
 #include "core/trace.h"
+#include "core/util/threads.h"
 #include "renderer/colormap.h"
 #include "renderer/view.h"
 #include "widgets/viewport.h"
@@ -482,6 +483,48 @@ private Q_SLOTS:
         QCOMPARE(w.statusBar()->currentMessage(), after);
         Q_EMIT w.coatInspector()->message("CoaT says so");
         QCOMPARE(w.statusBar()->currentMessage(), QString("CoaT says so"));
+    }
+
+    // The Precision box (issue 57): float32 runs give the core's float32 trace exactly; auto runs
+    // again at once on the shown image, in bfloat16 where the CPU has it (the status line and the
+    // trace say which), within the stated bound; back to float32 gives the first trace again.
+    void precisionControl() {
+        MainWindow w;
+        runOn(w);
+        if (QTest::currentTestFailed()) return;
+        CoatInspector* in = w.coatInspector();
+        auto model = loadCoat(checkpoint_.toStdString());
+        cv::Mat rgb;
+        cv::cvtColor(cv::imread(imagePath_.toStdString()), rgb, cv::COLOR_BGR2RGB);
+        const CoatTrace ref = runCoat(*model, rgb);
+        QCOMPARE(in->trace()->compute(), std::string("float32"));
+        QVERIFY(maxAbsDiff(in->trace()->probs(), ref.probs()) == 0.0);
+        QVERIFY2(w.statusBar()->currentMessage().endsWith("; float32)"), qPrintable(w.statusBar()->currentMessage()));
+
+        auto* box = in->findChild<QComboBox*>("precision");
+        QVERIFY(box);
+        QCOMPARE(box->count(), 2);
+        QCOMPARE(box->currentText(), QString("float32 (exact)"));
+        QSignalSpy ready(in, &CoatInspector::traceReady);
+        QVERIFY(!in->setPrecision(2));   // not a choice
+        QVERIFY(in->setPrecision(1));    // as --precision auto does it
+        QCOMPARE(box->currentIndex(), 1);
+        QVERIFY(in->running());   // a trace was shown: it runs again with the new setting
+        QVERIFY(QTest::qWaitFor([&] { return ready.count() > 0; }, 60000));
+        const std::string expected = glimpse::cpuHasBf16() ? "bfloat16" : "float32";
+        QCOMPARE(in->trace()->compute(), expected);
+        QVERIFY2(w.statusBar()->currentMessage().endsWith(QString("; %1)").arg(QString::fromStdString(expected))),
+                 qPrintable(w.statusBar()->currentMessage()));
+        const double dp = maxAbsDiff(in->trace()->probs(), ref.probs());
+        QVERIFY2(glimpse::cpuHasBf16() ? dp < 0.01 : dp == 0.0, qPrintable(QString::number(dp)));
+
+        box->setCurrentIndex(0);
+        Q_EMIT box->activated(0);
+        QVERIFY(QTest::qWaitFor([&] { return ready.count() > 1; }, 60000));
+        QCOMPARE(in->trace()->compute(), std::string("float32"));
+        QVERIFY(maxAbsDiff(in->trace()->probs(), ref.probs()) == 0.0);
+        Q_EMIT box->activated(0);   // the same choice again: nothing to do
+        QVERIFY(!in->running());
     }
 
     // Cancel: the running flag drops at once, the worker's result is discarded when it arrives

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/models/coat/model.h"
 #include "core/models/coat/trace.h"
+#include "core/util/threads.h"
 #include "tests/support.h"
 
 using namespace glimpse;
@@ -242,6 +243,36 @@ private Q_SLOTS:
         QVERIFY(maxDiff(back.effectiveAttention(4, 1, 1, 1), trace.effectiveAttention(4, 1, 1, 1)) == 0);
         QCOMPARE(back.top5()[0].name, trace.top5()[0].name);
         QVERIFY(torch::equal(back.image(), trace.image()));
+    }
+
+    // The products' precision (issue 57: the GUI's Precision box): float32 is the default and is
+    // named in the trace; bfloat16 (where the CPU has it) stays within the stated bound of float32
+    // and is named too; a trace without the key (written before it) reads as float32; other
+    // dtypes are refused.
+    void computePrecision() {
+        CoatModel m(smallConfig(true), 5);
+        auto img = m.preprocess(testing::randomImage(64, 64, 6));
+        auto f32 = CoatTrace::capture(m, img);
+        QCOMPARE(f32.compute(), std::string("float32"));
+        QCOMPARE(f32.raw().meta()["compute"].get<std::string>(), std::string("float32"));
+        auto old = f32;
+        old.raw().meta().erase("compute");
+        QCOMPARE(old.compute(), std::string("float32"));
+        QVERIFY(contains(errorOf([&] { CoatTrace::capture(m, img, {}, torch::kHalf); }), {"float32 or bfloat16"}));
+        if (!cpuHasBf16()) QSKIP("this CPU has no bfloat16 instructions (AVX512-BF16 / AMX)");
+        auto bf = CoatTrace::capture(m, img, {}, torch::kBFloat16);
+        QCOMPARE(bf.compute(), std::string("bfloat16"));
+        const double dp = maxDiff(bf.probs(), f32.probs());
+        QVERIFY2(dp > 0 && dp < 0.01, std::to_string(dp).c_str());   // it did compute in bfloat16
+        // A Grad-CAM added later in the trace's precision is the stored one within bfloat16
+        // rounding (the capture keeps q, k and v in float32 for its records, gradCam does not).
+        for (int s = 0; s < 4; ++s) {
+            const double dc = maxDiff(bf.cam(0, s), gradCam(m, img.tensor, bf.camClass(0), s, torch::kBFloat16));
+            QVERIFY2(dc < 0.02, std::to_string(dc).c_str());   // 0.002-0.006 here
+        }
+        const std::string p = dir_.filePath("bf.h5").toStdString();
+        bf.save(p);
+        QCOMPARE(CoatTrace::load(p).compute(), std::string("bfloat16"));
     }
 
     void refusedInputs() {

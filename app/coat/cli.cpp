@@ -32,7 +32,7 @@ namespace {
 const char* kInferCoatUsage =
     "usage: glimpse infer --model coat (--checkpoint C.h5 | --random-seed S [--variant V | --config C.json])\n"
     "                     --image I.png|DIR|list.txt --out trace.h5|DIR [--classes LIST.txt] [--cam-class K[,K...]]\n"
-    "                     [--threads T]\n"
+    "                     [--threads T] [--precision fp32|bf16|auto]\n"
     "Runs a CoaT / CoaT-Lite classifier on each image (shorter side resized to the config's\n"
     "'resize', bicubic, center crop of 'image_size'), prints the top-5 classes and writes a trace\n"
     "(queries, softmax(K) and values of every conv-attentional module, CRPE kernels, logits and\n"
@@ -41,7 +41,9 @@ const char* kInferCoatUsage =
     "randomly initialized model (--variant: coat_lite_tiny (default), coat_lite_mini,\n"
     "coat_lite_small, coat_lite_medium, coat_tiny, coat_mini, coat_small); its classes are\n"
     "meaningless. --classes replaces the class names (one per line, index order). --cam-class\n"
-    "keeps the class activation maps of these classes too (the top-5's are always kept).\n";
+    "keeps the class activation maps of these classes too (the top-5's are always kept).\n"
+    "--precision: the linear layers' and attention's products in float32 (default: exact) or\n"
+    "bfloat16 (CPUs with AVX512-BF16 or AMX; auto: bf16 where the CPU has it); the trace records it.\n";
 
 const char* kBenchCoatUsage =
     "usage: glimpse bench coat [--variant coat_lite_tiny | --checkpoint C.h5 | --config C.json]\n"
@@ -93,7 +95,7 @@ int inferCoat(const std::vector<std::string>& argv) {
     Args a(argv);
     try {
         a.checkKnown({"--model", "--checkpoint", "--random-seed", "--variant", "--config", "--image", "--out",
-                      "--classes", "--cam-class", "--threads"});
+                      "--classes", "--cam-class", "--threads", "--precision"});
         if (!a.positional().empty()) throw Error("unexpected argument '" + a.positional()[0] + "'");
         if (!a.has("--image") || !a.has("--out")) throw Error("--image and --out are required");
         if (a.has("--checkpoint") == a.has("--random-seed")) throw Error("give either --checkpoint C.h5 or --random-seed S");
@@ -109,6 +111,7 @@ int inferCoat(const std::vector<std::string>& argv) {
     std::string desc;
     auto model = makeModel(a, desc);
     model->eval();
+    const torch::ScalarType compute = parsePrecision(a.get("--precision", "fp32"), model->device());
     if (a.has("--classes")) {
         try {
             model->setClassNames(loadClassNames(*a.get("--classes")));
@@ -136,7 +139,7 @@ int inferCoat(const std::vector<std::string>& argv) {
     if (many) createOutputFolder(*a.get("--out"));
     std::cerr << "glimpse infer: " << images.size() << (images.size() == 1 ? " image" : " images") << ", CoaT model "
               << desc << " (" << model->config().variant << ", " << model->config().numClasses << " classes, "
-              << model->config().imageSize << "x" << model->config().imageSize << ")\n";
+              << model->config().imageSize << "x" << model->config().imageSize << "; " << precisionName(compute) << ")\n";
     size_t ok = 0;
     for (size_t i = 0; i < images.size(); ++i) {
         const std::string& path = images[i];
@@ -145,7 +148,7 @@ int inferCoat(const std::vector<std::string>& argv) {
         line << "[" << (i + 1) << "/" << images.size() << "] " << path << ": ";
         try {
             cv::Mat rgb = loadImageRGB(path);
-            CoatTrace trace = runCoat(*model, rgb, camClasses);
+            CoatTrace trace = runCoat(*model, rgb, camClasses, compute);
             trace.raw().meta()["source"] = path;
             trace.raw().meta()["checkpoint"] = desc;
             const std::string out =

@@ -26,6 +26,8 @@
 #include "core/data/classification.h"
 #include "core/error.h"
 #include "core/models/coat/model.h"
+#include "core/util/autocast.h"
+#include "core/util/threads.h"
 #include "renderer/colormap.h"
 #include "widgets/viewport.h"
 
@@ -45,9 +47,22 @@ std::shared_ptr<void> loadModel(const std::string& path) {
     return model;
 }
 
-ModelPanel::Erased runModel(void* model, const cv::Mat& rgb) {
-    return std::make_shared<const coat::CoatTrace>(coat::runCoat(*static_cast<coat::CoatModel*>(model), rgb));
+// The precision of this process's CoaT runs (the panel's Precision box, docs/performance.md):
+// 0 float32 as the reference implementation computes it (exact comparisons), 1 auto (bfloat16
+// products on a CPU with AVX512-BF16 / AMX, else float32).
+std::atomic<int>& computeSetting() {
+    static std::atomic<int> setting{0};
+    return setting;
 }
+
+ModelPanel::Erased runModel(void* model, const cv::Mat& rgb) {
+    auto& m = *static_cast<coat::CoatModel*>(model);
+    const torch::ScalarType compute = computeSetting() == 1 ? parsePrecision("auto", m.device()) : torch::kFloat;
+    return std::make_shared<const coat::CoatTrace>(coat::runCoat(m, rgb, {}, compute));
+}
+
+// The precision a trace was computed in, for the Grad-CAMs added to it later.
+torch::ScalarType computeOf(const coat::CoatTrace& t) { return t.compute() == "bfloat16" ? torch::kBFloat16 : torch::kFloat; }
 
 void saveTraceFile(const void* trace, const std::string& path) {
     asTrace(trace).save(path);   // glimpse::Trace::save writes atomically
@@ -74,10 +89,11 @@ QString describeModel(const void* model, const QString& fileName) {
 
 QString describeRun(const void* trace, double ms) {
     const auto top = asTrace(trace).top5();
-    return QStringLiteral("CoaT finished in %1 ms: %2 (p %3)")
+    return QStringLiteral("CoaT finished in %1 ms: %2 (p %3; %4)")
         .arg(ms, 0, 'f', 0)
         .arg(top.empty() ? QString("-") : QString::fromStdString(top.front().name))
-        .arg(top.empty() ? 0.0 : double(top.front().prob), 0, 'f', 3);
+        .arg(top.empty() ? 0.0 : double(top.front().prob), 0, 'f', 3)
+        .arg(QString::fromStdString(asTrace(trace).compute()));
 }
 
 } // namespace
@@ -110,6 +126,13 @@ void CoatInspector::buildUi() {
     domain_ = new DomainCheck(this);
     form()->addRow("Domain", domain_);
     connect(domain_, &DomainCheck::profileReady, this, [this] { updateControls(); });   // no longer busy
+    addPrecisionControl(form(), computeSetting(),
+                        cpuHasBf16() ? "auto: bfloat16 (this CPU has it)" : "auto: float32 (no bfloat16 here)",
+                        "Precision of the next runs (docs/performance.md). float32: as the reference code computes\n"
+                        "it, for exact comparisons. auto: the linear layers' and the attention's products in\n"
+                        "bfloat16 on a CPU with AVX512-BF16 or AMX (the shipped model: the same top-1 on 9,998 of\n"
+                        "10,000 test images, probabilities within 0.007), "
+                        "else float32. The status line names the precision of the shown run.");
     buildViewControls(form());
     buildLists();
 }
@@ -402,7 +425,7 @@ void CoatInspector::requestCam(int64_t cls) {
         this,
         [model = modelAs<coat::CoatModel>(), mutex = modelMutex(), traceRef, cls, scale] {
             std::lock_guard<std::mutex> lock(*mutex);
-            return coat::gradCam(*model, coatInputFromTrace(*traceRef, model->config()), cls, scale);
+            return coat::gradCam(*model, coatInputFromTrace(*traceRef, model->config()), cls, scale, computeOf(*traceRef));
         },
         [this, cls, scale, traceRef](Outcome<torch::Tensor> r) {
             --camPending_;

@@ -219,22 +219,13 @@ void LetrInspector::buildUi() {
     form->addRow("Flips", flipsBox_);
     connect(flipsBox_, &QComboBox::activated, this, [this](int index) { setFlips(flipsBox_->itemData(index).toInt()); });
 
-    auto* precisionBox = new QComboBox(this);
-    precisionBox->setObjectName("precision");
-    precisionBox->addItem("float32 (exact)", 0);
-    precisionBox->addItem(cpuHasBf16() ? "auto: bfloat16 (this CPU has it)" : "auto: float32, folded (no bfloat16 here)", 1);
-    precisionBox->setCurrentIndex(precisionBox->findData(computeSetting().load()));
-    precisionBox->setToolTip("Precision of the next runs (docs/performance.md). float32: as the reference code computes\n"
-                             "it, for exact comparisons. auto: bfloat16 on a CPU with AVX512-BF16 or AMX (line endpoints\n"
-                             "within half a pixel of float32, several times faster), else float32 with the backbone's\n"
-                             "batch norms folded (the same lines within rounding). The status line names the precision\n"
-                             "of the shown run.");
-    form->addRow("Precision", precisionBox);
-    connect(precisionBox, &QComboBox::activated, this, [this, precisionBox](int index) {
-        const int v = precisionBox->itemData(index).toInt();
-        if (computeSetting().exchange(v) == v) return;
-        settingChanged(QStringLiteral("LETR's next run computes in %1.").arg(precisionBox->itemText(index)));
-    });
+    addPrecisionControl(
+        form, computeSetting(), cpuHasBf16() ? "auto: bfloat16 (this CPU has it)" : "auto: float32, folded (no bfloat16 here)",
+        "Precision of the next runs (docs/performance.md). float32: as the reference code computes\n"
+        "it, for exact comparisons. auto: bfloat16 on a CPU with AVX512-BF16 or AMX (line endpoints\n"
+        "within half a pixel of float32, several times faster), else float32 with the backbone's\n"
+        "batch norms folded (the same lines within rounding). The status line names the precision\n"
+        "of the shown run.");
 
     inputBox_ = new QComboBox(this);
     inputBox_->setObjectName("inputSize");
@@ -513,14 +504,6 @@ void LetrInspector::setInputSize(int side) {
     }
     if (inputSetting().exchange(side) == side) return;
     settingChanged(QStringLiteral("LETR's next run sees the image at %1.").arg(inputBox_->itemText(index)));
-}
-
-void LetrInspector::settingChanged(const QString& nextRun) {
-    clearTraceCache();   // the cached traces were made with the other setting
-    const bool wasRunning = running();
-    if (wasRunning) cancel();   // its result would be the other setting's
-    if ((hasTrace() || wasRunning) && hasModel()) run(false);
-    else Q_EMIT message(nextRun);
 }
 
 bool LetrInspector::stepKey(int key) {

@@ -99,9 +99,6 @@ protected:
     void heatmapStyleChanged() override;
     // A model that stores a display threshold (config "score_threshold") sets the slider.
     void modelChanged() override;
-    // A run setting (flips, precision, input size) changed: the cached traces are dropped and,
-    // when a trace is shown or a run is under way, LETR runs again; else `nextRun` is said.
-    void settingChanged(const QString& nextRun);
     // The Compare box: off, LSD, M-LSD, then the layers.
     void compareChosen(int index) override { setCompare(index == 2 ? -3 : index < 2 ? index - 2 : index - 3); }
     static int compareIndex(int mode) { return mode == -3 ? 2 : mode < 0 ? mode + 2 : mode + 3; }

@@ -19,10 +19,15 @@ torch::Tensor linearP(torch::nn::LinearImpl& l, const torch::Tensor& x) { return
 
 // matmul of [..., n, k] x [..., k, m] with equal leading dimensions: on the CPU without gradients
 // as one batched product (products::bmm: a BLAS product per entry, or bfloat16 through oneDNN).
+// With gradients (a Grad-CAM) under low-precision products, both operands take the products'
+// dtype as products::bmm gives them (q, k and v may already be in it).
 torch::Tensor matmulP(const torch::Tensor& a, const torch::Tensor& b) {
     if (!a.is_cpu() || a.dim() < 3 || a.sizes().slice(0, a.dim() - 2) != b.sizes().slice(0, b.dim() - 2) ||
-        (torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad())))
-        return torch::matmul(a, b);
+        (torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad()))) {
+        if (!products::lowPrecision(a)) return torch::matmul(a, b);
+        const auto t = products::productDtype();
+        return torch::matmul(a.to(t), b.to(t)).to(torch::kFloat);
+    }
     auto lead = a.sizes().slice(0, a.dim() - 2).vec();
     const auto out = products::bmm(a.reshape({-1, a.size(-2), a.size(-1)}), b.reshape({-1, b.size(-2), b.size(-1)}));
     lead.push_back(a.size(-2));

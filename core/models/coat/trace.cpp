@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/util/autocast.h"
 
 namespace glimpse::coat {
 
@@ -290,6 +291,11 @@ std::vector<CoatPrediction> CoatTrace::top5() const {
 
 torch::Tensor CoatTrace::probs() const { return trace_.get("output/probs"); }
 
+std::string CoatTrace::compute() const {
+    const auto& meta = trace_.meta();
+    return meta.contains("compute") && meta["compute"].is_string() ? meta["compute"].get<std::string>() : "float32";
+}
+
 bool CoatTrace::hasCamScale(int scale) const { return scale == 3 || (scale >= 0 && scale < 3 && trace_.has(camKey(scale))); }
 
 torch::Tensor CoatTrace::cam(int k, int scale) const {
@@ -320,7 +326,8 @@ torch::Tensor CoatTrace::camForClass(int64_t classIndex, int scale) const {
                 "; glimpse infer --cam-class adds more)");
 }
 
-torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t classIndex, int scale) {
+torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t classIndex, int scale,
+                      torch::ScalarType compute) {
     if (classIndex < 0 || classIndex >= model.config().numClasses)
         throw Error("CoaT: class " + std::to_string(classIndex) + " out of range 0.." +
                     std::to_string(model.config().numClasses - 1));
@@ -329,13 +336,17 @@ torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t clas
     model.eval();
     torch::AutoGradMode grad(true);
     auto in = image.unsqueeze(0).to(model.device()).requires_grad_(true);
-    auto out = model.forward(in, {false, true});
+    CoatForwardOptions fo;
+    fo.keepCamTokens = true;
+    fo.productDtype = compute;
+    auto out = model.forward(in, fo);
     const auto& tokens = out.scaleCamTokens[size_t(scale)];
     auto g = torch::autograd::grad({out.logits[0][classIndex]}, {tokens})[0];
     return camFrom(tokens[0].detach().cpu(), g[0].cpu(), out.grids[size_t(scale)]);
 }
 
-CoatTrace CoatTrace::capture(CoatModel& model, const CoatImage& image, const std::vector<int64_t>& camClasses) {
+CoatTrace CoatTrace::capture(CoatModel& model, const CoatImage& image, const std::vector<int64_t>& camClasses,
+                             torch::ScalarType compute) {
     const auto& cfg = model.config();
     for (int64_t c : camClasses)
         if (c < 0 || c >= cfg.numClasses)
@@ -344,7 +355,11 @@ CoatTrace CoatTrace::capture(CoatModel& model, const CoatImage& image, const std
     model.eval();
     torch::AutoGradMode gradMode(true);   // for the CAMs; everything stored is detached
     auto in = image.tensor.unsqueeze(0).to(model.device()).requires_grad_(true);
-    auto out = model.forward(in, {true, true});
+    CoatForwardOptions fo;
+    fo.record = true;
+    fo.keepCamTokens = true;
+    fo.productDtype = compute;   // CoatModel::forward refuses anything but float32 and bfloat16
+    auto out = model.forward(in, fo);
 
     CoatTrace ct;
     Trace& tr = ct.trace_;
@@ -362,6 +377,7 @@ CoatTrace CoatTrace::capture(CoatModel& model, const CoatImage& image, const std
     }
     meta["num_heads"] = cfg.numHeads;
     meta["co_scale"] = coScaleName(cfg.coScale);
+    meta["compute"] = precisionName(compute);
     meta["blocks"] = nlohmann::json::array();
     for (size_t b = 0; b < out.attention.size(); ++b) {
         const auto& r = out.attention[b];
@@ -410,8 +426,9 @@ CoatTrace CoatTrace::capture(CoatModel& model, const CoatImage& image, const std
     return ct;
 }
 
-CoatTrace runCoat(CoatModel& model, const cv::Mat& rgb, const std::vector<int64_t>& camClasses) {
-    return CoatTrace::capture(model, model.preprocess(rgb), camClasses);
+CoatTrace runCoat(CoatModel& model, const cv::Mat& rgb, const std::vector<int64_t>& camClasses,
+                  torch::ScalarType compute) {
+    return CoatTrace::capture(model, model.preprocess(rgb), camClasses, compute);
 }
 
 } // namespace glimpse::coat

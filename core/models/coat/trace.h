@@ -18,7 +18,9 @@
 // meta: {"model": "coat", "config": {...}, "original_size": [H0, W0], "input_size": [S, S],
 //        "grids": [[h1, w1], ..., [h4, w4]], "num_heads", "head_dims": [C1..C4],
 //        "blocks": [{"name": "serial_blocks1.0", "scale": 0, "grid": [h, w]}, ...],
-//        "top5": [{"class": k, "name": "...", "prob": p}, ...], "co_scale": "..."}
+//        "top5": [{"class": k, "name": "...", "prob": p}, ...], "co_scale": "...",
+//        "compute": "float32" | "bfloat16" (the products' precision; absent in older traces:
+//        float32)}
 //
 // Views (all exact recomputations of what the forward pass did):
 //   effective attention of query token i, head h: w_j = q_i . softmax(K)_j / sqrt(C), so that
@@ -73,7 +75,10 @@ public:
     // Runs `model` on one preprocessed image (eval mode, grad on for the CAMs; the training flag
     // is restored) and keeps what the views need.
     // camClasses: classes whose Grad-CAM is kept besides the top-5 (checked, duplicates skipped).
-    static CoatTrace capture(CoatModel& model, const CoatImage& image, const std::vector<int64_t>& camClasses = {});
+    // compute: the precision of the linear layers' and attention's products
+    // (CoatForwardOptions::productDtype; kBFloat16 needs a CPU with bfloat16 instructions).
+    static CoatTrace capture(CoatModel& model, const CoatImage& image, const std::vector<int64_t>& camClasses = {},
+                             torch::ScalarType compute = torch::kFloat);
 
     static CoatTrace load(const std::string& path);
     void save(const std::string& path) const { trace_.save(path); }
@@ -107,6 +112,8 @@ public:
 
     std::vector<CoatPrediction> top5() const;
     torch::Tensor probs() const;   // [num_classes]
+    // The precision the run computed in: "float32" or "bfloat16" (meta "compute").
+    std::string compute() const;
     // Grad-CAM map [h, w] of the k-th stored CAM (0..4: the top-5 classes, best first) at
     // `scale` (0..3; 3 = the last scale, [h4, w4]).
     torch::Tensor cam(int k, int scale = 3) const;
@@ -129,9 +136,12 @@ private:
 
 // Grad-CAM of `classIndex` for a preprocessed image (definition above) at `scale` (0..3),
 // [h, w] of that scale's grid, max 1.
-torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t classIndex, int scale = 3);
+// compute: the products' precision (CoatTrace::capture), that of the trace the map joins.
+torch::Tensor gradCam(CoatModel& model, const torch::Tensor& image, int64_t classIndex, int scale = 3,
+                      torch::ScalarType compute = torch::kFloat);
 
 // Preprocesses `rgb`, captures the trace (see CoatTrace::capture).
-CoatTrace runCoat(CoatModel& model, const cv::Mat& rgb, const std::vector<int64_t>& camClasses = {});
+CoatTrace runCoat(CoatModel& model, const cv::Mat& rgb, const std::vector<int64_t>& camClasses = {},
+                  torch::ScalarType compute = torch::kFloat);
 
 } // namespace glimpse::coat
