@@ -13,7 +13,11 @@
 #   GAMES     games [pellets alien breakout demon]
 #   SEEDS     seeds [0 1 2 3 4]
 #   MINUTES   wall-clock minutes per training run (stopped with SIGINT: final checkpoint) [30]
-#   STEPS     learner updates, the schedule's horizon (lr, temperature, beta) [2000; demon 6000]
+#   STEPS     learner updates, the schedule's horizon (lr, temperature, beta) [per BUDGET]
+#   BUDGET    the per-game updates when STEPS is not set [study]:
+#             study  the first study (docs/rl.md "Learning figures"): 2000, demon 6000;
+#             long   the eight-game table (docs/rl.md "All eight games"): demon 22000, alien 16000,
+#                    sub 16000, invaders 10000, heist and painter 4000, pellets and breakout 2000
 #   CONFIG    train config JSON [per game: tools/ez_study_shooter.json for the shooters
 #             (invaders, demon, sub, breakout), tools/ez_study.json for the mazes]
 #   THREADS   LibTorch threads per run [1]
@@ -40,8 +44,12 @@ summarize_only=0
 case "${1:-}" in
     --summarize) summarize_only=1 ;;
     "") ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "ez_study.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
+case "${BUDGET:-study}" in
+    study|long) ;;
+    *) echo "ez_study.sh: BUDGET is study or long, not '${BUDGET}'" >&2; exit 2 ;;
 esac
 
 if [[ $summarize_only == 0 ]]; then
@@ -55,8 +63,13 @@ if [[ $summarize_only == 0 ]]; then
     }
     steps_for() {  # the study's number of updates for game $1
         if [[ -n "$STEPS" ]]; then echo "$STEPS"; return; fi
-        case "$1" in
-            demon) echo 6000 ;;
+        case "${BUDGET:-study}:$1" in
+            study:demon) echo 6000 ;;
+            study:*) echo 2000 ;;
+            long:demon) echo 22000 ;;
+            long:alien|long:sub) echo 16000 ;;
+            long:invaders) echo 10000 ;;
+            long:heist|long:painter) echo 4000 ;;
             *) echo 2000 ;;
         esac
     }
