@@ -17,7 +17,7 @@
 #   BUDGET    the per-game updates when STEPS is not set [study]:
 #             study  the first study (docs/rl.md "Learning figures"): 2000, demon 6000;
 #             long   the eight-game table (docs/rl.md "All eight games"): demon 22000, alien 16000,
-#                    sub 16000, invaders 10000, heist and painter 4000, pellets and breakout 2000
+#                    invaders 10000, sub 8000, heist and painter 4000, pellets and breakout 2000
 #   CONFIG    train config JSON [per game: tools/ez_study_shooter.json for the shooters
 #             (invaders, demon, sub, breakout), tools/ez_study.json for the mazes]
 #   THREADS   LibTorch threads per run [1]
@@ -67,8 +67,9 @@ if [[ $summarize_only == 0 ]]; then
             study:demon) echo 6000 ;;
             study:*) echo 2000 ;;
             long:demon) echo 22000 ;;
-            long:alien|long:sub) echo 16000 ;;
+            long:alien) echo 16000 ;;
             long:invaders) echo 10000 ;;
+            long:sub) echo 8000 ;;
             long:heist|long:painter) echo 4000 ;;
             *) echo 2000 ;;
         esac
