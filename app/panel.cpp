@@ -437,8 +437,8 @@ void ModelPanel::settingChanged(const QString& nextRun) {
     else Q_EMIT message(nextRun);
 }
 
-QComboBox* ModelPanel::addPrecisionControl(QFormLayout* form, std::atomic<int>& setting, const QString& autoLabel,
-                                           const QString& tip) {
+void ModelPanel::addPrecisionControl(QFormLayout* form, std::atomic<int>& setting, const QString& autoLabel,
+                                     const QString& tip) {
     auto* box = new QComboBox(this);
     box->setObjectName("precision");
     box->addItem("float32 (exact)", 0);
@@ -452,7 +452,6 @@ QComboBox* ModelPanel::addPrecisionControl(QFormLayout* form, std::atomic<int>& 
         settingChanged(QStringLiteral("%1's next run computes in %2.").arg(spec_.title, box->itemText(index)));
     });
     precisionBox_ = box;
-    return box;
 }
 
 bool ModelPanel::setPrecision(int choice) {

@@ -200,8 +200,8 @@ protected:
     // The Precision row (issue 57, docs/performance.md): "float32 (exact)" (0) or `autoLabel`
     // (1: bfloat16 on a CPU with AVX512-BF16 or AMX), bound to `setting`, which the family's run
     // reads on its worker. A change calls settingChanged. objectName "precision".
-    QComboBox* addPrecisionControl(QFormLayout* form, std::atomic<int>& setting, const QString& autoLabel,
-                                   const QString& tip);
+    void addPrecisionControl(QFormLayout* form, std::atomic<int>& setting, const QString& autoLabel,
+                             const QString& tip);
     // The layout the family adds its controls to (below the model/run rows).
     QFormLayout* form() const { return form_; }
     QVBoxLayout* column() const { return column_; }

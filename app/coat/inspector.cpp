@@ -61,9 +61,6 @@ ModelPanel::Erased runModel(void* model, const cv::Mat& rgb) {
     return std::make_shared<const coat::CoatTrace>(coat::runCoat(m, rgb, {}, compute));
 }
 
-// The precision a trace was computed in, for the Grad-CAMs added to it later.
-torch::ScalarType computeOf(const coat::CoatTrace& t) { return t.compute() == "bfloat16" ? torch::kBFloat16 : torch::kFloat; }
-
 void saveTraceFile(const void* trace, const std::string& path) {
     asTrace(trace).save(path);   // glimpse::Trace::save writes atomically
 }
@@ -425,7 +422,7 @@ void CoatInspector::requestCam(int64_t cls) {
         this,
         [model = modelAs<coat::CoatModel>(), mutex = modelMutex(), traceRef, cls, scale] {
             std::lock_guard<std::mutex> lock(*mutex);
-            return coat::gradCam(*model, coatInputFromTrace(*traceRef, model->config()), cls, scale, computeOf(*traceRef));
+            return coat::gradCam(*model, coatInputFromTrace(*traceRef, model->config()), cls, scale, traceRef->computeDtype());
         },
         [this, cls, scale, traceRef](Outcome<torch::Tensor> r) {
             --camPending_;

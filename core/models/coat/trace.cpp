@@ -296,6 +296,8 @@ std::string CoatTrace::compute() const {
     return meta.contains("compute") && meta["compute"].is_string() ? meta["compute"].get<std::string>() : "float32";
 }
 
+torch::ScalarType CoatTrace::computeDtype() const { return compute() == "bfloat16" ? torch::kBFloat16 : torch::kFloat; }
+
 bool CoatTrace::hasCamScale(int scale) const { return scale == 3 || (scale >= 0 && scale < 3 && trace_.has(camKey(scale))); }
 
 torch::Tensor CoatTrace::cam(int k, int scale) const {

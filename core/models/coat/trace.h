@@ -114,6 +114,7 @@ public:
     torch::Tensor probs() const;   // [num_classes]
     // The precision the run computed in: "float32" or "bfloat16" (meta "compute").
     std::string compute() const;
+    torch::ScalarType computeDtype() const;   // the same as kFloat or kBFloat16
     // Grad-CAM map [h, w] of the k-th stored CAM (0..4: the top-5 classes, best first) at
     // `scale` (0..3; 3 = the last scale, [h4, w4]).
     torch::Tensor cam(int k, int scale = 3) const;
