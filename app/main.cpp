@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
         }
         if (cmd == "--version" || cmd == "-v") {
             std::cout << "glimpse " << GLIMPSE_VERSION << "\n";
+            const std::string allocator = glimpse::allocatorLibrary();
+            if (!allocator.empty()) std::cout << "allocator: " << allocator << "\n";
             return 0;
         }
         bool handled = false;

@@ -19,7 +19,7 @@ jobs="${JOBS:-$(nproc)}"
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libtorch-dev libgloo-dev libopenblas0-pthread
+  libtorch-dev libgloo-dev libopenblas0-pthread libtcmalloc-minimal4
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev qt6-qpa-plugins libgl-dev
   libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers glslc libimgui-dev
   libopencv-dev libhdf5-dev nlohmann-json3-dev zlib1g-dev

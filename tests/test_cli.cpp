@@ -23,6 +23,7 @@
 #include "core/io/image.h"
 #include "core/models/letr/trace.h"
 #include "core/runlog.h"
+#include "core/util/threads.h"
 
 class TestCli : public QObject {
     Q_OBJECT
@@ -117,6 +118,23 @@ private Q_SLOTS:
         QVERIFY2(all.contains("OMP_WAIT_POLICY = 'ACTIVE'"), qPrintable(all));
         all = display(ours, {"GLIMPSE_KEEP_WAITING=1"});
         QVERIFY2(all.contains("glimpse " GLIMPSE_VERSION) && !all.contains("GOMP_SPINCOUNT = '0'"), qPrintable(all));
+    }
+
+    // The allocator (docs/performance.md, "The allocator"): built with tcmalloc, this test and
+    // glimpse use its malloc, say so in --version, and its report of large allocations is off.
+    void allocator() {
+        const std::string mine = glimpse::allocatorLibrary();
+#ifdef GLIMPSE_TCMALLOC
+        QVERIFY2(mine.find("tcmalloc") != std::string::npos, mine.c_str());
+        if (!QProcessEnvironment::systemEnvironment().contains("GLIMPSE_KEEP_WAITING") &&
+            !QProcessEnvironment::systemEnvironment().contains("TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD"))
+            QVERIFY(qgetenv("TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD").toLongLong() >= (1LL << 40));
+#else
+        QVERIFY2(mine.find("libc") != std::string::npos, mine.c_str());
+#endif
+        const Result r = run({"--version"});
+        QCOMPARE(r.code, 0);
+        QVERIFY2(r.out.contains(QString("allocator: ") + QString::fromStdString(mine)), qPrintable(r.out));
     }
 
     // The headless build of the same commands (glimpse-headless; GLIMPSE_HEADLESS=ON builds it as

@@ -60,6 +60,15 @@ void tuneAllocator() {
 #endif
 }
 
+std::string allocatorLibrary() {
+    void* fn = dlsym(RTLD_DEFAULT, "malloc");
+    Dl_info info{};
+    if (!fn || !dladdr(fn, &info) || !info.dli_fname) return "";
+    const std::string path = info.dli_fname;
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 bool cpuHasBf16() {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a = 0, b = 0, c = 0, d = 0;

@@ -1,5 +1,7 @@
 #pragma once
-// How many threads the compute core uses.
+// How many threads the compute core uses, and the process's run-time facts (BLAS kernels,
+// allocator, bfloat16 instructions).
+#include <string>
 
 namespace glimpse {
 
@@ -37,6 +39,11 @@ void chooseBlasKernels(char** argv);
 // (docs/performance.md, "The allocator"). Environment settings (GLIBC_TUNABLES, MALLOC_*_)
 // win: nothing changes when one of them is set. Call it first in main().
 void tuneAllocator();
+
+// The file name of the shared library whose malloc this process uses (e.g.
+// "libtcmalloc_minimal.so.4" when the executable links tcmalloc, "libc.so.6" for glibc's);
+// empty when it cannot be told. Shown by `glimpse --version`.
+std::string allocatorLibrary();
 
 // True when the processor has bfloat16 instructions that oneDNN uses for convolutions
 // (AVX512-BF16, or AMX-BF16) and the operating system saves their register state: then a
