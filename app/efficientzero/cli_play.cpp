@@ -112,9 +112,11 @@ int play(const std::vector<std::string>& args) {
                 moves * double(o.simulations) / std::max(processCpuSeconds() - cpu0, 1e-9),
                 net.foldedInference() ? "batch norms folded" : "reference layers");
     if (r.compared > 0)
-        std::printf("vs reference layers: the same action in %lld of %lld searches (%.2f%%); root value relative "
-                    "difference median %.2e, max %.2e\n",
+        std::printf("vs reference layers: the same action in %lld of %lld searches (%.2f%%), a most visited action "
+                    "of the reference's search in %lld (%.2f%%); root value relative difference median %.2e, max "
+                    "%.2e\n",
                     (long long)r.sameAction, (long long)r.compared, 100.0 * double(r.sameAction) / double(r.compared),
+                    (long long)r.mostVisitedOfReference, 100.0 * double(r.mostVisitedOfReference) / double(r.compared),
                     r.valueRelDiffMedian, r.valueRelDiffMax);
     for (const auto& f : r.recorded) std::printf("recorded %s\n", f.c_str());
     return 0;

@@ -170,6 +170,9 @@ private:
                 const int b = rl::selectAction(ref->visitCounts[j], o_.temperature, refRng, ref->rootQ[j]);
                 ++out_.compared;
                 out_.sameAction += a == b;
+                // a most-visited action of the reference's search (several when its counts tie)
+                const auto& rv = ref->visitCounts[j];
+                out_.mostVisitedOfReference += rv[size_t(a)] == *std::max_element(rv.begin(), rv.end());
                 const double vr = ref->rootValues[j];
                 valueRelDiffs_.push_back(std::abs(double(res.rootValues[j]) - vr) / std::max(std::abs(vr), 0.01));
             }

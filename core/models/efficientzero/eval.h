@@ -48,7 +48,9 @@ struct EvalResult {
     std::vector<std::string> recorded;  // episode files written
     // With EvalOptions::compareWith: searches compared, those whose chosen action was the same,
     // and the root values' relative differences |v - v_ref| / max(|v_ref|, 0.01) (median, max).
-    int64_t compared = 0, sameAction = 0;
+    // mostVisitedOfReference counts the searches whose chosen action has the reference search's
+    // highest visit count: the same action, or another one tied with it at the top.
+    int64_t compared = 0, sameAction = 0, mostVisitedOfReference = 0;
     double valueRelDiffMedian = 0, valueRelDiffMax = 0;
 };
 EvalResult evaluate(Network& net, const std::string& game, const EvalOptions& options,
