@@ -30,30 +30,18 @@ bool hasVar(char* const* envp, const char* name) {
     return false;
 }
 
-// With tcmalloc (GLIMPSE_TCMALLOC), its report of every allocation of 1 GiB or more (a line with a
-// stack of addresses on stderr, which reads like a crash) is raised out of reach the same way:
-// a large tensor is not an event the user needs to see.
 void passiveWaiting(int, char** argv, char** envp) {
     static char kOmp[] = "OMP_WAIT_POLICY=PASSIVE";
     static char kBlas[] = "OPENBLAS_THREAD_TIMEOUT=4";   // 2^4 cycles, OpenBLAS's least
     if (!argv || !envp || hasVar(envp, "GLIMPSE_KEEP_WAITING")) return;
     const bool omp = hasVar(envp, "OMP_WAIT_POLICY"), blas = hasVar(envp, "OPENBLAS_THREAD_TIMEOUT");
-#ifdef GLIMPSE_TCMALLOC
-    static char kReport[] = "TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD=1099511627776";   // 1 TiB
-    const bool report = hasVar(envp, "TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD");
-#else
-    const bool report = true;
-#endif
-    if (omp && blas && report) return;
+    if (omp && blas) return;
     size_t n = 0;
     while (envp[n]) ++n;
-    char** env = static_cast<char**>(__builtin_alloca((n + 4) * sizeof(char*)));
+    char** env = static_cast<char**>(__builtin_alloca((n + 3) * sizeof(char*)));
     for (size_t i = 0; i < n; ++i) env[i] = envp[i];
     if (!omp) env[n++] = kOmp;
     if (!blas) env[n++] = kBlas;
-#ifdef GLIMPSE_TCMALLOC
-    if (!report) env[n++] = kReport;
-#endif
     env[n] = nullptr;
     execve("/proc/self/exe", argv, env);   // returns only on failure: go on with the defaults
 }
