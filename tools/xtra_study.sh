@@ -15,6 +15,9 @@
 #   VARIANTS  [scratch pretrained constant xtra]
 #   SEEDS     finetuning seeds [0 1 2]
 #   TEACHER_STEPS  updates of each teacher (EfficientZero on its game, seed 0) [2000]
+#   TEACHERS  finished EfficientZero runs to use as teachers instead of training them, as
+#             "game=RUN_DIR ..." (e.g. the long-budget runs of tools/ez_study.sh BUDGET=long;
+#             the run's replay becomes the game's dataset) []
 #   PRE_STEPS      distillation updates [3000]
 #   STEPS     finetuning updates per run [2000]
 #   MINUTES   wall-clock limit per training run (SIGINT: final checkpoint) [30]
@@ -38,6 +41,7 @@ TARGETS="${TARGETS:-demon pellets}"
 VARIANTS="${VARIANTS:-scratch pretrained constant xtra}"
 SEEDS="${SEEDS:-0 1 2}"
 TEACHER_STEPS="${TEACHER_STEPS:-2000}"
+TEACHERS="${TEACHERS:-}"
 PRE_STEPS="${PRE_STEPS:-3000}"
 STEPS="${STEPS:-2000}"
 MINUTES="${MINUTES:-30}"
@@ -64,7 +68,16 @@ if [[ $summarize_only == 0 ]]; then
     sources_json=""
     for g in $SOURCES; do
         t="$OUT/teacher-$g"
-        if ! finished "$t.log"; then
+        given=""
+        for kv in $TEACHERS; do
+            [[ $kv == *=* ]] || { echo "xtra_study.sh: TEACHERS entry '$kv' is not game=RUN_DIR" >&2; exit 2; }
+            [[ ${kv%%=*} == "$g" ]] && given="${kv#*=}"
+        done
+        if [[ -n "$given" ]]; then
+            [[ -f "$given/model.h5" && -f "$given/state.h5" ]] ||
+                { echo "xtra_study.sh: teacher run '$given' for $g has no model.h5 and state.h5" >&2; exit 1; }
+            t="$given"
+        elif ! finished "$t.log"; then
             echo "$t: training the teacher ($(date +%H:%M:%S))"
             rm -rf "$t"
             run train efficientzero --env "$g" --seed 0 --steps "$TEACHER_STEPS" \
