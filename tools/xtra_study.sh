@@ -56,7 +56,7 @@ WARMUP="${WARMUP:-200}"
 case "${1:-}" in
     --summarize) summarize_only=1 ;;
     "") summarize_only=0 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "xtra_study.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 run() { timeout -s INT "$((MINUTES * 60))" nice -n "$NICE" "$GLIMPSE" "$@"; }
