@@ -73,6 +73,84 @@ private Q_SLOTS:
         QCOMPARE(rb.priorities(2)[0], 10.0);
     }
 
+    // New positions get the largest priority held now, as the reference's
+    // `self.priorities.max()`: once an early large error is updated away or its game evicted,
+    // new games no longer get it.
+    void newPositionsGetTheBuffersCurrentMaximum() {
+        ReplayConfig c;
+        c.capacity = 6;
+        ReplayBuffer rb(c);
+        QCOMPARE(rb.maxPriority(), 1.0);            // empty: 1
+        rb.add(makeGame({0, 0, 0}, true), {50.0, 0.2, 0.1});
+        rb.add(makeGame({0, 0}, true), {0.3, 0.4});
+        QCOMPARE(rb.maxPriority(), 50.0);
+        // Lower the 50 (position 0 of game 0) by an update.
+        SampledPosition first;
+        first.game = 0;
+        first.pos = 0;
+        rb.updatePriorities({first}, {0.05});
+        QCOMPARE(rb.maxPriority(), 0.4);
+        rb.add(makeGame({0}, true));
+        QCOMPARE(rb.priorities(2)[0], 0.4);
+        // A non-finite update takes the current maximum.
+        rb.updatePriorities({first}, {std::nan("")});
+        QCOMPARE(rb.priorities(0)[0], 0.4);
+        // Evicting the game that held the maximum lowers it.
+        rb.updatePriorities({first}, {9.0});
+        QCOMPARE(rb.maxPriority(), 9.0);
+        rb.add(makeGame({0, 0}, true), {0.7, 0.6});  // 8 transitions > 6: game 0 goes
+        QCOMPARE(rb.transitions(), int64_t(5));
+        QCOMPARE(rb.maxPriority(), 0.7);
+    }
+
+    // A batch holds distinct positions when the buffer has enough, drawn successively among the
+    // positions not yet taken: inclusion probabilities computed by enumeration.
+    void samplesDistinctPositions() {
+        ReplayConfig c;
+        ReplayBuffer rb(c);
+        const std::vector<double> p{8.0, 1.0, 0.5, 0.1};
+        rb.add(makeGame({0, 0}, true), {p[0], p[1]});
+        rb.add(makeGame({0, 0}, true), {p[2], p[3]});
+        std::vector<double> w;
+        double sum = 0;
+        for (double v : p) {
+            w.push_back(std::pow(v + c.priorityEps, 0.6));
+            sum += w.back();
+        }
+        // Inclusion in a batch of 2: P(i first) + sum_j P(j first) w_i / (sum - w_j).
+        std::vector<double> incl(4, 0.0);
+        for (int i = 0; i < 4; ++i) {
+            incl[size_t(i)] = w[size_t(i)] / sum;
+            for (int j = 0; j < 4; ++j)
+                if (j != i) incl[size_t(i)] += w[size_t(j)] / sum * w[size_t(i)] / (sum - w[size_t(j)]);
+        }
+        std::mt19937_64 rng(7);
+        std::vector<int> counts(4, 0);
+        const int R = 20000;
+        for (int r = 0; r < R; ++r) {
+            const auto s = rb.sample(2, 1.0, rng);
+            const int a = s[0].game * 2 + s[0].pos, b = s[1].game * 2 + s[1].pos;
+            QVERIFY(a != b);
+            counts[size_t(a)]++;
+            counts[size_t(b)]++;
+            QVERIFY(std::abs(s[0].probability - w[size_t(a)] / sum) < 1e-12);  // P(i) of the whole
+        }
+        for (int i = 0; i < 4; ++i)
+            QVERIFY2(std::abs(double(counts[size_t(i)]) / R - incl[size_t(i)]) < 0.015,
+                     qPrintable(QString("%1: %2 vs %3").arg(i).arg(double(counts[size_t(i)]) / R).arg(incl[size_t(i)])));
+        // A batch of the whole buffer takes every position once, even with one dominant
+        // priority (the fallback draw); more than the buffer holds falls back to replacement.
+        ReplayBuffer big(c);
+        std::vector<double> skew(40, 1e-9);
+        skew[0] = 1e6;
+        big.add(makeGame(std::vector<float>(40, 0.f), true), skew);
+        auto all = big.sample(40, 1.0, rng);
+        std::vector<int> seen(40, 0);
+        for (const auto& x : all) seen[size_t(x.pos)]++;
+        QCOMPARE(std::count(seen.begin(), seen.end(), 1), long(40));
+        QCOMPARE(int(big.sample(100, 1.0, rng).size()), 100);
+    }
+
     void nStepTargetsTerminal() {
         ReplayConfig c;
         c.discount = 0.5;

@@ -42,8 +42,9 @@ void ReplayBuffer::add(GameHistory game, const std::vector<double>& priorities) 
                     std::to_string(game.rewards.size()) + " rewards, " + std::to_string(game.frameCount()) + " frames)");
     if (!priorities.empty() && int(priorities.size()) != T)
         throw Error("replay: " + std::to_string(priorities.size()) + " priorities for a game of " + std::to_string(T) + " steps");
-    std::vector<double> p = priorities.empty() ? std::vector<double>(size_t(T), maxPriority_) : priorities;
-    for (double v : p) maxPriority_ = std::max(maxPriority_, v);
+    // As the reference's buffer: the largest priority of the positions held now (1 when empty),
+    // not the largest ever seen, which early value errors would keep high for the whole run.
+    std::vector<double> p = priorities.empty() ? std::vector<double>(size_t(T), maxPriority()) : priorities;
     games_.push_back(std::move(game));
     priorities_.push_back(std::move(p));
     transitions_ += T;
@@ -59,6 +60,14 @@ void ReplayBuffer::evict() {
     games_.erase(games_.begin(), games_.begin() + long(drop));
     priorities_.erase(priorities_.begin(), priorities_.begin() + long(drop));
     transitions_ = left;
+}
+
+double ReplayBuffer::maxPriority() const {
+    if (transitions_ == 0) return 1.0;
+    double m = 0;
+    for (const auto& ps : priorities_)
+        for (double v : ps) m = std::max(m, v);
+    return m;
 }
 
 double ReplayBuffer::beta(double progress) const {
@@ -83,12 +92,40 @@ std::vector<SampledPosition> ReplayBuffer::sample(int batch, double beta, std::m
         gameStart[g] = acc;
         acc += games_[g].length();
     }
-    std::uniform_real_distribution<double> uni(0.0, total);
+    // Without replacement when the buffer holds enough positions (as the reference's
+    // np.random.choice(..., replace=False)): a drawn position is drawn again from the whole
+    // distribution, which is drawing from the positions not yet taken in proportion to their
+    // p^alpha. If repeats pile up (priorities concentrated on a few positions) the rest is drawn
+    // from the renormalized remainder directly.
+    const bool distinct = int64_t(batch) <= transitions_;
+    std::vector<size_t> taken;
+    taken.reserve(size_t(batch));
+    auto isTaken = [&](size_t f) { return std::find(taken.begin(), taken.end(), f) != taken.end(); };
+    std::uniform_real_distribution<double> uni01(0.0, 1.0);
+    auto drawFlat = [&]() -> size_t {
+        for (int attempt = 0; attempt < 64; ++attempt) {
+            const double u = uni01(rng) * total;
+            const size_t flat = std::min(size_t(std::upper_bound(cum.begin(), cum.end(), u) - cum.begin()), cum.size() - 1);
+            if (!distinct || !isTaken(flat)) return flat;
+        }
+        double rest = 0;  // p^alpha of the positions not taken
+        for (size_t f = 0; f < cum.size(); ++f)
+            if (!isTaken(f)) rest += cum[f] - (f ? cum[f - 1] : 0.0);
+        double u = uni01(rng) * rest;
+        size_t last = 0;
+        for (size_t f = 0; f < cum.size(); ++f) {
+            if (isTaken(f)) continue;
+            last = f;
+            u -= cum[f] - (f ? cum[f - 1] : 0.0);
+            if (u < 0) return f;
+        }
+        return last;
+    };
     std::vector<SampledPosition> out(static_cast<size_t>(batch));
     double maxW = 0;
     for (auto& s : out) {
-        const double u = uni(rng);
-        const size_t flat = std::min(size_t(std::upper_bound(cum.begin(), cum.end(), u) - cum.begin()), cum.size() - 1);
+        const size_t flat = drawFlat();
+        taken.push_back(flat);
         const size_t g = size_t(std::upper_bound(gameStart.begin(), gameStart.end(), int(flat)) - gameStart.begin()) - 1;
         s.game = int(g);
         s.pos = int(flat) - gameStart[g];
@@ -106,9 +143,8 @@ void ReplayBuffer::updatePriorities(const std::vector<SampledPosition>& position
         const auto& s = positions[i];
         if (s.game < 0 || size_t(s.game) >= games_.size() || s.pos < 0 || s.pos >= games_[size_t(s.game)].length())
             throw Error("replay: priority update for a position outside the buffer");
-        const double p = std::isfinite(priorities[i]) ? std::max(priorities[i], 0.0) : maxPriority_;
+        const double p = std::isfinite(priorities[i]) ? std::max(priorities[i], 0.0) : maxPriority();
         priorities_[size_t(s.game)][size_t(s.pos)] = p;
-        maxPriority_ = std::max(maxPriority_, p);
     }
 }
 

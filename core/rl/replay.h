@@ -68,7 +68,7 @@ public:
     explicit ReplayBuffer(const ReplayConfig& config = {});
     const ReplayConfig& config() const { return config_; }
 
-    // Adds a (finished or partial) game; its positions get the current maximum priority.
+    // Adds a (finished or partial) game; its positions get maxPriority().
     // `priorities` (T values) may be given, e.g. when restoring a buffer.
     void add(GameHistory game, const std::vector<double>& priorities = {});
     const std::vector<GameHistory>& games() const { return games_; }
@@ -76,11 +76,14 @@ public:
     int64_t totalAdded() const { return totalAdded_; }
     void setTotalAdded(int64_t n) { totalAdded_ = n; }
     const std::vector<double>& priorities(int game) const { return priorities_.at(size_t(game)); }
-    double maxPriority() const { return maxPriority_; }
+    // The largest priority of the positions held now; 1 for an empty buffer.
+    double maxPriority() const;
 
     // beta for training progress in [0, 1]: betaStart + (1 - betaStart) * progress.
     double beta(double progress) const;
-    // Samples `batch` positions with probability p_i^alpha / sum p^alpha (with replacement).
+    // Samples `batch` positions with probability p_i^alpha / sum p^alpha: distinct positions
+    // (successive draws among those not yet taken) when the buffer holds at least `batch`,
+    // with replacement otherwise. probability is P(i) of the whole distribution.
     std::vector<SampledPosition> sample(int batch, double beta, std::mt19937_64& rng) const;
     // New priorities (|predicted value - target| before the exponent).
     void updatePriorities(const std::vector<SampledPosition>& positions, const std::vector<double>& priorities);
@@ -97,7 +100,6 @@ private:
     std::vector<std::vector<double>> priorities_;  // raw priorities per position
     int64_t transitions_ = 0;
     int64_t totalAdded_ = 0;
-    double maxPriority_ = 1.0;
 };
 
 } // namespace glimpse::rl
