@@ -108,16 +108,15 @@ std::vector<SampledPosition> ReplayBuffer::sample(int batch, double beta, std::m
             const size_t flat = std::min(size_t(std::upper_bound(cum.begin(), cum.end(), u) - cum.begin()), cum.size() - 1);
             if (!distinct || !isTaken(flat)) return flat;
         }
+        auto weight = [&](size_t f) { return isTaken(f) ? 0.0 : cum[f] - (f ? cum[f - 1] : 0.0); };
         double rest = 0;  // p^alpha of the positions not taken
-        for (size_t f = 0; f < cum.size(); ++f)
-            if (!isTaken(f)) rest += cum[f] - (f ? cum[f - 1] : 0.0);
+        for (size_t f = 0; f < cum.size(); ++f) rest += weight(f);
         double u = uni01(rng) * rest;
         size_t last = 0;
         for (size_t f = 0; f < cum.size(); ++f) {
             if (isTaken(f)) continue;
             last = f;
-            u -= cum[f] - (f ? cum[f - 1] : 0.0);
-            if (u < 0) return f;
+            if ((u -= weight(f)) < 0) return f;
         }
         return last;
     };
