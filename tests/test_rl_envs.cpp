@@ -172,6 +172,29 @@ private Q_SLOTS:
         QCOMPARE(serves, 5);
     }
 
+    void heistParkedCarRunsDry() {
+        // The engine burns a unit of fuel every frame, moving or not: a car that stands still
+        // (NOOP) or presses into the border wall (LEFT from the start, column 1) loses a life
+        // when its 150-unit tank is empty, on the 150th frame, and the game after 3 x 150.
+        for (int action : {0, 3}) {
+            auto env = makeEnv("heist");
+            QCOMPARE(env->actionNames()[size_t(action)], std::string(action == 0 ? "NOOP" : "LEFT"));
+            env->reset(7);
+            StepResult r;
+            int steps = 0;
+            for (int life = 3; life > 0; --life) {
+                for (int t = 1; t <= 150; ++t) {
+                    r = env->step(action);
+                    ++steps;
+                    QCOMPARE(r.reward, 0.f);
+                    QCOMPARE(r.lives, t < 150 ? life : life - 1);
+                }
+            }
+            QVERIFY(r.terminal);
+            QCOMPARE(steps, 450);
+        }
+    }
+
     void frameSkipAndStickyActions() {
         EnvOptions skip2;
         skip2.frameSkip = 2;

@@ -1,8 +1,9 @@
 // heist: drive a getaway car through a city grid, robbing banks (each robbery in a city is
 // worth one more). A robbed bank turns into a police car a few frames later; police chase at
 // half speed. Dynamite dropped behind the car (it costs fuel; the car is immune) blows up
-// police around it five frames later. Driving burns fuel; leaving through an exit on the
-// right refuels and starts a new city. Row 0 is the fuel gauge.
+// police around it five frames later. The engine burns fuel every frame, moving or not (a car
+// parked against a wall runs dry too); leaving through an exit on the right refuels and starts
+// a new city. Row 0 is the fuel gauge.
 #include <algorithm>
 #include <optional>
 
@@ -34,10 +35,8 @@ public:
     float tick(int a) override {
         ++frame_;
         float reward = 0.f;
-        if (a >= UP && a <= DOWN && !wall(p_ + kDirs[a - 1])) {
-            p_ = p_ + kDirs[a - 1];
-            --fuel_;
-        }
+        --fuel_;
+        if (a >= UP && a <= DOWN && !wall(p_ + kDirs[a - 1])) p_ = p_ + kDirs[a - 1];
         if (a == FIRE && !dynamite_) {
             dynamite_ = Fuse{p_, kFuse};
             fuel_ -= kDynamiteFuel;
