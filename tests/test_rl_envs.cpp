@@ -195,6 +195,39 @@ private Q_SLOTS:
         }
     }
 
+    void heistExitWithoutRobberyKeepsTheTank() {
+        // Leaving a city refuels only after a robbery in it: a car that drives RIGHT along its
+        // street through exit after exit, robbing nothing, still runs dry on the 150th frame.
+        // (A seed whose first 150 frames pass no bank on that street.)
+        auto env = makeEnv("heist");
+        const ObsShape s = env->observationShape();
+        auto carX = [&] {
+            const std::vector<float> o = env->observation();
+            for (int i = 0; i < s.height * s.width; ++i)
+                if (o[size_t(5 * s.height * s.width + i)] > 0.f) return i % s.width;
+            return -1;
+        };
+        bool tested = false;
+        for (uint64_t seed = 0; seed < 50 && !tested; ++seed) {
+            env->reset(seed);
+            float reward = 0.f;
+            int exits = 0, x = carX();
+            StepResult r;
+            for (int t = 1; t <= 150 && reward == 0.f; ++t) {
+                r = env->step(2);  // RIGHT
+                reward += r.reward;
+                const int nx = carX();
+                exits += nx < x;
+                x = nx;
+                if (reward == 0.f) QCOMPARE(r.lives, t < 150 ? 3 : 2);
+            }
+            if (reward > 0.f) continue;
+            QVERIFY2(exits >= 10, "the car went through the exit again and again");
+            tested = true;
+        }
+        QVERIFY(tested);
+    }
+
     void subPatrolEndsSurfaceCamping() {
         // A sub above the fish lanes (rows 1-2) for 20 frames in a row calls a patrol boat along
         // the surface (row 1, drawn as a fish) from the far edge, one cell a frame; the sub that

@@ -2,8 +2,8 @@
 // worth one more). A robbed bank turns into a police car a few frames later; police chase at
 // half speed. Dynamite dropped behind the car (it costs fuel; the car is immune) blows up
 // police around it five frames later. The engine burns fuel every frame, moving or not (a car
-// parked against a wall runs dry too); leaving through an exit on the right refuels and starts
-// a new city. Row 0 is the fuel gauge.
+// parked against a wall runs dry too); leaving through an exit on the right starts a new city,
+// with a full tank if a bank was robbed in the one left. Row 0 is the fuel gauge.
 #include <algorithm>
 #include <optional>
 
@@ -41,8 +41,12 @@ public:
             dynamite_ = Fuse{p_, kFuse};
             fuel_ -= kDynamiteFuel;
         }
-        if (p_.x == W - 1) {  // through the exit
+        if (p_.x == W - 1) {  // through the exit: a full tank only after a robbery here
+            const int fuel = fuel_;
+            const bool refuel = robbed_ > 0;
             newCity();
+            if (!refuel) fuel_ = fuel;
+            if (fuel_ <= 0) loseLife();
             return reward;
         }
         auto bank = std::find(banks_.begin(), banks_.end(), p_);
