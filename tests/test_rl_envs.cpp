@@ -228,33 +228,6 @@ private Q_SLOTS:
         QVERIFY(tested);
     }
 
-    void subPatrolEndsSurfaceCamping() {
-        // A sub above the fish lanes (rows 1-2) for 20 frames in a row calls a patrol boat along
-        // the surface (row 1, drawn as a fish) from the far edge, one cell a frame; the sub that
-        // waits at the surface in column 7 is hit when the boat reaches it, on the 26th frame of
-        // each life, and the game ends after 3 x 26 frames without a reward.
-        auto env = makeEnv("sub");
-        QCOMPARE(env->channelNames()[2], std::string("fish"));
-        const ObsShape s = env->observationShape();
-        auto fishAt = [&](int y, int x) {
-            return env->observation()[size_t((2 * s.height + y) * s.width + x)] > 0.f;
-        };
-        env->reset(3);
-        StepResult r;
-        int steps = 0;
-        for (int life = 3; life > 0; --life)
-            for (int t = 1; t <= 26; ++t) {
-                r = env->step(0);  // NOOP: stay at the surface
-                ++steps;
-                QCOMPARE(r.reward, 0.f);
-                QCOMPARE(r.lives, t < 26 ? life : life - 1);
-                if (t < 20) QVERIFY(!fishAt(1, 1));
-                if (t >= 20 && t < 26) QVERIFY2(fishAt(1, t - 19), "the boat crosses the surface");
-            }
-        QVERIFY(r.terminal);
-        QCOMPARE(steps, 78);
-    }
-
     void frameSkipAndStickyActions() {
         EnvOptions skip2;
         skip2.frameSkip = 2;

@@ -142,7 +142,7 @@ const std::vector<Registered>& registry() {
     static const std::vector<Registered> games = {
         {{"invaders", "shooter", "rows of aliens march and descend while firing; shoot them from below"}, makeInvaders},
         {{"demon", "shooter", "waves of demons drift, swoop and fire; shoot them before they dive into you"}, makeDemon},
-        {{"sub", "shooter", "submarine: torpedo fish, pick up divers, surface with them before oxygen runs out, do not linger at the surface"}, makeSub},
+        {{"sub", "shooter", "submarine: torpedo fish, pick up divers, surface with them before oxygen runs out"}, makeSub},
         {{"breakout", "shooter", "paddle and ball against a wall of bricks"}, makeBreakout},
         {{"pellets", "maze", "eat pellets while ghosts chase you; power pellets make ghosts edible"}, makePellets},
         {{"heist", "maze", "rob banks in a city maze, outrun police, drop dynamite, mind the fuel"}, makeHeist},

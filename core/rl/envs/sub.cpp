@@ -1,6 +1,5 @@
 // sub: a submarine below the surface torpedoes fish that cross the lanes, picks up divers and
-// brings them to the surface, where the oxygen tank also refills. A sub that stays above the
-// fish lanes too long is hunted by patrol boats along the surface. Row 0 is the status bar:
+// brings them to the surface, where the oxygen tank also refills. Row 0 is the status bar:
 // the oxygen gauge from the left, the divers on board from the right.
 #include <algorithm>
 #include <optional>
@@ -11,9 +10,6 @@ namespace glimpse::rl {
 namespace {
 
 constexpr int H = 12, W = 14, kSurface = 1, kMaxOxygen = 60, kMaxDivers = 6;
-// Every kPatrolAfter frames in a row above the first fish lane (rows 1-2) send a patrol boat
-// along the surface from the far edge, one cell a frame; its depth charges reach row 2 below it.
-constexpr int kPatrolAfter = 20, kPatrolDepth = 2;
 constexpr int kLanes[] = {3, 5, 7, 9, 11};
 enum Channel { kOxygen, kDiver, kFish, kTorpedo, kSub };
 enum Action { NOOP, FIRE, UP, RIGHT, LEFT, DOWN, RIGHTFIRE, LEFTFIRE };
@@ -54,10 +50,6 @@ public:
                     m.p.x += m.dir;
                 }
         reward += resolveTorpedo();
-        if (patrolled()) {
-            loseLife();
-            return reward;
-        }
         auto gone = [](const Mover& m) { return m.p.x < 0 || m.p.x >= W; };
         fish_.erase(std::remove_if(fish_.begin(), fish_.end(), gone), fish_.end());
         divers_.erase(std::remove_if(divers_.begin(), divers_.end(), [&](const Mover& m) {
@@ -88,7 +80,6 @@ public:
         for (int i = 0; i < carried_; ++i) f.set(kDiver, {0, W - 1 - i});
         for (const auto& m : divers_) f.set(kDiver, m.p);
         for (const auto& m : fish_) f.set(kFish, m.p);
-        for (const auto& b : boats_) f.set(kFish, b.p);
         if (torpedo_) f.set(kTorpedo, torpedo_->p);
         f.set(kSub, p_);
     }
@@ -98,10 +89,7 @@ public:
     int scripted() const override {
         auto danger = [&](Pos c) {
             return std::any_of(fish_.begin(), fish_.end(),
-                               [&](const Mover& m) { return m.p == c || Pos{m.p.y, m.p.x + m.dir} == c; }) ||
-                   (c.y <= kPatrolDepth && std::any_of(boats_.begin(), boats_.end(), [&](const Mover& b) {
-                        return std::abs(b.p.x + b.dir - c.x) <= 1;
-                    }));
+                               [&](const Mover& m) { return m.p == c || Pos{m.p.y, m.p.x + m.dir} == c; });
         };
         auto passable = [&](Pos c) { return c.y >= kSurface && !danger(c); };
         auto go = [&](const Passable& goal) {
@@ -145,29 +133,6 @@ private:
         torpedo_.reset();
         fish_.clear();
         divers_.clear();
-        boats_.clear();
-        above_ = 0;
-    }
-
-    // Patrol boats: counts the frames spent above the fish lanes, sends a boat every
-    // kPatrolAfter of them, moves the boats; true when a boat's column holds the sub at depth
-    // <= kPatrolDepth (also the column the boat has just left, so the two cannot pass through
-    // each other).
-    bool patrolled() {
-        above_ = p_.y <= kPatrolDepth ? above_ + 1 : 0;
-        if (above_ > 0 && above_ % kPatrolAfter == 0) {
-            const int dir = p_.x < W / 2 ? -1 : 1;  // from the far edge
-            boats_.push_back({{kSurface, dir > 0 ? 0 : W - 1}, dir, 1, 0});
-        }
-        bool hit = false;
-        for (auto& b : boats_) {
-            const int from = b.p.x;
-            b.p.x += b.dir;
-            hit |= p_.y <= kPatrolDepth && (p_.x == from || p_.x == b.p.x);
-        }
-        boats_.erase(std::remove_if(boats_.begin(), boats_.end(), [](const Mover& b) { return b.p.x < 0 || b.p.x >= W; }),
-                     boats_.end());
-        return hit;
     }
 
     void loseLife() {
@@ -200,9 +165,9 @@ private:
     }
 
     Pos p_;
-    int facing_ = 1, oxygen_ = 0, carried_ = 0, kills_ = 0, above_ = 0;
+    int facing_ = 1, oxygen_ = 0, carried_ = 0, kills_ = 0;
     std::optional<Mover> torpedo_;
-    std::vector<Mover> fish_, divers_, boats_;
+    std::vector<Mover> fish_, divers_;
 };
 
 } // namespace
