@@ -12,14 +12,16 @@
 #   OUT       study directory; run g-s goes to $OUT/g-s [runs/ez_study]
 #   GAMES     games [pellets alien breakout demon]
 #   SEEDS     seeds [0 1 2 3 4]
-#   MINUTES   wall-clock minutes per training run (stopped with SIGINT: final checkpoint) [30]
+#   MINUTES   wall-clock minutes per training run (stopped with SIGINT: final checkpoint)
+#             [30; 180 with BUDGET=long, the 3 hours per run]
 #   STEPS     learner updates, the schedule's horizon (lr, temperature, beta) [per BUDGET]
 #   BUDGET    the per-game updates when STEPS is not set [study]:
 #             study  the first study (docs/rl.md "Learning figures"): 2000, demon 6000;
 #             long   the eight-game table (docs/rl.md "All eight games"): demon 22000, alien 16000,
-#                    invaders 10000, sub 8000, heist and painter 4000, pellets and breakout 2000
-#   CONFIG    train config JSON [per game: tools/ez_study_shooter.json for the shooters
-#             (invaders, demon, sub, breakout), tools/ez_study.json for the mazes]
+#                    sub 16000, invaders 10000, heist 8000, painter 4000, pellets and breakout 2000
+#   CONFIG    train config JSON [per game: tools/ez_study_shooter.json for invaders, demon and
+#             breakout, tools/ez_study.json for the mazes and sub (its discount of 0.997, docs/rl.md
+#             "Heist and sub again")]
 #   THREADS   LibTorch threads per run [1]
 #   EPISODES  evaluation episodes per run [32]
 #   SIMS      evaluation MCTS simulations [the config's "simulations", else 16]
@@ -34,7 +36,7 @@ GLIMPSE="${GLIMPSE:-$here/build/app/glimpse}"
 OUT="${OUT:-runs/ez_study}"
 GAMES="${GAMES:-pellets alien breakout demon}"
 SEEDS="${SEEDS:-0 1 2 3 4}"
-MINUTES="${MINUTES:-30}"
+if [[ "${BUDGET:-study}" == long ]]; then MINUTES="${MINUTES:-180}"; else MINUTES="${MINUTES:-30}"; fi
 STEPS="${STEPS:-}"
 CONFIG="${CONFIG:-}"
 THREADS="${THREADS:-1}"
@@ -44,7 +46,7 @@ summarize_only=0
 case "${1:-}" in
     --summarize) summarize_only=1 ;;
     "") ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "ez_study.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 case "${BUDGET:-study}" in
@@ -57,7 +59,7 @@ if [[ $summarize_only == 0 ]]; then
     config_for() {  # the study's config for game $1
         if [[ -n "$CONFIG" ]]; then echo "$CONFIG"; return; fi
         case "$1" in
-            invaders|demon|sub|breakout) echo "$here/tools/ez_study_shooter.json" ;;
+            invaders|demon|breakout) echo "$here/tools/ez_study_shooter.json" ;;
             *) echo "$here/tools/ez_study.json" ;;
         esac
     }
@@ -69,8 +71,9 @@ if [[ $summarize_only == 0 ]]; then
             long:demon) echo 22000 ;;
             long:alien) echo 16000 ;;
             long:invaders) echo 10000 ;;
-            long:sub) echo 8000 ;;
-            long:heist|long:painter) echo 4000 ;;
+            long:sub) echo 16000 ;;
+            long:heist) echo 8000 ;;
+            long:painter) echo 4000 ;;
             *) echo 2000 ;;
         esac
     }
