@@ -184,6 +184,24 @@ std::unique_ptr<QProcess> startTrainer(const QStringList& args, int rank, int wo
     return p;
 }
 
+// A batch that does not divide by the world size: every rank of a 3-rank run stops with a clear
+// error before the rendezvous. Each rank is started alone, with no peer to meet: a rank that
+// checked only after the rendezvous would wait for the others and then report a failed
+// rendezvous instead (what CI once saw of rank 0 when the peers stopped before it had connected).
+bool refusesBatchBeforeRendezvous(const QStringList& common, const QString& out, const QString& model, int batch) {
+    const QString want = QString("batch_size %1 does not divide by the world size 3").arg(batch);
+    for (int rank = 0; rank < 3; ++rank) {
+        auto p = startTrainer(common + QStringList{"--out", out}, rank, 3, freePort(), model);
+        if (!p->waitForFinished(120000)) return false;
+        const QString e = QString::fromLocal8Bit(p->readAllStandardError());
+        if (p->exitCode() == 0 || !e.contains(want) || e.contains("waiting for the other ranks")) {
+            qWarning("%s rank %d: %s", qPrintable(model), rank, qPrintable(e.right(1500)));
+            return false;
+        }
+    }
+    return true;
+}
+
 bool finishOk(QProcess& p, QString* err = nullptr) {
     const bool done = p.waitForFinished(240000);
     const QString e = QString::fromLocal8Bit(p.readAllStandardError()) + QString::fromLocal8Bit(p.readAllStandardOutput());
@@ -408,16 +426,7 @@ private Q_SLOTS:
         const double dr = largestDifference(dir_.filePath("one/model.h5").toStdString(), (mixed + "/model.h5").toStdString());
         qInfo("2 ranks for 3 steps, then 1 process: largest weight difference %.3g", dr);
         QVERIFY2(dr <= 1e-5, qPrintable(QString::number(dr)));
-        // A batch that does not divide by the world size: a clear error on every rank.
-        const int port3 = freePort();
-        auto b0 = startTrainer(common + QStringList{"--out", dir_.filePath("bad")}, 0, 3, port3);
-        auto b1 = startTrainer(common + QStringList{"--out", dir_.filePath("bad")}, 1, 3, port3);
-        auto b2 = startTrainer(common + QStringList{"--out", dir_.filePath("bad")}, 2, 3, port3);
-        for (auto* p : {b0.get(), b1.get(), b2.get()}) {
-            QVERIFY(p->waitForFinished(120000));
-            const QString e = QString::fromLocal8Bit(p->readAllStandardError());
-            QVERIFY2(p->exitCode() != 0 && e.contains("batch_size 8 does not divide by the world size 3"), qPrintable(e));
-        }
+        QVERIFY(refusesBatchBeforeRendezvous(common, dir_.filePath("bad"), "coat", 8));
     }
 
     // A rank killed in the middle of `glimpse train coat`: rank 0 stops with an error naming
@@ -486,6 +495,7 @@ private Q_SLOTS:
         QCOMPARE(lb.size(), la.size());
         for (size_t i = 0; i < la.size(); ++i) QVERIFY2(std::abs(la[i] - lb[i]) <= 1e-4 * std::max(1.0, std::abs(la[i])), qPrintable(QString("step %1: %2 vs %3").arg(i).arg(la[i]).arg(lb[i])));
         QVERIFY(b.series.count("dist/throughput_rank1"));
+        QVERIFY(refusesBatchBeforeRendezvous(common, dir_.filePath("letr_bad"), "letr", 4));
     }
 
     // `glimpse train constellation --multi-branch` in two processes (batch-norm statistics per
@@ -522,6 +532,7 @@ private Q_SLOTS:
         QVERIFY(finishOk(*resumed));
         QVERIFY(QFile::exists(mixed + "/model.h5"));
         QCOMPARE(RunLog::load((mixed + "/run.h5").toStdString()).series.at("loss/train").size(), size_t(4));
+        QVERIFY(refusesBatchBeforeRendezvous(common, dir_.filePath("cn_bad"), "constellation", 8));
     }
 
     // EfficientZero: rank 0 learns from the games rank 1 plays (it plays none itself) and

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/io/atomic_file.h"
 #include "core/models/coat/train.h"
+#include "core/train/run.h"
 
 namespace glimpse::cli {
 
@@ -134,6 +135,7 @@ int trainCoat(const std::vector<std::string>& args) {
     StopOnInterrupt interrupt(control);
     std::unique_ptr<dist::Communicator> comm;
     if (ds.distributed()) {
+        train::checkBatchDividesWorld(cfg.batchSize, ds.worldSize, "rows");   // before the rendezvous
         std::cerr << "glimpse train coat: " << ds.describe() << ": waiting for the other ranks\n";
         comm = std::make_unique<dist::Communicator>(ds);
     }

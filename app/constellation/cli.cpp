@@ -25,6 +25,7 @@
 #include "core/models/constellation/fewshot.h"
 #include "core/models/constellation/model.h"
 #include "core/models/constellation/train.h"
+#include "core/train/run.h"
 
 namespace glimpse::app::constellation {
 
@@ -175,6 +176,7 @@ int trainCommand(const std::vector<std::string>& args) {
     cli::StopOnInterrupt interrupt(control);
     std::unique_ptr<dist::Communicator> comm;
     if (ds.distributed()) {
+        train::checkBatchDividesWorld(cfg.batchSize, ds.worldSize, "images");   // before the rendezvous
         std::cerr << "glimpse train constellation: " << ds.describe() << ": waiting for the other ranks\n";
         comm = std::make_unique<dist::Communicator>(ds);
     }

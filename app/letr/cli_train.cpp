@@ -10,6 +10,7 @@
 #include "core/util/threads.h"
 #include "core/error.h"
 #include "core/models/letr/train.h"
+#include "core/train/run.h"
 
 namespace glimpse::cli {
 
@@ -78,6 +79,7 @@ int trainLetr(const std::vector<std::string>& args) {
     const std::string out = a.require("--out");
     std::unique_ptr<dist::Communicator> comm;
     if (ds.distributed()) {
+        train::checkBatchDividesWorld(cfg.batchSize, ds.worldSize, "images");   // before the rendezvous
         std::cerr << "glimpse train letr: " << ds.describe() << ": waiting for the other ranks\n";
         comm = std::make_unique<dist::Communicator>(ds);
     }

@@ -56,6 +56,12 @@ bool resumeFrom(const std::string& checkpoint, bool resume) {
     return false;
 }
 
+void checkBatchDividesWorld(int64_t batchSize, int worldSize, const std::string& what) {
+    if (worldSize > 0 && batchSize % worldSize != 0)
+        throw Error("batch_size " + std::to_string(batchSize) + " does not divide by the world size " +
+                    std::to_string(worldSize) + " (every rank trains on batch_size / world size " + what + ")");
+}
+
 TrainState loadResumeState(const std::string& path, const std::string& family, const nlohmann::json& config,
                            const std::vector<std::string>& mayChange, const std::string& data) {
     TrainState s = loadTrainState(path, family);

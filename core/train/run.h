@@ -46,6 +46,11 @@ TrainState loadResumeState(const std::string& path, const std::string& family, c
 TrainState stepState(const nlohmann::json& config, const std::string& data, int64_t step, const torch::nn::Module& model,
                      const AdamW& optimizer);
 
+// Throws "batch_size <b> does not divide by the world size <w> (every rank trains on batch_size /
+// world size <what>)" unless it does. The CLIs call it before the rendezvous too, so that every
+// rank of a misconfigured run stops with this message rather than a rank waiting for the others.
+void checkBatchDividesWorld(int64_t batchSize, int worldSize, const std::string& what);
+
 // Throws "<trainer>: the loss became <loss> at step <step> (lower the learning rate?)" unless
 // the loss is finite.
 void checkLossFinite(double loss, int64_t step, const std::string& trainer);

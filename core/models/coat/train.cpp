@@ -459,9 +459,7 @@ CoatTrainResult trainCoat(const CoatTrainConfig& cfg, const std::string& dataSpe
                           dist::Communicator* comm) {
     cfg.validate();
     const int world = comm ? comm->worldSize() : 1;
-    if (cfg.batchSize % world != 0)
-        throw Error("batch_size " + std::to_string(cfg.batchSize) + " does not divide by the world size " +
-                    std::to_string(world) + " (every rank trains on batch_size / world size rows)");
+    train::checkBatchDividesWorld(cfg.batchSize, world, "rows");
     CoatRun run{cfg, dataSpec, data::openClassificationDataset(dataSpec, int(cfg.holdoutEvery))};
     if (comm && comm->worldSize() > 1) {
         run.comm = comm;

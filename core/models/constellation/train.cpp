@@ -354,9 +354,7 @@ ConstellationTrainResult trainConstellation(const ConstellationTrainConfig& cfg,
                                             const train::ProgressFn& progress, dist::Communicator* comm) {
     cfg.validate();
     const int world = comm ? comm->worldSize() : 1;
-    if (cfg.batchSize % world != 0)
-        throw Error("batch_size " + std::to_string(cfg.batchSize) + " does not divide by the world size " +
-                    std::to_string(world) + " (every rank trains on batch_size / world size images)");
+    train::checkBatchDividesWorld(cfg.batchSize, world, "images");
     const int64_t size = cfg.model.value("image_size", int64_t(32));
     Run run{cfg, dataSpec, data::openFewShotDataset(dataSpec, int(size))};
     run.mcfg = cfg.modelConfig(run.splits.base->classNames(), size);

@@ -932,9 +932,7 @@ void trainLetr(const LetrTrainConfig& cfg, const std::string& dataSpec, const st
     const int world = comm ? comm->worldSize() : 1;
     if (world > 1 && !device.is_cpu())
         throw Error("distributed LETR training runs on the CPU (Gloo); --device " + device.str() + " needs one process");
-    if (cfg.batchSize % world != 0)
-        throw Error("batch_size " + std::to_string(cfg.batchSize) + " does not divide by the world size " +
-                    std::to_string(world) + " (every rank trains on batch_size / world size images)");
+    train::checkBatchDividesWorld(cfg.batchSize, world, "images");
     LetrRun run{cfg, dataSpec, control, {}, data::openLineDataset(dataSpec), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, cfg.toJson(), resume};
     if (run.ds->size() < 1) throw Error("dataset '" + dataSpec + "' is empty");
     run.files = train::runFiles(outDir);
