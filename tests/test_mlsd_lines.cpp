@@ -248,6 +248,9 @@ private Q_SLOTS:
         // mlsd-snapped: the same photos, labels snapped (another labeller: the cache is rebuilt).
         auto snappedSet = openLineDataset("mlsd-snapped:" + d + "/list.txt");
         QCOMPARE(snappedSet->size(), int64_t(1));
+        // The run log's data_description names the option (it read "mlsd:" before).
+        QVERIFY(contains(snappedSet->describe(), {"mlsd-snapped:" + d + "/list.txt", "snapped to edges"}));
+        QVERIFY(!contains(ds->describe(), {"snapped"}));
         QVERIFY(contains(h5::File::open(d + "/list.txt.mlsd.h5").attrString("labeller"), {"\"snap_to_edges\":true"}));
         openLineDataset("mlsd:" + d + "/list.txt");
         QVERIFY(contains(h5::File::open(d + "/list.txt.mlsd.h5").attrString("labeller"), {"\"snap_to_edges\":false"}));

@@ -250,7 +250,8 @@ void pseudoLabels(const std::vector<eval::ScoredLine>& found, const cv::Mat& rgb
 
 MlsdPhotoLines::MlsdPhotoLines(const std::string& source, MlsdLabeller labeller, MlsdLabelOptions o,
                                std::function<void(const std::string&)> log)
-    : source_(source), cache_(mlsdLabelCachePath(source)), paths_(listImageFiles(source, true)) {
+    : source_(source), cache_(mlsdLabelCachePath(source)), snapped_(o.snapToEdges),
+      paths_(listImageFiles(source, true)) {
     if (!log) log = [](const std::string& m) { std::cerr << m << "\n"; };
     const std::string identity = labeller.identity + " " + o.toJson();
     const fs::path cacheDir = fs::path(cache_).parent_path().empty() ? fs::path(".") : fs::path(cache_).parent_path();
@@ -339,7 +340,8 @@ LineSample MlsdPhotoLines::get(int64_t index) const {
 }
 
 std::string MlsdPhotoLines::describe() const {
-    return "mlsd:" + source_ + " (" + std::to_string(paths_.size()) + " photos, M-LSD pseudo-lines)";
+    return (snapped_ ? "mlsd-snapped:" : "mlsd:") + source_ + " (" + std::to_string(paths_.size()) +
+           " photos, M-LSD pseudo-lines" + (snapped_ ? ", snapped to edges)" : ")");
 }
 
 } // namespace glimpse::data

@@ -106,6 +106,7 @@ public:
 
 private:
     std::string source_, cache_;
+    bool snapped_ = false;   // labels snapped to edges (spec mlsd-snapped:): describe() says so
     std::vector<std::string> paths_;
     std::vector<torch::Tensor> lines_, scores_;
     std::vector<cv::Size> sizes_;
