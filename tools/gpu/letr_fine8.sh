@@ -35,36 +35,36 @@ INIT=.photo_data/letr_coarse_init.h5
 PHOTOS=.photo_data/photos.txt
 SNAPPED=.photo_data/photos_snap.txt   # the same photos; its own label cache (photos_snap.txt.mlsd.h5)
 
+# label_caches TMP: both label caches, one after the other (the arms read them at the same time;
+# a cache that is already current is only read).
+label_caches() {
+    cp "$PHOTOS" "$SNAPPED"
+    "$GLIMPSE" data export --data "mlsd:$PHOTOS" --out "$1_a" >/dev/null
+    "$GLIMPSE" data export --data "mlsd-snapped:$SNAPPED" --out "$1_b" >/dev/null
+    rm -rf "$1_a" "$1_b"
+}
+
 prepare() {
-    local glimpse="${GLIMPSE:-build/app/glimpse}"
+    GLIMPSE="${GLIMPSE:-build/app/glimpse}"
     [ -f "$PHOTOS" ] || { echo "letr_fine8.sh: no $PHOTOS (tools/photo_data.py build)" >&2; exit 1; }
     /usr/bin/python3 - resources/letr_demo.h5 "$INIT" <<'EOF'
-import json, shutil, sys, h5py
+import json, os, sys, h5py
 src, dst = sys.argv[1], sys.argv[2]
-shutil.copyfile(src, dst + ".tmp")
-with h5py.File(dst + ".tmp", "r+") as f:
-    cfg = json.loads(f["meta"].attrs["config"])
-    cfg["stages"] = "coarse"
-    f["meta"].attrs["config"] = json.dumps(cfg)
-    # LETR's names: letr.* is the coarse stage; the fine stage's transformer and heads are unprefixed
-    fine = [k for k in f["params"] if k.split(".")[0] in ("transformer", "input_proj", "class_embed", "lines_embed")]
-    for k in fine:
-        del f["params"][k]
-print(f"{dst}: {len(fine)} fine-stage tensors removed, stages 'coarse'")
-EOF
-    # h5py leaves the deleted tensors' space in the file: copy the rest into a fresh one
-    /usr/bin/python3 - "$INIT.tmp" "$INIT" <<'EOF'
-import sys, h5py
-with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2] + ".new", "w") as b:
+# LETR's names: letr.* is the coarse stage; the fine stage's transformer and heads are unprefixed
+fine = ("transformer", "input_proj", "class_embed", "lines_embed")
+with h5py.File(src, "r") as a, h5py.File(dst + ".new", "w") as b:
     for k, v in a.attrs.items(): b.attrs[k] = v
-    for k in a: a.copy(k, b)
+    a.copy("meta", b)
+    cfg = json.loads(b["meta"].attrs["config"])
+    cfg["stages"] = "coarse"
+    b["meta"].attrs["config"] = json.dumps(cfg)
+    params = b.create_group("params")
+    kept = [k for k in a["params"] if k.split(".")[0] not in fine]
+    for k in kept: a.copy(a["params"][k], params, name=k)
+os.replace(dst + ".new", dst)
+print(f"{dst}: {len(kept)} tensors kept, the fine stage's removed, stages 'coarse'")
 EOF
-    mv "$INIT.new" "$INIT"
-    rm -f "$INIT.tmp"
-    cp "$PHOTOS" "$SNAPPED"
-    "$glimpse" data export --data "mlsd:$PHOTOS" --out /tmp/fine8_export_a >/dev/null
-    "$glimpse" data export --data "mlsd-snapped:$SNAPPED" --out /tmp/fine8_export_b >/dev/null
-    rm -rf /tmp/fine8_export_a /tmp/fine8_export_b
+    label_caches /tmp/fine8_export
     ls -l "$INIT" "$PHOTOS.mlsd.h5" "$SNAPPED.mlsd.h5"
 }
 
@@ -112,9 +112,7 @@ run() {
     echo "== $(date -u) letr_fine8.sh: $DEVICE, $(nproc) cores, budget ${BUDGET}s, batch $BATCH, $THREADS threads per arm"
     command -v nvidia-smi >/dev/null && nvidia-smi -L || true
     # 0. The label caches (carried; made here when they are not, one at a time).
-    "$GLIMPSE" data export --data "mlsd:$PHOTOS" --out "$WORK/export_a" >/dev/null
-    "$GLIMPSE" data export --data "mlsd-snapped:$SNAPPED" --out "$WORK/export_b" >/dev/null
-    rm -rf "$WORK/export_a" "$WORK/export_b"
+    label_caches "$WORK/export"
     # 1. The step count: STEPS, or what fits BUDGET at the rate measured on the H200 on 2026-11-30
     #    (three arms side by side, 3.9 steps of 8 per second each). A probe that read the trainer's
     #    images/s after a few steps was tried first: it counts the start-up, read 4 instead of 31
