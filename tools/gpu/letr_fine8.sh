@@ -11,22 +11,29 @@
 #                                             without its fine stage) and both label caches
 #   tools/gpu/letr_fine8.sh run BUILD OUTDIR   on the GPU server after tools/gpu/build_gpu.sh BUILD
 #
-# `run` trains three arms side by side, each the photo recipe's fine phase alone (coarse_steps 0)
-# from the shipped coarse stage, the fine stage copied from it as the recipe does:
-#   s8       fine_level 3 (stride 8), M-LSD's labels (the shipped model's data)
+# `run` trains the arms of ARMS side by side, each the photo recipe's fine phase alone
+# (coarse_steps 0) from the shipped coarse stage, the fine stage copied from it as the recipe
+# does. An arm's name says what it changes (see level, data and line_coef below); the default
+# ARMS="s8 s8snap s16snap":
+#   s8       fine_level 3 (stride 8), M-LSD's labels (the first photo model's data)
 #   s8snap   fine_level 3, labels snapped to the edges (mlsd-snapped:)
 #   s16snap  fine_level 4 (stride 16, the shipped geometry), snapped labels: the same number of
 #            steps, so that s8snap against s16snap is the stride alone (with M-LSD's labels, more
 #            stride-16 fine steps were measured on the CPU: no gain)
+# Others that ran: s16l25 (M-LSD's labels, loss.line_coef 25), procs16l25 and procs16 (procedural
+# scenes alone; procs16 with 1500 steps is the shipped fine stage, tools/train_letr_photo.sh's
+# second run).
 # STEPS fine steps per arm (default: what fits BUDGET seconds at the H200's measured rate), then
 # eval letr per arm (held-out procedural scenes;
 # the labelled photos when .eval_data/wireframe_tiny/test.json is there) on the GPU.
 # OUTDIR gets MODEL_<arm>.h5, fine8_log.txt and fine8_eval.txt.
-# Environment: STEPS, BUDGET [240] training seconds (the limit is BUDGET + 60), BATCH [8], THREADS
+# Environment: ARMS, STEPS, BUDGET [240] training seconds (the limit is BUDGET + 60), BATCH [8], THREADS
 # [4] per arm, DEVICE [cuda], EVAL_PROC [procedural:200:1000:427x320], EVAL_PHOTOS
 # [.eval_data/wireframe_tiny/test.json; empty: none]. A dry run on a CPU: DEVICE=cpu STEPS=2
 # BUDGET=200 EVAL_PROC=procedural:2:1000:427x320 EVAL_PHOTOS=.
-# What ran (2026-11-30, docs/decisions.md): STEPS=800 BUDGET=300, 220 s of training.
+# What ran (2026-11-30, docs/decisions.md): STEPS=800 BUDGET=300, 220 s of training; then
+# ARMS="s16l25 procs16l25 procs16" STEPS=1000 BUDGET=280 (3 arms at 3.9 steps/s each) and
+# ARMS=procs16 STEPS=1500 BUDGET=200 (one arm: 6.3 steps/s, 219 s).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -71,18 +78,23 @@ EOF
 # config ARM FINE_LEVEL STEPS -> $WORK/ARM/config.json
 config() {
     mkdir -p "$WORK/$1"
-    FINE_LEVEL=$2 STEPS=$3 BATCH=$BATCH python3 - resources/letr_photo_train.json "$WORK/$1/config.json" "$INIT" <<'EOF'
+    FINE_LEVEL=$2 STEPS=$3 BATCH=$BATCH LINE_COEF=$(line_coef "$1") python3 - resources/letr_photo_train.json "$WORK/$1/config.json" "$INIT" <<'EOF'
 import json, os, sys
 c = json.load(open(sys.argv[1]))
 c["model"]["fine_level"] = int(os.environ["FINE_LEVEL"])
 c.update(coarse_steps=0, fine_steps=int(os.environ["STEPS"]), batch_size=int(os.environ["BATCH"]),
          val_every=0, checkpoint_every=100, init=sys.argv[3])
+c.setdefault("loss", {})["line_coef"] = float(os.environ["LINE_COEF"])
 json.dump(c, open(sys.argv[2], "w"), indent=1)
 EOF
 }
+# An arm's name says what it changes: s8 / s16 the fine stage's stride, "snap" snapped labels,
+# "proc" procedural scenes only (exact labels, no photos), "l<N>" loss.line_coef N (default 5).
 level() { case "$1" in *s16*) echo 4 ;; *) echo 3 ;; esac; }
-data() { case "$1" in *snap) echo "mix:procedural:100000:1:427x320+mlsd-snapped:$SNAPPED" ;;
+data() { case "$1" in *proc*) echo "procedural:100000:1:427x320" ;;
+                      *snap*) echo "mix:procedural:100000:1:427x320+mlsd-snapped:$SNAPPED" ;;
                       *) echo "mix:procedural:100000:1:427x320+mlsd:$PHOTOS" ;; esac; }
+line_coef() { local c; c=$(sed -n 's/.*l\([0-9][0-9]*\).*/\1/p' <<<"$1"); echo "${c:-5}"; }
 # train ARM LIMIT_SECONDS [glimpse args]: the arm's run in $WORK/ARM/run (SIGINT at the limit: a checkpoint)
 train() {
     local arm=$1 limit=$2
@@ -103,7 +115,7 @@ run() {
     WORK="${WORK:-/tmp/letr_fine8}"
     EVAL_PROC="${EVAL_PROC:-procedural:200:1000:427x320}"
     EVAL_PHOTOS="${EVAL_PHOTOS-.eval_data/wireframe_tiny/test.json}"
-    local arms=(s8 s8snap s16snap) start a pids
+    local arms=(${ARMS:-s8 s8snap s16snap}) start a pids
     [ -x "$GLIMPSE" ] || { echo "letr_fine8.sh: $GLIMPSE is not built" >&2; exit 1; }
     for f in "$INIT" "$PHOTOS" "$SNAPPED"; do [ -f "$f" ] || { echo "letr_fine8.sh: no $f (prepare, then carry .photo_data)" >&2; exit 1; }; done
     exec > >(tee "$OUTDIR/fine8_log.txt") 2>&1
@@ -151,6 +163,6 @@ run() {
 
 case "${1:-}" in
     prepare) prepare ;;
-    run) [ $# -eq 3 ] || { sed -n '2,24p' "$0"; exit 2; }; run "$2" "$3" ;;
-    *) sed -n '2,24p' "$0"; exit 2 ;;
+    run) [ $# -eq 3 ] || { sed -n '2,33p' "$0"; exit 2; }; run "$2" "$3" ;;
+    *) sed -n '2,33p' "$0"; exit 2 ;;
 esac
