@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # On a GPU server, after tools/gpu/build_gpu.sh BUILD_DIR: trains the LETR photo recipe
 # (tools/train_letr_photo.sh, resources/letr_photo_train.json; docs/decisions.md "LETR on photos
-# (issue 51 part 3)") with DEVICE=cuda in a fixed wall-clock budget, then evaluates it.
+# (issue 51 part 3)") with DEVICE=cuda in a fixed wall-clock budget, then evaluates it. It runs
+# the recipe's first form, both phases in one run on the same data; the CPU script now trains
+# the fine stage in a second run on procedural scenes alone, which tools/gpu/letr_fine8.sh's
+# arm procs16 runs on a GPU (docs/decisions.md "LETR on photos: the fine stage on exact labels").
 #   1. two short probe runs (10 and 60 steps) measure the seconds per step on this machine;
 #   2. the recipe's step counts are scaled so that training fits BUDGET seconds (70% coarse,
 #      30% fine; the cosine schedules follow), and it runs under a hard limit of BUDGET + 90 s;
