@@ -220,6 +220,26 @@ private Q_SLOTS:
                  "--reference-layers"});
         QCOMPARE(r.code, 2);
         QVERIFY2(r.err.contains("--compare-reference"), qPrintable(r.err));
+        // --reference-checkpoint: the second search runs another file's reference layers. The same
+        // file with --reference-layers is the same computation twice: every action and value equal.
+        r = run({"play", "--checkpoint", runDir + "/model.h5", "--env", "breakout", "--episodes", "2",
+                 "--simulations", "4", "--max-episode-steps", "10", "--threads", "1", "--compare-reference",
+                 "--reference-layers", "--reference-checkpoint", runDir + "/model.h5"});
+        QVERIFY2(r.code == 0, qPrintable(r.err));
+        const auto self = QRegularExpression("vs \\S+model.h5 \\(reference layers\\): the same action in ([0-9]+) of "
+                                             "([0-9]+) searches .*median ([0-9.e+-]+), max ([0-9.e+-]+)")
+                              .match(r.out);
+        QVERIFY2(self.hasMatch(), qPrintable(r.out));
+        QVERIFY2(self.captured(1) == self.captured(2) && self.captured(2).toInt() >= 2, qPrintable(r.out));
+        QCOMPARE(self.captured(4).toDouble(), 0.0);
+        r = run({"play", "--checkpoint", runDir + "/model.h5", "--env", "breakout", "--reference-checkpoint",
+                 runDir + "/model.h5"});
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("--reference-checkpoint"), qPrintable(r.err));
+        r = run({"play", "--checkpoint", runDir + "/model.h5", "--env", "breakout", "--episodes", "1", "--compare-reference",
+                 "--reference-checkpoint", dir_.filePath("no_such_agent.h5")});
+        QVERIFY(r.code != 0);
+        QVERIFY2(r.err.contains("no_such_agent.h5"), qPrintable(r.err));
     }
 
     // The device flags of training and the bf16 autocast of the LETR bench: refused with a

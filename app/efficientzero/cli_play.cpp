@@ -38,7 +38,11 @@ const char* kPlayUsage =
     "                      into the layers before them: the same function within float32 rounding)\n"
     "  --compare-reference also run every search with the reference layers, from the same roots and\n"
     "                      random state, and print how often the two chose the same action and how far\n"
-    "                      their root values are apart (the episodes follow the folded network)\n";
+    "                      their root values are apart (the episodes follow the folded network)\n"
+    "  --reference-checkpoint R  with --compare-reference: the second search runs R's network (reference\n"
+    "                      layers) instead of C's; with --reference-layers as well, both run reference\n"
+    "                      layers, so the count measures what R's change of weights alone does to the\n"
+    "                      search (e.g. R = C with every weight moved by one float32 ulp)\n";
 
 } // namespace
 
@@ -49,9 +53,14 @@ int play(const std::vector<std::string>& args) {
     }
     Args a(args, {"--noise", "--reference-layers", "--compare-reference"});
     a.checkKnown({"--checkpoint", "--env", "--episodes", "--simulations", "--seed", "--max-episode-steps", "--record",
-                  "--threads", "--temperature", "--noise", "--device", "--reference-layers", "--compare-reference"});
-    if (a.has("--compare-reference") && a.has("--reference-layers"))
-        throw UsageError("--compare-reference compares the folded network with --reference-layers' one: give one of them");
+                  "--threads", "--temperature", "--noise", "--device", "--reference-layers", "--compare-reference",
+                  "--reference-checkpoint"});
+    const std::string refCkpt = a.get("--reference-checkpoint", "");
+    if (!refCkpt.empty() && !a.has("--compare-reference"))
+        throw UsageError("--reference-checkpoint names the network of --compare-reference's second search: give both");
+    if (a.has("--compare-reference") && a.has("--reference-layers") && refCkpt.empty())
+        throw UsageError("--compare-reference compares the folded network with --reference-layers' one: give one of them "
+                         "(or --reference-checkpoint R to compare two checkpoints' reference layers)");
     const torch::Device device = parseDevice(a.get("--device", "cpu"));
     const std::string ckpt = a.require("--checkpoint");
     const std::string game = a.require("--env");
@@ -80,7 +89,7 @@ int play(const std::vector<std::string>& args) {
     net.setFoldedInference(!a.has("--reference-layers"));
     std::optional<efficientzero::Network> reference;
     if (a.has("--compare-reference")) {
-        reference.emplace(efficientzero::loadForEnv(ckpt, *env));
+        reference.emplace(efficientzero::loadForEnv(refCkpt.empty() ? ckpt : refCkpt, *env));
         reference->module().to(device);
         reference->setFoldedInference(false);
         o.compareWith = &*reference;
@@ -112,10 +121,10 @@ int play(const std::vector<std::string>& args) {
                 moves * double(o.simulations) / std::max(processCpuSeconds() - cpu0, 1e-9),
                 net.foldedInference() ? "batch norms folded" : "reference layers");
     if (r.compared > 0)
-        std::printf("vs reference layers: the same action in %lld of %lld searches (%.2f%%), a most visited action "
+        std::printf("vs %s: the same action in %lld of %lld searches (%.2f%%), a most visited action "
                     "of the reference's search in %lld (%.2f%%); root value relative difference median %.2e, max "
                     "%.2e\n",
-                    (long long)r.sameAction, (long long)r.compared, 100.0 * double(r.sameAction) / double(r.compared),
+                    refCkpt.empty() ? "reference layers" : (refCkpt + " (reference layers)").c_str(), (long long)r.sameAction, (long long)r.compared, 100.0 * double(r.sameAction) / double(r.compared),
                     (long long)r.mostVisitedOfReference, 100.0 * double(r.mostVisitedOfReference) / double(r.compared),
                     r.valueRelDiffMedian, r.valueRelDiffMax);
     for (const auto& f : r.recorded) std::printf("recorded %s\n", f.c_str());
