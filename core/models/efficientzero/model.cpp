@@ -267,6 +267,17 @@ struct FConv {
     Tensor operator()(const Tensor& x) const { return torch::conv2d(x, w, b, stride, pad); }
 };
 
+// The folds below compute in float64 and round once to the weights' type: each folded weight is
+// then the float32 nearest the exact product (float32 arithmetic rounded twice, and the search
+// amplifies such differences at its near-ties; docs/performance.md "Folding in float64").
+Tensor f64(const Tensor& t) { return t.detach().to(torch::kDouble); }
+
+// BatchNorm's per-channel scale gamma / sqrt(var + eps), in float64.
+template <typename Bn>
+Tensor bnScale(Bn& bn) {
+    return f64(bn.weight) / torch::sqrt(f64(bn.running_var) + bn.options.eps());
+}
+
 // BatchNorm2d after conv (whose bias may be undefined): the conv's weight scaled per output
 // channel, the BN's shift as its bias.
 FConv foldConvBn(nn::Conv2dImpl& conv, nn::BatchNorm2dImpl* bn) {
@@ -278,10 +289,11 @@ FConv foldConvBn(nn::Conv2dImpl& conv, nn::BatchNorm2dImpl* bn) {
         if (conv.bias.defined()) f.b = conv.bias.detach().clone();
         return f;
     }
-    const Tensor scale = bn->weight.detach() * torch::rsqrt(bn->running_var + bn->options.eps());
-    f.w = conv.weight.detach() * scale.view({-1, 1, 1, 1});
-    const Tensor bias = conv.bias.defined() ? conv.bias.detach() : torch::zeros_like(scale);
-    f.b = (bias - bn->running_mean) * scale + bn->bias.detach();
+    const auto type = conv.weight.scalar_type();
+    const Tensor scale = bnScale(*bn);
+    f.w = (f64(conv.weight) * scale.view({-1, 1, 1, 1})).to(type);
+    const Tensor bias = conv.bias.defined() ? f64(conv.bias) : torch::zeros_like(scale);
+    f.b = ((bias - f64(bn->running_mean)) * scale + f64(bn->bias)).to(type);
     return f;
 }
 
@@ -333,9 +345,10 @@ FMlp foldMlp(nn::Sequential& s) {
             f.layers.emplace_back(lin->weight.detach().clone(), lin->bias.detach().clone());
             continue;
         }
-        const Tensor scale = bn->weight.detach() * torch::rsqrt(bn->running_var + bn->options.eps());
-        f.layers.emplace_back(lin->weight.detach() * scale.view({-1, 1}),
-                              (lin->bias.detach() - bn->running_mean) * scale + bn->bias.detach());
+        const auto type = lin->weight.scalar_type();
+        const Tensor scale = bnScale(*bn);
+        f.layers.emplace_back((f64(lin->weight) * scale.view({-1, 1})).to(type),
+                              ((f64(lin->bias) - f64(bn->running_mean)) * scale + f64(bn->bias)).to(type));
     }
     return f;
 }
@@ -422,9 +435,12 @@ struct Network::Impl : nn::Module {
         f.support = torch::arange(-config.supportSize, config.supportSize + 1, f.dynConv.w.options());
         f.dyn = foldStack(g.resblocks);
         f.reward = foldConvBn(*g.conv1x1_reward, g.bn_reward.get());
-        f.vpScale = g.bn_value_prefix->weight.detach() *
-                    torch::rsqrt(g.bn_value_prefix->running_var + g.bn_value_prefix->options.eps());
-        f.vpShift = g.bn_value_prefix->bias.detach() - g.bn_value_prefix->running_mean * f.vpScale;
+        {
+            auto& bn = *g.bn_value_prefix;
+            const Tensor scale = bnScale(bn);
+            f.vpScale = scale.to(bn.weight.scalar_type());
+            f.vpShift = (f64(bn.bias) - f64(bn.running_mean) * scale).to(bn.weight.scalar_type());
+        }
         f.fc = foldMlp(g.fc);
         auto& p = *prediction_network;
         f.pred = foldStack(p.resblocks);
