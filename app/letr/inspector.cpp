@@ -234,8 +234,8 @@ void LetrInspector::buildUi() {
     inputBox_->setCurrentIndex(std::max(0, inputBox_->findData(inputSetting().load())));
     inputBox_->setToolTip("The size LETR sees the image at (the long side capped at twice the short; the status line\n"
                          "names it after a run). The model's: the size it was made for. A larger input costs more\n"
-                         "and suits photographs: the shipped photo model scores sAP10 44.6 on the Wireframe photos at\n"
-                         "its own 320 px and 54.2 at 512 px (docs/decisions.md); small drawn scenes lose.");
+                         "and suits photographs: the shipped photo model scores sAP10 44.5 on the Wireframe photos at\n"
+                         "its own 320 px and 54.1 at 512 px (docs/decisions.md); small drawn scenes lose.");
     form->addRow("Input", inputBox_);
     connect(inputBox_, &QComboBox::activated, this,
             [this](int index) { setInputSize(inputBox_->itemData(index).toInt()); });
