@@ -124,7 +124,8 @@ int play(const std::vector<std::string>& args) {
         std::printf("vs %s: the same action in %lld of %lld searches (%.2f%%), a most visited action "
                     "of the reference's search in %lld (%.2f%%); root value relative difference median %.2e, max "
                     "%.2e\n",
-                    refCkpt.empty() ? "reference layers" : (refCkpt + " (reference layers)").c_str(), (long long)r.sameAction, (long long)r.compared, 100.0 * double(r.sameAction) / double(r.compared),
+                    refCkpt.empty() ? "reference layers" : (refCkpt + " (reference layers)").c_str(),
+                    (long long)r.sameAction, (long long)r.compared, 100.0 * double(r.sameAction) / double(r.compared),
                     (long long)r.mostVisitedOfReference, 100.0 * double(r.mostVisitedOfReference) / double(r.compared),
                     r.valueRelDiffMedian, r.valueRelDiffMax);
     for (const auto& f : r.recorded) std::printf("recorded %s\n", f.c_str());

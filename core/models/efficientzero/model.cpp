@@ -269,7 +269,7 @@ struct FConv {
 
 // The folds below compute in float64 and round once to the weights' type: each folded weight is
 // then the float32 nearest the exact product (float32 arithmetic rounded twice, and the search
-// amplifies such differences at its near-ties; docs/performance.md "Folding in float64").
+// amplifies such differences at its near-ties; docs/performance.md "Third pass").
 Tensor f64(const Tensor& t) { return t.detach().to(torch::kDouble); }
 
 // BatchNorm's per-channel scale gamma / sqrt(var + eps), in float64.
