@@ -41,31 +41,34 @@ for v in COARSE_STEPS FINE_STEPS BATCH VAL_EVERY; do
     case "${!v:-x}" in x) ;; ''|*[!0-9]*) echo "train_letr_photo.sh: $v must be a non-negative integer" >&2; exit 2;; esac
 done
 OUT="$(mkdir -p "$OUT" && cd "$OUT" && pwd)"
-export OUT
 cd "$here"
 
 if [ -f "$OUT/model.h5" ]; then
     echo "== done: $OUT/model.h5"
     exit 0
 fi
-# phase NAME DATA EDIT: one run of the recipe in OUT/NAME. Its config (OUT/NAME/config.json, which
-# a resumed run must keep: the cosine schedule depends on the step counts) is the recipe with
-# the environment's step counts and batch size, then EDIT (a Python statement on the config c).
+# phase NAME DATA [INIT]: one run of the recipe in OUT/NAME. Its config (OUT/NAME/config.json,
+# which a resumed run must keep: the cosine schedule depends on the step counts) is the recipe
+# with the environment's step counts and batch size; without INIT the coarse stage alone
+# ("stages": "coarse"), with INIT the fine phase alone, started from that coarse-only model.
 # A finished phase (OUT/NAME/run/model.h5) is left alone.
 phase() {
-    local name=$1 data=$2 edit=$3 dir="$OUT/$1"
+    local name=$1 data=$2 init=${3:-} dir="$OUT/$1"
     [ -f "$dir/run/model.h5" ] && { echo "== $name: done ($dir/run/model.h5)"; return 0; }
     mkdir -p "$dir"
     if [ ! -f "$dir/config.json" ]; then
         COARSE_STEPS="${COARSE_STEPS:-}" FINE_STEPS="${FINE_STEPS:-}" BATCH="${BATCH:-}" VAL_EVERY="${VAL_EVERY:-}" \
-        EDIT="$edit" python3 - "$CONFIG" "$dir/config.json.tmp" <<'EOF'
+        INIT="$init" python3 - "$CONFIG" "$dir/config.json.tmp" <<'EOF'
 import json, os, sys
 c = json.load(open(sys.argv[1]))
 for env, key in (("COARSE_STEPS", "coarse_steps"), ("FINE_STEPS", "fine_steps"), ("BATCH", "batch_size"),
                  ("VAL_EVERY", "val_every")):
     if os.environ.get(env):
         c[key] = int(os.environ[env])
-exec(os.environ["EDIT"])
+if os.environ["INIT"]:
+    c.update(coarse_steps=0, init=os.environ["INIT"])
+else:
+    c["model"]["stages"] = "coarse"
 json.dump(c, open(sys.argv[2], "w"), indent=1)
 EOF
         mv "$dir/config.json.tmp" "$dir/config.json"
@@ -79,12 +82,12 @@ EOF
     fi
 }
 # 1. The coarse stage alone, on procedural scenes and photos.
-phase coarse "$DATA" 'c["model"]["stages"] = "coarse"'
+phase coarse "$DATA"
 # 2. The fine stage, copied from the coarse one (its last line layer zeroed), on procedural scenes
 #    alone: their labels are exact, while a photo's labels are M-LSD's lines, which the coarse
 #    stage's proposals already are (docs/decisions.md "LETR on photos: the fine stage on exact
 #    labels").
-phase fine "$FINE_DATA" 'c["coarse_steps"] = 0; c["init"] = os.path.join(os.environ["OUT"], "coarse", "run", "model.h5")'
+phase fine "$FINE_DATA" "$OUT/coarse/run/model.h5"
 cp "$OUT/fine/run/model.h5" "$OUT/model.h5.tmp" && mv "$OUT/model.h5.tmp" "$OUT/model.h5"
 echo "== $OUT/model.h5: evaluate with"
 echo "   $GLIMPSE eval letr --checkpoint $OUT/model.h5 --data procedural:200:1000:427x320 --layers all"
