@@ -58,7 +58,7 @@ void SearchAdapter::append(const torch::Tensor& state, const torch::Tensor& h, c
 
 std::vector<rl::Prediction> SearchAdapter::start(const torch::Tensor& obs) {
     checkEval();
-    torch::NoGradGuard noGrad;
+    c10::InferenceMode inferenceMode;
     InitialOutput out = net_.initialInference(obs.to(net_.device()));
     LstmState zero = net_.initialLstm(obs.size(0));
     states_ = h_ = c_ = torch::Tensor();
@@ -78,7 +78,7 @@ std::vector<rl::Prediction> SearchAdapter::recurrent(const std::vector<rl::State
         throw Error("efficientzero: SearchAdapter::recurrent got " + std::to_string(parents.size()) + " parents, " +
                     std::to_string(actions.size()) + " actions and " + std::to_string(resetHidden.size()) +
                     " reset flags");
-    torch::NoGradGuard noGrad;
+    c10::InferenceMode inferenceMode;
     std::vector<int64_t> rows, resets;
     rows.reserve(parents.size());
     for (size_t i = 0; i < parents.size(); ++i) {
