@@ -15,9 +15,13 @@
 #   VARIANTS  [scratch pretrained constant xtra]
 #   SEEDS     finetuning seeds [0 1 2]
 #   TEACHER_STEPS  updates of each teacher (EfficientZero on its game, seed 0) [2000]
-#   TEACHERS  finished EfficientZero runs to use as teachers instead of training them, as
-#             "game=RUN_DIR ..." (e.g. the long-budget runs of tools/ez_study.sh BUDGET=long;
-#             the run's replay becomes the game's dataset) []
+#   TEACHERS  teachers to use instead of training them, as "game=RUN_DIR ..." (finished
+#             EfficientZero runs, e.g. the long-budget runs of tools/ez_study.sh BUDGET=long; the
+#             run's replay becomes the game's dataset) or "game=AGENT.h5 ..." (a trained agent,
+#             e.g. resources/demo/demon_agent.h5; its dataset is DATA_STEPS transitions of its own
+#             play, epsilon-greedy over DATA_EPSILON, the mixed-quality data of 5.7.6) []
+#   DATA_STEPS [12000]  DATA_EPSILON [0,0.25,0.5,1]   the datasets of agent teachers
+#   JOBS      finetuning runs side by side (one LibTorch thread each with THREADS=1) [1]
 #   PRE_STEPS      distillation updates [3000]
 #   STEPS     finetuning updates per run [2000]
 #   MINUTES   wall-clock limit per training run (SIGINT: final checkpoint) [30]
@@ -48,6 +52,9 @@ MINUTES="${MINUTES:-30}"
 THREADS="${THREADS:-1}"
 NICE="${NICE:-10}"
 EPISODES="${EPISODES:-32}"
+DATA_STEPS="${DATA_STEPS:-12000}"
+DATA_EPSILON="${DATA_EPSILON:-0,0.25,0.5,1}"
+JOBS="${JOBS:-1}"
 RECORD="${RECORD:-500}"
 OFFLINE_BATCH="${OFFLINE_BATCH:-32}"
 CYCLE="${CYCLE:-200}"
@@ -56,7 +63,7 @@ WARMUP="${WARMUP:-200}"
 case "${1:-}" in
     --summarize) summarize_only=1 ;;
     "") summarize_only=0 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "xtra_study.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 run() { timeout -s INT "$((MINUTES * 60))" nice -n "$NICE" "$GLIMPSE" "$@"; }
@@ -73,7 +80,14 @@ if [[ $summarize_only == 0 ]]; then
             [[ $kv == *=* ]] || { echo "xtra_study.sh: TEACHERS entry '$kv' is not game=RUN_DIR" >&2; exit 2; }
             [[ ${kv%%=*} == "$g" ]] && given="${kv#*=}"
         done
-        if [[ -n "$given" ]]; then
+        if [[ -n "$given" && -f "$given" ]]; then
+            # A trained agent: the dataset is its own epsilon-greedy play.
+            [[ -f "$OUT/data-$g.h5" ]] ||
+                "$GLIMPSE" data offline --env "$g" --policy agent --checkpoint "$given" --epsilon "$DATA_EPSILON" \
+                    --steps "$DATA_STEPS" --seed 0 --threads "$THREADS" --out "$OUT/data-$g.h5" | tail -1
+            sources_json+="${sources_json:+, }{\"dataset\": \"$OUT/data-$g.h5\", \"teacher\": \"$given\"}"
+            continue
+        elif [[ -n "$given" ]]; then
             [[ -f "$given/model.h5" && -f "$given/state.h5" ]] ||
                 { echo "xtra_study.sh: teacher run '$given' for $g has no model.h5 and state.h5" >&2; exit 1; }
             t="$given"
@@ -96,35 +110,52 @@ if [[ $summarize_only == 0 ]]; then
         [[ -f "$student/model.h5" ]] || { echo "$student: failed, see $student.log" >&2; exit 1; }
     fi
     base=$(sed 's/}$//' "$here/tools/ez_study_shooter.json")
+    # One finetuning run and its evaluation (a run already evaluated is skipped).
+    finetune() {
+        local target=$1 s=$2 v=$3 r="$OUT/$1-$3-$2"
+        [[ -f "$r/eval.txt" ]] && { echo "$r: evaluated already"; return 0; }
+        if ! finished "$r.log"; then
+            rm -rf "$r"
+            echo "$r: training ($(date +%H:%M:%S))"
+            run train xtra --config "$OUT/$target-$v.json" --seed "$s" --steps "$STEPS" --out "$r" \
+                --threads "$THREADS" >"$r.log" 2>&1 || true
+        fi
+        [[ -f "$r/model.h5" ]] || { echo "$r: failed, see $r.log" >&2; return 1; }
+        nice -n "$NICE" "$GLIMPSE" play --checkpoint "$r/model.h5" --env "shared:$target" --episodes "$EPISODES" \
+            --simulations 16 --threads "$THREADS" >"$r/eval.tmp" 2>/dev/null
+        mv "$r/eval.tmp" "$r/eval.txt"
+        grep -E "^return|^normalized" "$r/eval.txt" | sed "s|^|$r: |"
+    }
+    failed=0 running=0
     for target in $TARGETS; do
+        for v in $VARIANTS; do
+            case $v in
+                scratch) extra='' ;;
+                pretrained) extra=", \"init\": \"$student/model.h5\"" ;;
+                constant | xtra)
+                    w=$([[ $v == xtra ]] && echo adaptive || echo constant)
+                    extra=", \"init\": \"$student/model.h5\", \"xtra\": {\"sources\": [$sources_json], \"weights\": \"$w\", \"offline_batch_size\": $OFFLINE_BATCH, \"task_weights\": {\"cycle\": $CYCLE, \"window\": $WINDOW, \"threshold\": 0.1, \"warmup\": $WARMUP}}" ;;
+                *) echo "xtra_study.sh: unknown variant $v" >&2; exit 2 ;;
+            esac
+            echo "$base, \"env\": \"shared:$target\", \"record_interval\": $RECORD$extra}" >"$OUT/$target-$v.json"
+        done
         # Seeds outer, variants inner: a study cut short still has as many seeds of every variant.
         for s in $SEEDS; do
             for v in $VARIANTS; do
-                case $v in
-                    scratch) extra='' ;;
-                    pretrained) extra=", \"init\": \"$student/model.h5\"" ;;
-                    constant | xtra)
-                        w=$([[ $v == xtra ]] && echo adaptive || echo constant)
-                        extra=", \"init\": \"$student/model.h5\", \"xtra\": {\"sources\": [$sources_json], \"weights\": \"$w\", \"offline_batch_size\": $OFFLINE_BATCH, \"task_weights\": {\"cycle\": $CYCLE, \"window\": $WINDOW, \"threshold\": 0.1, \"warmup\": $WARMUP}}" ;;
-                    *) echo "xtra_study.sh: unknown variant $v" >&2; exit 2 ;;
-                esac
-                echo "$base, \"env\": \"shared:$target\", \"record_interval\": $RECORD$extra}" >"$OUT/$target-$v.json"
-                r="$OUT/$target-$v-$s"
-                [[ -f "$r/eval.txt" ]] && { echo "$r: evaluated already"; continue; }
-                if ! finished "$r.log"; then
-                    rm -rf "$r"
-                    echo "$r: training ($(date +%H:%M:%S))"
-                    run train xtra --config "$OUT/$target-$v.json" --seed "$s" --steps "$STEPS" --out "$r" \
-                        --threads "$THREADS" >"$r.log" 2>&1 || true
+                if ((running >= JOBS)); then
+                    wait -n || failed=1
+                    running=$((running - 1))
                 fi
-                [[ -f "$r/model.h5" ]] || { echo "$r: failed, see $r.log" >&2; exit 1; }
-                nice -n "$NICE" "$GLIMPSE" play --checkpoint "$r/model.h5" --env "shared:$target" --episodes "$EPISODES" \
-                    --simulations 16 --threads "$THREADS" >"$r/eval.tmp" 2>/dev/null
-                mv "$r/eval.tmp" "$r/eval.txt"
-                grep -E "^return|^normalized" "$r/eval.txt" | sed "s|^|$r: |"
+                finetune "$target" "$s" "$v" &
+                running=$((running + 1))
             done
         done
     done
+    while ((running > 0)); do
+        wait -n || failed=1
+        running=$((running - 1))
+    done
+    ((failed == 0)) || { echo "xtra_study.sh: some runs failed (see above)" >&2; exit 1; }
 fi
 
 echo
