@@ -10,6 +10,7 @@
 #include "core/io/checkpoint.h"
 #include "core/models/coat/model.h"
 #include "core/models/coat/trace.h"
+#include "core/util/autocast.h"
 #include "core/util/threads.h"
 
 using namespace glimpse::coat;
@@ -84,16 +85,19 @@ private Q_SLOTS:
                  "--cam-class", QString::number(std::get<1>(probs.sort(0, true))[5].item<int64_t>())});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         QCOMPARE(CoatTrace::load(dir_.filePath("cams.h5").toStdString()).numCams(), 6);
-        // --precision: float32 by default (named in the trace); bfloat16 where the CPU has it, within
-        // the stated bound; a bad value names the flag.
+        // --precision: float32 by default (named in the trace); auto within the stated bound; a bad
+        // value names the flag.
         QCOMPARE(t.compute(), std::string("float32"));
         r = run({"infer", "--model", "coat", "--checkpoint", ck, "--image", img, "--out", dir_.filePath("auto.h5"),
                  "--precision", "auto"});
         QVERIFY2(r.code == 0, qPrintable(r.err));
         const auto autoTrace = CoatTrace::load(dir_.filePath("auto.h5").toStdString());
-        QCOMPARE(autoTrace.compute(), std::string(glimpse::cpuHasBf16() ? "bfloat16" : "float32"));
-        QVERIFY((autoTrace.probs() - t.probs()).abs().max().item<float>() < (glimpse::cpuHasBf16() ? 0.01f : 1e-6f));
-        QVERIFY2(r.err.contains(glimpse::cpuHasBf16() ? "; bfloat16)" : "; float32)"), qPrintable(r.err));
+        // auto: bfloat16 where the CPU has it, else the MLPs in int8 where LibTorch has the kernels.
+        const auto autoDtype = glimpse::parsePrecision("auto", torch::Device(torch::kCPU), "--precision", true);
+        const std::string autoName = glimpse::precisionName(autoDtype);
+        QCOMPARE(autoTrace.compute(), autoName);
+        QVERIFY((autoTrace.probs() - t.probs()).abs().max().item<float>() < (autoDtype != torch::kFloat ? 0.02f : 1e-6f));
+        QVERIFY2(r.err.contains(QString::fromStdString("; " + autoName + ")")), qPrintable(r.err));
         r = run({"infer", "--model", "coat", "--checkpoint", ck, "--image", img, "--out", trace, "--precision", "int4"});
         QVERIFY(r.code != 0);
         QVERIFY2(r.err.contains("--precision"), qPrintable(r.err));

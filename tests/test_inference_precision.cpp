@@ -1,5 +1,6 @@
 // Inference speed paths against float32 (docs/performance.md): LETR's folded channels-last
-// backbone and bfloat16 products, the bfloat16 linear layers (bias inside the product),
+// backbone and bfloat16 products, the bfloat16 linear layers (bias inside the product), the
+// int8 linear layers,
 // EfficientZero's folded batch norms, `--precision` parsing.
 // Small random models, weights nudged away from their initialization so that the batch norms
 // and heads are not identities.
@@ -78,6 +79,75 @@ private Q_SLOTS:
         QVERIFY(testing::qErrorOf([&] { parsePrecision("fp8", cpu); }).contains("expected fp32, bf16 or auto"));
         QCOMPARE(std::string(precisionName(torch::kBFloat16)), std::string("bfloat16"));
         QCOMPARE(std::string(precisionName(torch::kFloat)), std::string("float32"));
+        // int8 is CoaT's alone (the flag's fourth argument); "auto" picks it where bfloat16 is missing.
+        QVERIFY(testing::qErrorOf([&] { parsePrecision("int8", cpu); }).contains("only CoaT has int8"));
+        const auto i8 = products::int8Available() ? torch::kQInt8 : torch::kFloat;
+        QCOMPARE(parsePrecision("auto", cpu, "--precision", true), cpuHasBf16() ? torch::kBFloat16 : i8);
+        if (products::int8Available()) QCOMPARE(parsePrecision("int8", cpu, "--precision", true), torch::kQInt8);
+        else QVERIFY(testing::qErrorOf([&] { parsePrecision("int8", cpu, "--precision", true); }).contains("no int8"));
+        QVERIFY(testing::qErrorOf([&] { parsePrecision("fp8", cpu, "--precision", true); })
+                    .contains("expected fp32, bf16, int8 or auto"));
+        QCOMPARE(std::string(precisionName(torch::kQInt8)), std::string("int8 MLP layers"));
+    }
+
+    // products::linear under a kQInt8 guard: weights quantized per output channel (8 bits,
+    // symmetric), the input per tensor at each call (7 bits, asymmetric). Every element must be
+    // within the bound those roundings allow, computed here from the float32 operands:
+    // |err_j| <= sum_k |x_k| s_j / 2 + sum_k |w_jk| r / 2 + K s_j r / 4 (s_j = max_k |w_jk| / 127,
+    // r = (max x - min x) / 127, the ranges including 0), plus float32 slack; and it must not be
+    // float32's result (it did run in int8). A gradient to the input is float32's backward;
+    // weights changed in place are re-quantized.
+    void int8LinearWithinQuantizationBound() {
+        if (!products::int8Available()) QSKIP("this LibTorch has no int8 linear kernels (oneDNN quantized engine)");
+        torch::manual_seed(5);
+        for (const auto& [in, out, bias] : {std::tuple{48, 96, true}, std::tuple{96, 40, false}}) {
+            torch::nn::Linear lin(torch::nn::LinearOptions(in, out).bias(bias));
+            const auto x = torch::randn({2, 30, in}) * 2 + 0.5;
+            const auto ref = torch::linear(x, lin->weight, lin->bias);
+            auto bound = [&](const torch::Tensor& w) {
+                const auto s = w.abs().amax({1}) / 127.0;   // [out]
+                const auto r = (std::max(x.max().item<double>(), 0.0) - std::min(x.min().item<double>(), 0.0)) / 127.0;
+                const auto ax = x.abs().sum(-1, true);      // [2, 30, 1]
+                return ax * s / 2 + w.abs().sum(1) * r / 2 + double(in) * s * r / 4 + 1e-4;
+            };
+            torch::Tensor got;
+            {
+                torch::NoGradGuard ng;
+                products::ProductDtypeGuard g(torch::kQInt8);
+                got = products::linear(*lin, x);
+                QVERIFY(torch::equal(products::linearLow(*lin, x), got));   // no lower float type here
+            }
+            QCOMPARE(got.scalar_type(), torch::kFloat);
+            QCOMPARE(got.sizes(), ref.sizes());
+            const auto d = (got - ref.detach()).abs();
+            const auto b = bound(lin->weight.detach());
+            QVERIFY2((d <= b).all().item<bool>(),
+                     qPrintable(QString("%1 -> %2: difference %3 over the bound by %4")
+                                    .arg(in)
+                                    .arg(out)
+                                    .arg(d.max().item<double>())
+                                    .arg((d - b).max().item<double>())));
+            QVERIFY(d.max().item<double>() > 1e-4);   // int8, not float32
+            {
+                // With a gradient to the input (CoaT's Grad-CAM): the same int8 forward, and the
+                // float32 layer's backward, dL/dx = dL/dy W.
+                products::ProductDtypeGuard g(torch::kQInt8);
+                const auto xg = x.clone().requires_grad_(true);
+                const auto y = products::linear(*lin, xg);
+                QVERIFY(torch::equal(y.detach(), got));
+                const auto up = torch::randn_like(y);
+                const auto gx = torch::autograd::grad({y}, {xg}, {up})[0];
+                QVERIFY(torch::allclose(gx, torch::matmul(up, lin->weight.detach()), 1e-5, 1e-6));
+            }
+            torch::NoGradGuard ng;
+            products::ProductDtypeGuard g(torch::kQInt8);
+            lin->weight.mul_(-1);
+            const auto flipped = products::linear(*lin, x);
+            const auto refFlipped = torch::linear(x, lin->weight, lin->bias);
+            QVERIFY(((flipped - refFlipped).abs() <= bound(lin->weight)).all().item<bool>());
+            lin->weight.mul_(-1);
+            QVERIFY(torch::equal(products::linear(*lin, x), got));
+        }
     }
 
     // The folded channels-last backbone computes the same function within float32 rounding; the

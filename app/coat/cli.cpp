@@ -32,7 +32,7 @@ namespace {
 const char* kInferCoatUsage =
     "usage: glimpse infer --model coat (--checkpoint C.h5 | --random-seed S [--variant V | --config C.json])\n"
     "                     --image I.png|DIR|list.txt --out trace.h5|DIR [--classes LIST.txt] [--cam-class K[,K...]]\n"
-    "                     [--threads T] [--precision fp32|bf16|auto]\n"
+    "                     [--threads T] [--precision fp32|bf16|int8|auto]\n"
     "Runs a CoaT / CoaT-Lite classifier on each image (shorter side resized to the config's\n"
     "'resize', bicubic, center crop of 'image_size'), prints the top-5 classes and writes a trace\n"
     "(queries, softmax(K) and values of every conv-attentional module, CRPE kernels, logits and\n"
@@ -43,21 +43,23 @@ const char* kInferCoatUsage =
     "meaningless. --classes replaces the class names (one per line, index order). --cam-class\n"
     "keeps the class activation maps of these classes too (the top-5's are always kept).\n"
     "--precision: the linear layers' and attention's products in float32 (default: exact) or\n"
-    "bfloat16 (CPUs with AVX512-BF16 or AMX; auto: bf16 where the CPU has it); the trace records it.\n";
+    "bfloat16 (CPUs with AVX512-BF16 or AMX), or the MLPs' linear layers as int8 products (int8);\n"
+    "auto: bf16 where the CPU has it, else int8; the trace records it.\n";
 
 const char* kBenchCoatUsage =
     "usage: glimpse bench coat [--variant coat_lite_tiny | --checkpoint C.h5 | --config C.json]\n"
     "                          [--batch B] [--runs R] [--warmup W] [--threads T] [--random-seed S]\n"
-    "                          [--device cpu|cuda[:N]] [--tf32] [--precision fp32|bf16|auto]\n"
+    "                          [--device cpu|cuda[:N]] [--tf32] [--precision fp32|bf16|int8|auto]\n"
     "                          [--profile TRACE.json]\n"
     "Times CoaT inference at the config's image size (224x224 for the Table 3.1 variants):\n"
     "forward passes of --batch images (median over --runs after --warmup runs) as images/s,\n"
     "trace capture (forward with records + Grad-CAM of the top-5), and on-demand view queries\n"
     "on that trace: effective attention of a random query pixel, CRPE window term, CLS attention.\n"
     "--device times the forward passes there (the trace figures stay the CPU's); --tf32 allows\n"
-    "TF32 tensor cores for float32 on CUDA. --precision bf16 (CPUs with AVX512-BF16 or AMX; auto:\n"
-    "where the CPU has it) runs the linear layers and attention products on bfloat16 operands and\n"
-    "reports how far the logits moved from float32 (docs/performance.md). CPU times (this process,\n"
+    "TF32 tensor cores for float32 on CUDA. --precision bf16 (CPUs with AVX512-BF16 or AMX) runs the\n"
+    "linear layers and attention products on bfloat16 operands, int8 the MLPs' linear layers as\n"
+    "int8 products (auto: bf16 where the CPU has it, else int8), and reports how far the logits\n"
+    "moved from float32 (docs/performance.md). CPU times (this process,\n"
     "all threads) are printed beside the wall-clock times: on a shared machine they are the ones\n"
     "to compare. --profile writes LibTorch's operator profile of three more forward passes as a\n"
     "Chrome trace (tools/perf/profile_table.py sums it per operator; the profiler's own\n"
@@ -111,7 +113,7 @@ int inferCoat(const std::vector<std::string>& argv) {
     std::string desc;
     auto model = makeModel(a, desc);
     model->eval();
-    const torch::ScalarType compute = parsePrecision(a.get("--precision", "fp32"), model->device());
+    const torch::ScalarType compute = parsePrecision(a.get("--precision", "fp32"), model->device(), "--precision", true);
     if (a.has("--classes")) {
         try {
             model->setClassNames(loadClassNames(*a.get("--classes")));
@@ -213,7 +215,7 @@ int benchCoat(const std::vector<std::string>& argv) {
     const torch::Device device = parseDevice(a.get("--device", "cpu"));
     if (a.has("--tf32")) setTf32(true);
     auto input = img.tensor.unsqueeze(0).expand({batch, 3, S, S}).contiguous().to(device);
-    const torch::ScalarType precision = parsePrecision(a.get("--precision", "fp32"), device);
+    const torch::ScalarType precision = parsePrecision(a.get("--precision", "fp32"), device, "--precision", true);
     CoatForwardOptions fo;
     fo.productDtype = precision;
     std::vector<double> tForward, tCapture, cForward;

@@ -29,7 +29,7 @@ namespace {
 const char* kEvalCoatUsage =
     "usage: glimpse eval coat --checkpoint C.h5 --data fashion-mnist|fashion-mnist:DIR|DIR [--split val|train]\n"
     "                         [--max-images N] [--batch B] [--out R.h5] [--threads T]\n"
-    "                         [--precision fp32|bf16|auto]\n"
+    "                         [--precision fp32|bf16|int8|auto]\n"
     "Classifies every image of a labelled split (default val: Fashion-MNIST's t10k images, a class\n"
     "folder's val/ or test/ folder or its held-out images) with a CoaT checkpoint and prints the\n"
     "accuracy, the top-5 accuracy and the most confused class pairs. --max-images N evaluates a\n"
@@ -37,8 +37,9 @@ const char* kEvalCoatUsage =
     "file (glimpse.results, docs/formats.md) with every image's source, label, top-5 and the\n"
     "probability of its label, written as the eval goes; Ctrl-C stops it with the images done.\n"
     "--precision (docs/performance.md): fp32 (default, exact) or bf16: the linear layers and\n"
-    "attention products in bfloat16 (CPUs with AVX512-BF16 or AMX; auto: bf16 where the CPU has it),\n"
-    "to see whether bfloat16 keeps the float32 top-1 on the split.\n";
+    "attention products in bfloat16 (CPUs with AVX512-BF16 or AMX), or int8: the MLPs' linear layers as\n"
+    "int8 products (auto: bf16 where the CPU has it, else int8), to see whether they keep the\n"
+    "float32 top-1 on the split.\n";
 
 } // namespace
 
@@ -78,7 +79,7 @@ int evalCoat(const std::vector<std::string>& argv) {
     }
     if (a.has("--out")) checkOutputFolder(*a.get("--out"), "--out");
 
-    const torch::ScalarType precision = parsePrecision(a.get("--precision", "fp32"), torch::Device(torch::kCPU));
+    const torch::ScalarType precision = parsePrecision(a.get("--precision", "fp32"), torch::Device(torch::kCPU), "--precision", true);
     auto model = coat::loadCoat(ckpt);
     auto splits = data::openClassificationDataset(spec);
     const data::ClassificationDataset& ds = split == "train" ? *splits.train : *splits.val;

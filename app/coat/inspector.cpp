@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/models/coat/model.h"
 #include "core/util/autocast.h"
+#include "core/util/products.h"
 #include "core/util/threads.h"
 #include "renderer/colormap.h"
 #include "widgets/viewport.h"
@@ -49,7 +50,8 @@ std::shared_ptr<void> loadModel(const std::string& path) {
 
 // The precision of this process's CoaT runs (the panel's Precision box, docs/performance.md):
 // 0 float32 as the reference implementation computes it (exact comparisons), 1 auto (bfloat16
-// products on a CPU with AVX512-BF16 / AMX, else float32).
+// products on a CPU with AVX512-BF16 / AMX, else the MLPs as int8 products where LibTorch has the
+// kernels, else float32).
 std::atomic<int>& computeSetting() {
     static std::atomic<int> setting{0};
     return setting;
@@ -57,7 +59,7 @@ std::atomic<int>& computeSetting() {
 
 ModelPanel::Erased runModel(void* model, const cv::Mat& rgb) {
     auto& m = *static_cast<coat::CoatModel*>(model);
-    const torch::ScalarType compute = computeSetting() == 1 ? parsePrecision("auto", m.device()) : torch::kFloat;
+    const torch::ScalarType compute = computeSetting() == 1 ? parsePrecision("auto", m.device(), "--precision", true) : torch::kFloat;
     return std::make_shared<const coat::CoatTrace>(coat::runCoat(m, rgb, {}, compute));
 }
 
@@ -124,12 +126,15 @@ void CoatInspector::buildUi() {
     form()->addRow("Domain", domain_);
     connect(domain_, &DomainCheck::profileReady, this, [this] { updateControls(); });   // no longer busy
     addPrecisionControl(form(), computeSetting(),
-                        cpuHasBf16() ? "auto: bfloat16 (this CPU has it)" : "auto: float32 (no bfloat16 here)",
+                        cpuHasBf16()                ? "auto: bfloat16 (this CPU has it)"
+                        : products::int8Available() ? "auto: int8 MLP layers (no bfloat16 here)"
+                                                    : "auto: float32 (no bfloat16 here)",
                         "Precision of the next runs (docs/performance.md). float32: as the reference code computes\n"
                         "it, for exact comparisons. auto: the linear layers' and the attention's products in\n"
                         "bfloat16 on a CPU with AVX512-BF16 or AMX (the shipped model: the same top-1 on 9,998 of\n"
-                        "10,000 test images, probabilities within 0.007), "
-                        "else float32. The status line names the precision of the shown run.");
+                        "10,000 test images, probabilities within 0.007), else the MLPs' linear layers as int8\n"
+                        "products (the same top-1 on 9,990 of 10,000), else float32. The status line names the\n"
+                        "precision of the shown run.");
     buildViewControls(form());
     buildLists();
 }

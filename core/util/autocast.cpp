@@ -4,6 +4,7 @@
 #include <torch/version.h>
 
 #include "core/error.h"
+#include "core/util/products.h"
 #include "core/util/threads.h"
 
 // LibTorch 2.4 replaced the CUDA-only autocast switches by per-device-type ones.
@@ -22,9 +23,14 @@ torch::ScalarType parseAutocast(const std::string& name, const std::string& flag
     throw Error(flag + ": expected fp32, bf16 or fp16, got '" + name + "'");
 }
 
-torch::ScalarType parsePrecision(const std::string& name, const torch::Device& device, const std::string& flag) {
+torch::ScalarType parsePrecision(const std::string& name, const torch::Device& device, const std::string& flag,
+                                 bool int8LinearLayers) {
+    const bool int8Here = int8LinearLayers && device.is_cpu() && products::int8Available();
     if (name == "fp32" || name == "float32") return torch::kFloat;
-    if (name == "auto") return device.is_cpu() && cpuHasBf16() ? torch::kBFloat16 : torch::kFloat;
+    if (name == "auto") {
+        if (device.is_cpu() && cpuHasBf16()) return torch::kBFloat16;
+        return int8Here ? torch::kQInt8 : torch::kFloat;
+    }
     if (name == "bf16" || name == "bfloat16") {
         if (!device.is_cpu())
             throw Error(flag + " bf16 is for the CPU; on a GPU, --autocast bf16 runs mixed precision");
@@ -33,11 +39,24 @@ torch::ScalarType parsePrecision(const std::string& name, const torch::Device& d
                                "use fp32 or auto");
         return torch::kBFloat16;
     }
-    throw Error(flag + ": expected fp32, bf16 or auto, got '" + name + "'");
+    if (int8LinearLayers && name == "int8") {
+        if (!device.is_cpu()) throw Error(flag + " int8 is for the CPU");
+        if (!int8Here)
+            throw Error(flag + " int8: this LibTorch has no int8 linear kernels (its oneDNN quantized engine); "
+                               "use fp32 or auto");
+        return torch::kQInt8;
+    }
+    if (name == "int8")
+        throw Error(flag + " int8: only CoaT has int8 linear layers (docs/performance.md); use fp32, bf16 or auto");
+    throw Error(flag + (int8LinearLayers ? ": expected fp32, bf16, int8 or auto, got '" : ": expected fp32, bf16 or auto, got '") +
+                name + "'");
 }
 
 const char* precisionName(torch::ScalarType precision) {
-    return precision == torch::kBFloat16 ? "bfloat16" : precision == torch::kHalf ? "float16" : "float32";
+    return precision == torch::kBFloat16 ? "bfloat16"
+           : precision == torch::kHalf   ? "float16"
+           : precision == torch::kQInt8  ? "int8 MLP layers"
+                                         : "float32";
 }
 
 namespace {

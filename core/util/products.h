@@ -1,7 +1,9 @@
 #pragma once
 // Matrix products of the inference forwards (LETR's transformers, CoaT): float32, or bfloat16
 // operands with float32 accumulation and results (oneDNN's AVX512-BF16 / AMX kernels) while a
-// ProductDtypeGuard asks for them on this thread (docs/performance.md).
+// ProductDtypeGuard asks for them on this thread (docs/performance.md). A guard of kQInt8 runs the
+// linear layers alone as int8 products (dynamic quantization: weights per output channel,
+// activations per tensor at each call, oneDNN's kernels) and every other product in float32.
 #include <torch/torch.h>
 
 namespace glimpse::products {
@@ -17,8 +19,16 @@ struct ProductDtypeGuard {
 
 // The dtype of this thread's products (kFloat unless a guard asks for another).
 torch::ScalarType productDtype();
-// True when products of x run in a lower precision (a guard asks for one and x is on the CPU).
+// True when products of x run in a lower floating-point precision (a guard asks for bfloat16 and
+// x is on the CPU).
 bool lowPrecision(const torch::Tensor& x);
+// True when linear layers on x run as int8 products (a kQInt8 guard and x on the CPU). A gradient
+// flows back to x as through the float32 layer (straight through the roundings); the weights get
+// none: int8 is for inference.
+bool int8Linear(const torch::Tensor& x);
+// Whether this LibTorch has the int8 linear kernels (its oneDNN quantized engine), which it then
+// selects. kQInt8 guards need them.
+bool int8Available();
 
 // A linear layer: torch::linear in float32, or with operands in the guard's dtype.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);

@@ -160,6 +160,8 @@ struct CoatForwardOptions {
     // kBFloat16 (inference on a CPU with AVX512-BF16 / AMX, `--precision bf16`): the linear
     // layers and attention products take bfloat16 operands (float32 accumulation, results back
     // in float32); convolutions, softmax, layer norms and residual sums stay float32.
+    // kQInt8 (`--precision int8`): the MLPs' linear layers as int8 products (products.h: weights
+    // per output channel, activations per tensor at each call); everything else float32.
     torch::ScalarType productDtype = torch::kFloat;
 };
 

@@ -296,7 +296,10 @@ std::string CoatTrace::compute() const {
     return meta.contains("compute") && meta["compute"].is_string() ? meta["compute"].get<std::string>() : "float32";
 }
 
-torch::ScalarType CoatTrace::computeDtype() const { return compute() == "bfloat16" ? torch::kBFloat16 : torch::kFloat; }
+torch::ScalarType CoatTrace::computeDtype() const {
+    const std::string c = compute();
+    return c == "bfloat16" ? torch::kBFloat16 : c == precisionName(torch::kQInt8) ? torch::kQInt8 : torch::kFloat;
+}
 
 bool CoatTrace::hasCamScale(int scale) const { return scale == 3 || (scale >= 0 && scale < 3 && trace_.has(camKey(scale))); }
 
@@ -360,7 +363,7 @@ CoatTrace CoatTrace::capture(CoatModel& model, const CoatImage& image, const std
     CoatForwardOptions fo;
     fo.record = true;
     fo.keepCamTokens = true;
-    fo.productDtype = compute;   // CoatModel::forward refuses anything but float32 and bfloat16
+    fo.productDtype = compute;   // CoatModel::forward refuses anything but float32, bfloat16 and int8
     auto out = model.forward(in, fo);
 
     CoatTrace ct;
