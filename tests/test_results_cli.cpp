@@ -13,6 +13,7 @@
 #include "core/models/constellation/model.h"
 #include "core/models/letr/model.h"
 #include "core/results/results.h"
+#include "core/util/autocast.h"
 #include "core/util/threads.h"
 #include "tests/support.h"
 
@@ -184,12 +185,13 @@ private Q_SLOTS:
         QVERIFY2(r.out.contains(QString("(%1 of 9)").arg(correct)), qPrintable(r.out));
         QVERIFY2(r.out.contains("9 images, float32"), qPrintable(r.out));   // the default precision, named
         QCOMPARE(f->header().config.at("precision").get<std::string>(), std::string("float32"));
-        // --precision: auto runs (bfloat16 where the CPU has it) and names what it used; an
-        // unknown precision is refused by name.
+        // --precision: auto runs (bfloat16 where the CPU has it, else int8 MLP layers) and names
+        // what it used; an unknown precision is refused by name.
         const Result ra = run({"eval", "coat", "--checkpoint", QString::fromStdString(ckpt), "--data",
                                QString::fromStdString(root.string()), "--batch", "4", "--precision", "auto"});
         QVERIFY2(ra.code == 0, qPrintable(ra.err));
-        QVERIFY2(ra.out.contains(glimpse::cpuHasBf16() ? "9 images, bfloat16" : "9 images, float32"), qPrintable(ra.out));
+        const auto autoDtype = glimpse::parsePrecision("auto", torch::Device(torch::kCPU), "--precision", true);
+        QVERIFY2(ra.out.contains(QString("9 images, ") + glimpse::precisionName(autoDtype)), qPrintable(ra.out));
         const Result rb = run({"eval", "coat", "--checkpoint", QString::fromStdString(ckpt), "--data",
                                QString::fromStdString(root.string()), "--precision", "half"});
         QVERIFY2(rb.code != 0 && rb.err.contains("--precision") && rb.err.contains("half"), qPrintable(rb.err));
