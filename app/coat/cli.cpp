@@ -113,7 +113,8 @@ int inferCoat(const std::vector<std::string>& argv) {
     std::string desc;
     auto model = makeModel(a, desc);
     model->eval();
-    const torch::ScalarType compute = parsePrecision(a.get("--precision", "fp32"), model->device(), "--precision", true);
+    const torch::ScalarType compute =
+        parsePrecision(a.get("--precision", "fp32"), model->device(), "--precision", /*int8LinearLayers=*/true);
     if (a.has("--classes")) {
         try {
             model->setClassNames(loadClassNames(*a.get("--classes")));
@@ -215,7 +216,8 @@ int benchCoat(const std::vector<std::string>& argv) {
     const torch::Device device = parseDevice(a.get("--device", "cpu"));
     if (a.has("--tf32")) setTf32(true);
     auto input = img.tensor.unsqueeze(0).expand({batch, 3, S, S}).contiguous().to(device);
-    const torch::ScalarType precision = parsePrecision(a.get("--precision", "fp32"), device, "--precision", true);
+    const torch::ScalarType precision =
+        parsePrecision(a.get("--precision", "fp32"), device, "--precision", /*int8LinearLayers=*/true);
     CoatForwardOptions fo;
     fo.productDtype = precision;
     std::vector<double> tForward, tCapture, cForward;

@@ -79,7 +79,8 @@ int evalCoat(const std::vector<std::string>& argv) {
     }
     if (a.has("--out")) checkOutputFolder(*a.get("--out"), "--out");
 
-    const torch::ScalarType precision = parsePrecision(a.get("--precision", "fp32"), torch::Device(torch::kCPU), "--precision", true);
+    const torch::ScalarType precision = parsePrecision(a.get("--precision", "fp32"), torch::Device(torch::kCPU),
+                                                       "--precision", /*int8LinearLayers=*/true);
     auto model = coat::loadCoat(ckpt);
     auto splits = data::openClassificationDataset(spec);
     const data::ClassificationDataset& ds = split == "train" ? *splits.train : *splits.val;

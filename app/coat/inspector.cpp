@@ -59,7 +59,8 @@ std::atomic<int>& computeSetting() {
 
 ModelPanel::Erased runModel(void* model, const cv::Mat& rgb) {
     auto& m = *static_cast<coat::CoatModel*>(model);
-    const torch::ScalarType compute = computeSetting() == 1 ? parsePrecision("auto", m.device(), "--precision", true) : torch::kFloat;
+    const torch::ScalarType compute =
+        computeSetting() == 1 ? parsePrecision("auto", m.device(), "--precision", /*int8LinearLayers=*/true) : torch::kFloat;
     return std::make_shared<const coat::CoatTrace>(coat::runCoat(m, rgb, {}, compute));
 }
 

@@ -25,11 +25,12 @@ torch::ScalarType parseAutocast(const std::string& name, const std::string& flag
 
 torch::ScalarType parsePrecision(const std::string& name, const torch::Device& device, const std::string& flag,
                                  bool int8LinearLayers) {
-    const bool int8Here = int8LinearLayers && device.is_cpu() && products::int8Available();
+    // Asked only where int8 is in question: the first call selects LibTorch's quantized engine.
+    auto int8Here = [&] { return int8LinearLayers && device.is_cpu() && products::int8Available(); };
     if (name == "fp32" || name == "float32") return torch::kFloat;
     if (name == "auto") {
         if (device.is_cpu() && cpuHasBf16()) return torch::kBFloat16;
-        return int8Here ? torch::kQInt8 : torch::kFloat;
+        return int8Here() ? torch::kQInt8 : torch::kFloat;
     }
     if (name == "bf16" || name == "bfloat16") {
         if (!device.is_cpu())
@@ -41,15 +42,14 @@ torch::ScalarType parsePrecision(const std::string& name, const torch::Device& d
     }
     if (int8LinearLayers && name == "int8") {
         if (!device.is_cpu()) throw Error(flag + " int8 is for the CPU");
-        if (!int8Here)
+        if (!int8Here())
             throw Error(flag + " int8: this LibTorch has no int8 linear kernels (its oneDNN quantized engine); "
                                "use fp32 or auto");
         return torch::kQInt8;
     }
     if (name == "int8")
         throw Error(flag + " int8: only CoaT has int8 linear layers (docs/performance.md); use fp32, bf16 or auto");
-    throw Error(flag + (int8LinearLayers ? ": expected fp32, bf16, int8 or auto, got '" : ": expected fp32, bf16 or auto, got '") +
-                name + "'");
+    throw Error(flag + ": expected fp32, bf16" + (int8LinearLayers ? ", int8" : "") + " or auto, got '" + name + "'");
 }
 
 const char* precisionName(torch::ScalarType precision) {

@@ -140,7 +140,8 @@ struct Int8LinearFn : torch::autograd::Function<Int8LinearFn> {
 };
 
 torch::Tensor linearInt8(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-    if (torch::GradMode::is_enabled() && x.requires_grad()) return Int8LinearFn::apply(x, Int8LinearFn::Weights{w, b});
+    if (torch::GradMode::is_enabled() && x.requires_grad())
+        return Int8LinearFn::apply(x, Int8LinearFn::Weights{w, b});
     torch::NoGradGuard ng;   // the weights' autograd history is not wanted either
     return productInt8(x, w, b);
 }
