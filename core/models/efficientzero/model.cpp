@@ -571,8 +571,11 @@ RecurrentOutput Network::recurrentInference(const Tensor& state, const Tensor& a
     if (const Folded* f = impl_->fast()) {
         std::tie(out.nextState, out.valuePrefixLogits, out.lstm) = impl_->dynamics(*f, state, actions.to(torch::kLong), lstm);
         std::tie(out.valueLogits, out.policyLogits) = impl_->predict(*f, out.nextState);
-        out.valuePrefix = impl_->supportScalar(*f, out.valuePrefixLogits);
-        out.value = impl_->supportScalar(*f, out.valueLogits);
+        // Both expectations in one pass: the scalar transform is about 16 small operations, each
+        // costing more in dispatch than in arithmetic at these sizes (rows are independent).
+        const Tensor scalars = impl_->supportScalar(*f, torch::cat({out.valuePrefixLogits, out.valueLogits}, 0));
+        out.valuePrefix = scalars.narrow(0, 0, b);
+        out.value = scalars.narrow(0, b, b);
         return out;
     }
     const Tensor plane = actionPlanes(c, state, actions);
