@@ -274,8 +274,8 @@ private Q_SLOTS:
 
     // EfficientZero with its batch norms folded (and its LSTM step and linear layers on
     // transposed weights): value, value-prefix and policy logits, next state and LSTM state within
-    // 1e-4 relative (float32 rounding), from a zero and a running LSTM state; the same preferred
-    // action.
+    // 1e-4 relative (float32 rounding), the support scalars within 1e-3 of max(1, |v|), from a
+    // zero and a running LSTM state; the same preferred action.
     void efficientZeroFolded() {
         using namespace glimpse::efficientzero;
         for (bool downsample : {false, true}) {
