@@ -322,41 +322,32 @@ Tensor runStack(const std::vector<FBlock>& blocks, Tensor x) {
     return x;
 }
 
-// A linear layer with its weight kept transposed ([in, out], contiguous): addmm(b, x, W^T) is
-// torch::linear's own product, but OpenBLAS then takes its non-transposed path, which packs the
-// operands faster (a [8, 3600] x [3600, 128] product: 194 -> 138 us, bit for bit the same result;
-// docs/performance.md "Fifth pass").
-Tensor linearT(const Tensor& x, const Tensor& weightT, const Tensor& bias) {
-    return bias.defined() ? torch::addmm(bias, x, weightT) : torch::mm(x, weightT);
-}
+// A weight stored transposed ([in, out] contiguous) and seen through .t() as [out, in]: torch::linear
+// then hands OpenBLAS a contiguous W^T, whose non-transposed path packs faster (a [8, 3600] x
+// [3600, 128] product: 194 -> 138 us), with bit for bit the same result (docs/performance.md
+// "Fifth pass").
+Tensor transposedStorage(const Tensor& w) { return w.detach().t().contiguous().t(); }
 
 // mlp(): [Linear, BatchNorm1d, ReLU] * k, Linear -> k + 1 linear layers, ReLU between them.
-// The weights are stored transposed (linearT).
 struct FMlp {
     std::vector<std::pair<Tensor, Tensor>> layers;
     Tensor operator()(Tensor x) const {
         for (size_t i = 0; i < layers.size(); ++i) {
-            x = linearT(x, layers[i].first, layers[i].second);
+            x = torch::linear(x, layers[i].first, layers[i].second);
             if (i + 1 < layers.size()) x = torch::relu(x);
         }
         return x;
     }
 };
 
-// One step of a one-layer LSTM, the operations of LibTorch's CPU cell in its order (gates =
-// hidden product + input product, each with its bias; sigmoid / tanh per chunk), with the
-// weights transposed (linearT): the same bits as nn::LSTM on a sequence of length 1, without
-// the module's per-call checks and flat-weight handling.
+// The dynamics' one-layer LSTM, one step through torch::lstm_cell on transposed-storage weights:
+// the same bits as nn::LSTM on a sequence of length 1, without the module's per-call checks and
+// flat-weight handling.
 struct FLstm {
-    Tensor wihT, whhT, bih, bhh;
+    Tensor wih, whh, bih, bhh;
     // x [B, in], h and c [1, B, hidden] -> (h', c'), each [1, B, hidden]
     std::pair<Tensor, Tensor> operator()(const Tensor& x, const Tensor& h, const Tensor& c) const {
-        Tensor gates = linearT(h.squeeze(0), whhT, bhh).add_(linearT(x, wihT, bih));
-        auto chunks = gates.unsafe_chunk(4, 1);
-        Tensor in = chunks[0].sigmoid_(), forget = chunks[1].sigmoid_(), cell = chunks[2].tanh_(),
-               out = chunks[3].sigmoid_();
-        Tensor cy = (forget * c.squeeze(0)).add_(in * cell);
-        Tensor hy = out * cy.tanh();
+        auto [hy, cy] = torch::lstm_cell(x, {h.squeeze(0), c.squeeze(0)}, wih, whh, bih, bhh);
         return {hy.unsqueeze(0), cy.unsqueeze(0)};
     }
 };
@@ -366,7 +357,7 @@ FLstm foldLstm(nn::LSTMImpl& lstm) {
         lstm.options.proj_size() != 0 || lstm.options.batch_first())
         throw Error("efficientzero: folded inference needs a one-layer, unidirectional LSTM with biases");
     const auto p = lstm.named_parameters(false);
-    return FLstm{p["weight_ih_l0"].detach().t().contiguous(), p["weight_hh_l0"].detach().t().contiguous(),
+    return FLstm{transposedStorage(p["weight_ih_l0"]), transposedStorage(p["weight_hh_l0"]),
                  p["bias_ih_l0"].detach().clone(), p["bias_hh_l0"].detach().clone()};
 }
 
@@ -378,12 +369,12 @@ FMlp foldMlp(nn::Sequential& s) {
         if (!lin) continue;
         auto* bn = i + 1 < children.size() ? children[i + 1]->as<nn::BatchNorm1dImpl>() : nullptr;
         if (!bn) {
-            f.layers.emplace_back(lin->weight.detach().t().contiguous(), lin->bias.detach().clone());
+            f.layers.emplace_back(transposedStorage(lin->weight), lin->bias.detach().clone());
             continue;
         }
         const auto type = lin->weight.scalar_type();
         const Tensor scale = bnScale(*bn);
-        f.layers.emplace_back((f64(lin->weight) * scale.view({-1, 1})).to(type).t().contiguous(),
+        f.layers.emplace_back(transposedStorage((f64(lin->weight) * scale.view({-1, 1})).to(type)),
                               ((f64(lin->bias) - f64(bn->running_mean)) * scale + f64(bn->bias)).to(type));
     }
     return f;
