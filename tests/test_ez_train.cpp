@@ -3,6 +3,9 @@
 // Control stops it, evaluation records readable episodes, and bad input gives clear errors.
 #include <QtTest>
 
+#include <csignal>
+#include <sys/types.h>
+
 #include <fstream>
 
 #include <filesystem>
@@ -439,6 +442,123 @@ private Q_SLOTS:
         o.temperature = -1;
         e = errorOf([&] { evaluate(net, "breakout", o); });
         QVERIFY2(contains(e, {"temperature"}), e.c_str());
+    }
+
+    // tools/ez_study.sh with a stand-in for glimpse: a run stopped by Ctrl-C keeps its checkpoint
+    // and resumes with what is left of its wall-clock budget; a sitting left open by a killed
+    // machine is closed at the train log's last write; a spent budget means evaluate; a second
+    // study process leaves a run that is training alone; a failed training stops the study.
+    void studyScriptResumesWithTheBudgetLeft() {
+        QTemporaryDir tmp;
+        const std::string d = tmp.path().toStdString(), calls = d + "/calls.txt", mode = d + "/mode";
+        const QString out = tmp.filePath("out");
+        auto write = [](const std::string& p, const std::string& text) {
+            std::ofstream(p, std::ios::trunc) << text;
+        };
+        auto read = [](const std::string& p) {
+            std::ifstream in(p);
+            return std::string(std::istreambuf_iterator<char>(in), {});
+        };
+        write(d + "/glimpse",
+              "#!/bin/bash\necho \"$*\" >> '" + calls + "'\ncmd=$1; o=\"\"\n"
+              "while [ $# -gt 0 ]; do [ \"$1\" = --out ] && o=$2; shift; done\n"
+              "if [ \"$cmd\" = train ]; then\n"
+              "  mkdir -p \"$o\"; touch \"$o/model.h5\" \"$o/state.h5\"\n"
+              "  case $(cat '" + mode + "') in\n"
+              "    finish) echo 'finished: 10 updates'; exit 0 ;;\n"
+              "    fail) rm -f \"$o/model.h5\" \"$o/state.h5\"; exit 1 ;;\n"
+              "    hang) sleep 1000 & p=$!; trap 'kill $p; echo \"stopped: 7 updates\"; exit 0' INT\n"
+              "          echo running; wait $p; exit 0 ;;\n"
+              "  esac\nfi\n"
+              "echo 'return: mean 3.00 +- 1.00 (95% CI), median 3.00'\n"
+              "echo 'normalized score: mean 0.100, median 0.100 (0 = random, 1 = scripted)'\n");
+        QFile::setPermissions(QString::fromStdString(d + "/glimpse"), QFileDevice::ReadOwner | QFileDevice::ExeOwner);
+        auto start = [&](QProcess& p, const QString& seeds) {
+            auto env = QProcessEnvironment::systemEnvironment();
+            env.insert("GLIMPSE", QString::fromStdString(d + "/glimpse"));
+            env.insert("OUT", out);
+            env.insert("GAMES", "pellets");
+            env.insert("SEEDS", seeds);
+            env.insert("MINUTES", "1");
+            p.setProcessEnvironment(env);
+            p.start("bash", {GLIMPSE_SOURCE_DIR "/tools/ez_study.sh"});
+            QVERIFY(p.waitForStarted());
+        };
+        auto run = [&](const QString& seeds, QString* stdOut = nullptr) {
+            QProcess p;
+            start(p, seeds);
+            if (!p.waitForFinished(60000)) return -1;
+            if (stdOut) *stdOut = QString(p.readAllStandardOutput()) + p.readAllStandardError();
+            return p.exitCode();
+        };
+        const std::string r0 = out.toStdString() + "/pellets-0";
+        QString text;
+
+        // Ctrl-C while seed 0 trains: the trainer stops at its next update, the study exits 3 and
+        // evaluates nothing; a second study meanwhile skips the run it does not own.
+        write(mode, "hang");
+        QProcess first;
+        start(first, "0");
+        for (int i = 0; i < 1500 && read(r0 + ".train.log").find("running") == std::string::npos; ++i) QTest::qWait(20);
+        QVERIFY(read(r0 + ".train.log").find("running") != std::string::npos);
+        QCOMPARE(run("0", &text), 0);
+        QVERIFY2(text.contains("being trained by another process"), qPrintable(text));
+        QVERIFY(::kill(pid_t(first.processId()), SIGINT) == 0);
+        QVERIFY(first.waitForFinished(60000));
+        QCOMPARE(first.exitCode(), 3);
+        QVERIFY(QString(first.readAllStandardError()).contains("the same command resumes it"));
+        QVERIFY(read(r0 + ".train.log").find("stopped: 7 updates") != std::string::npos);
+        QVERIFY(!QFileInfo::exists(out + "/pellets-0/eval.txt") && QFileInfo::exists(out + "/pellets-0/state.h5"));
+        QVERIFY(read(calls).find("play") == std::string::npos);
+        // ... and the same command resumes it in the same folder, with the budget left.
+        write(mode, "finish");
+        QCOMPARE(run("0", &text), 0);
+        QVERIFY2(text.contains("pellets-0: resuming from its checkpoint"), qPrintable(text));
+        QVERIFY(QFileInfo::exists(out + "/pellets-0/eval.txt"));
+        QVERIFY(!QDir(out).entryList({"*interrupted*"}).size());
+        QVERIFY2(text.contains(QRegularExpression("pellets +1 +0\\.100")), qPrintable(text));
+
+        // A sitting a lost machine left open: closed at the log's last write (50 s in), so 10 s
+        // of the minute are left. A spent budget: evaluated only. A run from before the
+        // accounting, stopped by its time limit: evaluated only.
+        const qint64 now = QDateTime::currentSecsSinceEpoch();
+        for (const char* s : {"1", "2", "3", "4"}) {
+            QVERIFY(QDir().mkpath(out + "/pellets-" + s));
+            write(out.toStdString() + "/pellets-" + s + "/model.h5", "");
+            write(out.toStdString() + "/pellets-" + s + "/state.h5", "");
+        }
+        write(r0.substr(0, r0.size() - 1) + "1.segments", "start " + std::to_string(now - 200) + "\n");
+        write(r0.substr(0, r0.size() - 1) + "1.train.log", "progress\n");
+        QFile log1(out + "/pellets-1.train.log");
+        QVERIFY(log1.open(QIODevice::ReadWrite));
+        QVERIFY(log1.setFileTime(QDateTime::fromSecsSinceEpoch(now - 150), QFileDevice::FileModificationTime));
+        log1.close();
+        write(r0.substr(0, r0.size() - 1) + "2.segments", "start 1000\nend 1100 budget\n");
+        write(r0.substr(0, r0.size() - 1) + "2.train.log", "stopped: 3 updates\n");
+        write(r0.substr(0, r0.size() - 1) + "3.train.log", "stopped: 3 updates\n");
+        write(calls, "");
+        QCOMPARE(run("1 2 3", &text), 0);
+        QVERIFY2(text.contains("pellets-1: resuming from its checkpoint, 10 s of its 1 min left"), qPrintable(text));
+        QVERIFY(read(out.toStdString() + "/pellets-1.segments").find("end " + std::to_string(now - 150) + " killed") !=
+                std::string::npos);
+        QVERIFY(text.contains("pellets-2: trained already") && text.contains("pellets-3: trained already"));
+        const std::string c = read(calls);
+        QVERIFY2(c.find("--seed 1") != std::string::npos && c.find("--seed 2") == std::string::npos &&
+                     c.find("--seed 3") == std::string::npos, c.c_str());
+        QVERIFY2(text.contains(QRegularExpression("pellets +3 +0\\.100 \\+- 0\\.000")), qPrintable(text));
+
+        // The budget runs out (59 of 60 s used): the trainer is stopped by the limit and evaluated.
+        write(r0.substr(0, r0.size() - 1) + "4.segments", "start 1000\nend 1059 stopped\n");
+        write(mode, "hang");
+        QCOMPARE(run("4", &text), 0);
+        QVERIFY2(text.contains("1 s of its 1 min left"), qPrintable(text));
+        QVERIFY(read(out.toStdString() + "/pellets-4.segments").find(" budget\n") != std::string::npos);
+        QVERIFY(QFileInfo::exists(out + "/pellets-4/eval.txt"));
+
+        // A training that fails stops the study with its log named.
+        write(mode, "fail");
+        QCOMPARE(run("5", &text), 1);
+        QVERIFY2(text.contains("training failed (exit 1), see " + out + "/pellets-5.train.log"), qPrintable(text));
     }
 };
 

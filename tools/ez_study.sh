@@ -27,8 +27,11 @@
 #   SIMS      evaluation MCTS simulations [the config's "simulations", else 16]
 #   NICE      niceness of every process [10]
 # A run whose eval.txt exists is skipped and one whose training ended (finished, or stopped by
-# the time limit) is only evaluated, so an interrupted study continues where it stopped; a run
-# killed mid-training is moved aside ($OUT/g-s.interrupted-DATE) and trained again from scratch.
+# the time limit) is only evaluated, so an interrupted study continues where it stopped. A run
+# interrupted mid-training (Ctrl-C on this script, which stops the trainer at its next update
+# and exits 3, or a killed shell or machine) resumes from its checkpoint with what is left of
+# its MINUTES ($OUT/g-s.segments keeps the account); one killed before its first checkpoint is
+# moved aside ($OUT/g-s.interrupted-DATE) and trained again from scratch.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -46,7 +49,7 @@ summarize_only=0
 case "${1:-}" in
     --summarize) summarize_only=1 ;;
     "") ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "ez_study.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 case "${BUDGET:-study}" in
@@ -77,6 +80,26 @@ if [[ $summarize_only == 0 ]]; then
             *) echo 2000 ;;
         esac
     }
+    # Wall-clock accounting: $run.segments holds "start EPOCH" when a sitting of training starts
+    # and "end EPOCH REASON" when it ends (finished: the run reached its updates; budget: its
+    # MINUTES ran out; stopped: anything else, e.g. Ctrl-C). A sitting that a killed shell or a lost
+    # machine left open is closed at the train log's last write (the trainer writes a progress
+    # line every few seconds), so an interrupted run resumes from its checkpoint (the trainer's
+    # state.h5) with what is left of its budget, and no time is counted twice.
+    close_open_sitting() {  # $1: the run
+        local last end
+        last="$(tail -n 1 "$1.segments")"
+        [[ "$last" == start\ * ]] || return 0
+        end="$(stat -c %Y "$1.train.log" 2>/dev/null || echo "${last#start }")"
+        ((end >= ${last#start })) || end="${last#start }"
+        echo "end $end killed" >>"$1.segments"
+    }
+    used_seconds() {  # $1: the run; seconds of training in its closed sittings
+        awk '$1 == "start" {s = $2} $1 == "end" {t += $2 - s} END {print t + 0}' "$1.segments"
+    }
+    finished() {  # $1: the run; its trainer reached the last update
+        [[ -f "$1/model.h5" && -f "$1.train.log" ]] && tr '\r' '\n' <"$1.train.log" | grep -q '^finished: '
+    }
     mkdir -p "$OUT"
     for g in $GAMES; do
         for s in $SEEDS; do
@@ -86,33 +109,88 @@ if [[ $summarize_only == 0 ]]; then
             sims="${SIMS:-$(grep -o '"simulations"[^,}]*' "$config" | grep -o '[0-9]\+' || true)}"
             sims="${sims:-16}"
             [[ -f "$run/eval.txt" ]] && { echo "$run: evaluated already, skipped"; continue; }
-            if [[ -f "$run/model.h5" && -f "$run.train.log" ]] &&
-                tr '\r' '\n' <"$run.train.log" | grep -qE '^(finished|stopped): '; then
+            # One study process per run: a second one (another shell, the same command twice)
+            # leaves it alone. The trainer inherits the lock, so it holds while a run trains.
+            exec {lock}>"$run.lock"
+            if ! flock -n "$lock"; then
+                echo "$run: being trained by another process (it holds $run.lock), skipped"
+                exec {lock}>&-
+                continue
+            fi
+            budget=$((MINUTES * 60)) used=0 todo=new
+            if finished "$run"; then
+                todo=trained
+            elif [[ -f "$run.segments" ]]; then
+                close_open_sitting "$run"
+                used="$(used_seconds "$run")"
+                if grep -q ' budget$' "$run.segments" || ((used >= budget)); then
+                    todo=trained
+                elif [[ -f "$run/state.h5" ]]; then
+                    todo=resume
+                fi
+            elif [[ -f "$run/model.h5" && -f "$run.train.log" ]] &&
+                tr '\r' '\n' <"$run.train.log" | grep -q '^stopped: '; then
+                todo=trained   # a run from before the accounting: a stop was its time limit
+            fi
+            if [[ $todo == trained ]]; then
                 echo "$run: trained already, evaluating"
             else
-                if [[ -e "$run" ]]; then
-                    # A run killed mid-training is started again from scratch, not resumed: a
-                    # resumed run would get a second wall-clock budget.
+                if [[ $todo == new && -e "$run" ]]; then
+                    # Killed before its first checkpoint, or without accounting: its budget is
+                    # unknown, so it starts again from scratch.
                     old="$run.interrupted-$(date +%Y%m%d-%H%M%S)"
                     mv "$run" "$old"
                     [[ -f "$run.train.log" ]] && mv "$run.train.log" "$old.train.log"
+                    [[ -f "$run.segments" ]] && mv "$run.segments" "$old.segments"
                     echo "$run: interrupted run moved to $old; training again from scratch"
+                    used=0
                 fi
-                echo "$run: training for $MINUTES min ($(date +%H:%M:%S))"
-                # timeout sends SIGINT: the trainer stops at the next update and writes model.h5.
-                rc=0
-                timeout -s INT "$((MINUTES * 60))" nice -n "$NICE" "$GLIMPSE" train efficientzero --env "$g" \
+                [[ $todo == new ]] && rm -f "$run.train.log" "$run.segments"
+                left=$((budget - used))
+                if [[ $todo == resume ]]; then
+                    echo "$run: resuming from its checkpoint, $left s of its $MINUTES min left ($(date +%H:%M:%S))"
+                else
+                    echo "$run: training for $MINUTES min ($(date +%H:%M:%S))"
+                fi
+                echo "start $(date +%s)" >>"$run.segments"
+                # timeout sends SIGINT at the limit: the trainer stops at the next update and writes
+                # its checkpoint. Ctrl-C (or TERM, HUP) on this script is passed on the same way.
+                interrupted=0
+                timeout -s INT "$left" nice -n "$NICE" "$GLIMPSE" train efficientzero --env "$g" \
                     --seed "$s" --steps "$(steps_for "$g")" --config "$config" --out "$run" \
-                    --threads "$THREADS" >"$run.train.log" 2>&1 || rc=$?
+                    --threads "$THREADS" >>"$run.train.log" 2>&1 &
+                child=$!
+                trap 'interrupted=1; kill -INT "$child" 2>/dev/null || true' INT TERM HUP
+                while :; do
+                    rc=0
+                    wait "$child" || rc=$?
+                    kill -0 "$child" 2>/dev/null || break   # else a signal cut the wait short
+                done
+                trap - INT TERM HUP
+                if ((rc == 124)); then reason=budget
+                elif ((rc == 0)) && finished "$run"; then reason=finished
+                else reason=stopped
+                fi
+                echo "end $(date +%s) $reason" >>"$run.segments"
+                if [[ $reason == stopped ]]; then
+                    if [[ $interrupted == 1 || ($rc == 0 && -f "$run/state.h5") ]]; then
+                        echo "$run: stopped before its budget ran out; its checkpoint is kept, and the same" \
+                            "command resumes it" >&2
+                        exit 3
+                    fi
+                    echo "$run: training failed (exit $rc), see $run.train.log" >&2
+                    exit 1
+                fi
             fi
             if [[ ! -f "$run/model.h5" ]]; then
-                echo "$run: training failed (exit $rc), see $run.train.log" >&2
+                echo "$run: no model.h5 (training failed?), see $run.train.log" >&2
                 exit 1
             fi
             nice -n "$NICE" "$GLIMPSE" play --checkpoint "$run/model.h5" --env "$g" --episodes "$EPISODES" \
                 --simulations "$sims" --threads "$THREADS" >"$run/eval.tmp" 2>/dev/null
             mv "$run/eval.tmp" "$run/eval.txt"
             grep -E "^return|^normalized" "$run/eval.txt" | sed "s|^|$run: |"
+            exec {lock}>&-
         done
     done
 fi
