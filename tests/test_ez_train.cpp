@@ -273,7 +273,7 @@ private Q_SLOTS:
                          {"self_play_temperature"}));
 
         // The study's configs in tools/ are valid train configs.
-        for (const char* name : {"ez_study.json", "ez_study_shooter.json"}) {
+        for (const char* name : {"ez_study.json", "ez_study_shooter.json", "ez_study_uniform.json"}) {
             std::ifstream in(std::string(GLIMPSE_SOURCE_DIR) + "/tools/" + name);
             QVERIFY2(in.good(), name);
             const auto c = TrainConfig::fromJson(nlohmann::json::parse(in));
@@ -281,6 +281,15 @@ private Q_SLOTS:
             if (std::string(name) == "ez_study_shooter.json") {
                 QCOMPARE(c.tdSteps, 10);
                 QCOMPARE(c.selfPlayTemperature, 1.0);
+            }
+            if (std::string(name) == "ez_study_uniform.json") {   // the study's config, uniform replay
+                QCOMPARE(c.priorityAlpha, 0.0);
+                QCOMPARE(c.priorityBetaStart, 1.0);
+                std::ifstream base(std::string(GLIMPSE_SOURCE_DIR) + "/tools/ez_study.json");
+                auto b = TrainConfig::fromJson(nlohmann::json::parse(base)).toJson(), u = c.toJson();
+                b.erase("priority_alpha"), b.erase("priority_beta_start");
+                u.erase("priority_alpha"), u.erase("priority_beta_start");
+                QCOMPARE(u.dump(), b.dump());
             }
         }
     }

@@ -21,7 +21,8 @@
 #                    sub 16000, invaders 10000, heist 8000, painter 4000, pellets and breakout 2000
 #   CONFIG    train config JSON [per game: tools/ez_study_shooter.json for invaders, demon and
 #             breakout, tools/ez_study.json for the mazes and sub (its discount of 0.997, docs/rl.md
-#             "Heist and sub again")]
+#             "Heist and sub again"); with BUDGET=long, sub takes tools/ez_study_uniform.json (the
+#             same with uniform replay, docs/rl.md "Sub and heist with uniform replay")]
 #   THREADS   LibTorch threads per run [1]
 #   EPISODES  evaluation episodes per run [32]
 #   SIMS      evaluation MCTS simulations [the config's "simulations", else 16]
@@ -49,7 +50,7 @@ summarize_only=0
 case "${1:-}" in
     --summarize) summarize_only=1 ;;
     "") ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "ez_study.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 case "${BUDGET:-study}" in
@@ -61,8 +62,9 @@ if [[ $summarize_only == 0 ]]; then
     [[ -x "$GLIMPSE" ]] || { echo "ez_study.sh: no glimpse binary at $GLIMPSE (set GLIMPSE)" >&2; exit 1; }
     config_for() {  # the study's config for game $1
         if [[ -n "$CONFIG" ]]; then echo "$CONFIG"; return; fi
-        case "$1" in
-            invaders|demon|breakout) echo "$here/tools/ez_study_shooter.json" ;;
+        case "${BUDGET:-study}:$1" in
+            long:sub) echo "$here/tools/ez_study_uniform.json" ;;
+            *:invaders|*:demon|*:breakout) echo "$here/tools/ez_study_shooter.json" ;;
             *) echo "$here/tools/ez_study.json" ;;
         esac
     }
