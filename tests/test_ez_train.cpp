@@ -500,7 +500,8 @@ private Q_SLOTS:
             if (stdOut) *stdOut = QString(p.readAllStandardOutput()) + p.readAllStandardError();
             return p.exitCode();
         };
-        const std::string r0 = out.toStdString() + "/pellets-0";
+        auto runPath = [&](const std::string& seed) { return out.toStdString() + "/pellets-" + seed; };
+        const std::string r0 = runPath("0");
         QString text;
 
         // Ctrl-C while seed 0 trains: the trainer stops at its next update, the study exits 3 and
@@ -533,22 +534,22 @@ private Q_SLOTS:
         const qint64 now = QDateTime::currentSecsSinceEpoch();
         for (const char* s : {"1", "2", "3", "4"}) {
             QVERIFY(QDir().mkpath(out + "/pellets-" + s));
-            write(out.toStdString() + "/pellets-" + s + "/model.h5", "");
-            write(out.toStdString() + "/pellets-" + s + "/state.h5", "");
+            write(runPath(s) + "/model.h5", "");
+            write(runPath(s) + "/state.h5", "");
         }
-        write(r0.substr(0, r0.size() - 1) + "1.segments", "start " + std::to_string(now - 200) + "\n");
-        write(r0.substr(0, r0.size() - 1) + "1.train.log", "progress\n");
+        write(runPath("1") + ".segments", "start " + std::to_string(now - 200) + "\n");
+        write(runPath("1") + ".train.log", "progress\n");
         QFile log1(out + "/pellets-1.train.log");
         QVERIFY(log1.open(QIODevice::ReadWrite));
         QVERIFY(log1.setFileTime(QDateTime::fromSecsSinceEpoch(now - 150), QFileDevice::FileModificationTime));
         log1.close();
-        write(r0.substr(0, r0.size() - 1) + "2.segments", "start 1000\nend 1100 budget\n");
-        write(r0.substr(0, r0.size() - 1) + "2.train.log", "stopped: 3 updates\n");
-        write(r0.substr(0, r0.size() - 1) + "3.train.log", "stopped: 3 updates\n");
+        write(runPath("2") + ".segments", "start 1000\nend 1100 budget\n");
+        write(runPath("2") + ".train.log", "stopped: 3 updates\n");
+        write(runPath("3") + ".train.log", "stopped: 3 updates\n");
         write(calls, "");
         QCOMPARE(run("1 2 3", &text), 0);
         QVERIFY2(text.contains("pellets-1: resuming from its checkpoint, 10 s of its 1 min left"), qPrintable(text));
-        QVERIFY(read(out.toStdString() + "/pellets-1.segments").find("end " + std::to_string(now - 150) + " killed") !=
+        QVERIFY(read(runPath("1") + ".segments").find("end " + std::to_string(now - 150) + " killed") !=
                 std::string::npos);
         QVERIFY(text.contains("pellets-2: trained already") && text.contains("pellets-3: trained already"));
         const std::string c = read(calls);
@@ -557,11 +558,11 @@ private Q_SLOTS:
         QVERIFY2(text.contains(QRegularExpression("pellets +3 +0\\.100 \\+- 0\\.000")), qPrintable(text));
 
         // The budget runs out (59 of 60 s used): the trainer is stopped by the limit and evaluated.
-        write(r0.substr(0, r0.size() - 1) + "4.segments", "start 1000\nend 1059 stopped\n");
+        write(runPath("4") + ".segments", "start 1000\nend 1059 stopped\n");
         write(mode, "hang");
         QCOMPARE(run("4", &text), 0);
         QVERIFY2(text.contains("1 s of its 1 min left"), qPrintable(text));
-        QVERIFY(read(out.toStdString() + "/pellets-4.segments").find(" budget\n") != std::string::npos);
+        QVERIFY(read(runPath("4") + ".segments").find(" budget\n") != std::string::npos);
         QVERIFY(QFileInfo::exists(out + "/pellets-4/eval.txt"));
 
         // A training that fails stops the study with its log named.

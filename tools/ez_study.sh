@@ -99,8 +99,8 @@ if [[ $summarize_only == 0 ]]; then
     used_seconds() {  # $1: the run; seconds of training in its closed sittings
         awk '$1 == "start" {s = $2} $1 == "end" {t += $2 - s} END {print t + 0}' "$1.segments"
     }
-    finished() {  # $1: the run; its trainer reached the last update
-        [[ -f "$1/model.h5" && -f "$1.train.log" ]] && tr '\r' '\n' <"$1.train.log" | grep -q '^finished: '
+    log_ends() {  # $1: the run, $2: finished or stopped; a sitting of its trainer ended so
+        [[ -f "$1/model.h5" && -f "$1.train.log" ]] && tr '\r' '\n' <"$1.train.log" | grep -q "^$2: "
     }
     mkdir -p "$OUT"
     for g in $GAMES; do
@@ -120,7 +120,7 @@ if [[ $summarize_only == 0 ]]; then
                 continue
             fi
             budget=$((MINUTES * 60)) used=0 todo=new
-            if finished "$run"; then
+            if log_ends "$run" finished; then
                 todo=trained
             elif [[ -f "$run.segments" ]]; then
                 close_open_sitting "$run"
@@ -130,8 +130,7 @@ if [[ $summarize_only == 0 ]]; then
                 elif [[ -f "$run/state.h5" ]]; then
                     todo=resume
                 fi
-            elif [[ -f "$run/model.h5" && -f "$run.train.log" ]] &&
-                tr '\r' '\n' <"$run.train.log" | grep -q '^stopped: '; then
+            elif log_ends "$run" stopped; then
                 todo=trained   # a run from before the accounting: a stop was its time limit
             fi
             if [[ $todo == trained ]]; then
@@ -170,7 +169,7 @@ if [[ $summarize_only == 0 ]]; then
                 done
                 trap - INT TERM HUP
                 if ((rc == 124)); then reason=budget
-                elif ((rc == 0)) && finished "$run"; then reason=finished
+                elif ((rc == 0)) && log_ends "$run" finished; then reason=finished
                 else reason=stopped
                 fi
                 echo "end $(date +%s) $reason" >>"$run.segments"
