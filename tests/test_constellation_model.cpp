@@ -117,7 +117,10 @@ private Q_SLOTS:
         cc->train();
         cc->forward(x);
         QVERIFY(!torch::equal(before, cc->V_buffer));
-        QVERIFY(cc->V_count_buffer.sum().item<double>() > 4.0 + 2 * 30 - 1e-6);   // + one per cell
+        // Counts start at one per center and gain one per cell (its soft assignments sum to 1).
+        // The assignments are float32 (60 of them, summed per center), so the sum is 64 to a
+        // float32 tolerance, not to 1e-6: the rounding differs between CPUs' kernels.
+        QVERIFY(std::abs(cc->V_count_buffer.sum().item<double>() - (4.0 + 2 * 30)) < 1e-4);
         QVERIFY(!cc->V_buffer.requires_grad());
     }
 
