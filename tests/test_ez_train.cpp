@@ -273,7 +273,7 @@ private Q_SLOTS:
                          {"self_play_temperature"}));
 
         // The study's configs in tools/ are valid train configs.
-        for (const char* name : {"ez_study.json", "ez_study_shooter.json", "ez_study_uniform.json"}) {
+        for (const char* name : {"ez_study.json", "ez_study_shooter.json", "ez_study_uniform.json", "ez_study_heist.json"}) {
             std::ifstream in(std::string(GLIMPSE_SOURCE_DIR) + "/tools/" + name);
             QVERIFY2(in.good(), name);
             const auto c = TrainConfig::fromJson(nlohmann::json::parse(in));
@@ -290,6 +290,14 @@ private Q_SLOTS:
                 b.erase("priority_alpha"), b.erase("priority_beta_start");
                 u.erase("priority_alpha"), u.erase("priority_beta_start");
                 QCOMPARE(u.dump(), b.dump());
+            }
+            if (std::string(name) == "ez_study_heist.json") {   // uniform replay, lr 0.02 -> 0.002
+                QCOMPARE(c.lr, 0.02);
+                QCOMPARE(c.lrFinal, 0.002);
+                std::ifstream base(std::string(GLIMPSE_SOURCE_DIR) + "/tools/ez_study_uniform.json");
+                auto b = TrainConfig::fromJson(nlohmann::json::parse(base)).toJson(), h = c.toJson();
+                b.erase("lr"), b.erase("lr_final"), h.erase("lr"), h.erase("lr_final");
+                QCOMPARE(h.dump(), b.dump());
             }
         }
     }
