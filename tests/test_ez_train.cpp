@@ -464,7 +464,8 @@ private Q_SLOTS:
     // tools/ez_study.sh with a stand-in for glimpse: a run stopped by Ctrl-C keeps its checkpoint
     // and resumes with what is left of its wall-clock budget; a sitting left open by a killed
     // machine is closed at the train log's last write; a spent budget means evaluate; a second
-    // study process leaves a run that is training alone; a failed training stops the study.
+    // study process leaves a run that is training alone; a failed training stops the study;
+    // BUDGET=long picks each game's updates and config.
     void studyScriptResumesWithTheBudgetLeft() {
         QTemporaryDir tmp;
         const std::string d = tmp.path().toStdString(), calls = d + "/calls.txt", mode = d + "/mode";
@@ -577,6 +578,28 @@ private Q_SLOTS:
         write(mode, "fail");
         QCOMPARE(run("5", &text), 1);
         QVERIFY2(text.contains("training failed (exit 1), see " + out + "/pellets-5.train.log"), qPrintable(text));
+
+        // BUDGET=long gives each game the updates and config of the eight-game table: sub and
+        // heist their 16000 updates with uniform replay, heist at its lower learning rate.
+        write(mode, "finish");
+        write(calls, "");
+        QProcess longStudy;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert("GLIMPSE", QString::fromStdString(d + "/glimpse"));
+        env.insert("OUT", tmp.filePath("long"));
+        env.insert("GAMES", "heist sub painter");
+        env.insert("SEEDS", "0");
+        env.insert("BUDGET", "long");
+        longStudy.setProcessEnvironment(env);
+        longStudy.start("bash", {GLIMPSE_SOURCE_DIR "/tools/ez_study.sh"});
+        QVERIFY(longStudy.waitForFinished(60000));
+        QCOMPARE(longStudy.exitCode(), 0);
+        const std::string lc = read(calls), tools = GLIMPSE_SOURCE_DIR "/tools/";
+        for (const std::string want :
+             {"--env heist --seed 0 --steps 16000 --config " + tools + "ez_study_heist.json",
+              "--env sub --seed 0 --steps 16000 --config " + tools + "ez_study_uniform.json",
+              "--env painter --seed 0 --steps 4000 --config " + tools + "ez_study.json"})
+            QVERIFY2(lc.find(want) != std::string::npos, (want + " not in:\n" + lc).c_str());
     }
 };
 

@@ -18,11 +18,14 @@
 #   BUDGET    the per-game updates when STEPS is not set [study]:
 #             study  the first study (docs/rl.md "Learning figures"): 2000, demon 6000;
 #             long   the eight-game table (docs/rl.md "All eight games"): demon 22000, alien 16000,
-#                    sub 16000, invaders 10000, heist 8000, painter 4000, pellets and breakout 2000
+#                    sub 16000, heist 16000, invaders 10000, painter 4000, pellets and breakout
+#                    2000
 #   CONFIG    train config JSON [per game: tools/ez_study_shooter.json for invaders, demon and
 #             breakout, tools/ez_study.json for the mazes and sub (its discount of 0.997, docs/rl.md
 #             "Heist and sub again"); with BUDGET=long, sub takes tools/ez_study_uniform.json (the
-#             same with uniform replay, docs/rl.md "Sub and heist with uniform replay")]
+#             same with uniform replay, docs/rl.md "Sub and heist with uniform replay") and heist
+#             tools/ez_study_heist.json (uniform replay, lr 0.02 -> 0.002, docs/rl.md "Heist at a
+#             lower learning rate")]
 #   THREADS   LibTorch threads per run [1]
 #   EPISODES  evaluation episodes per run [32]
 #   SIMS      evaluation MCTS simulations [the config's "simulations", else 16]
@@ -50,7 +53,7 @@ summarize_only=0
 case "${1:-}" in
     --summarize) summarize_only=1 ;;
     "") ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "ez_study.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 case "${BUDGET:-study}" in
@@ -64,6 +67,7 @@ if [[ $summarize_only == 0 ]]; then
         if [[ -n "$CONFIG" ]]; then echo "$CONFIG"; return; fi
         case "${BUDGET:-study}:$1" in
             long:sub) echo "$here/tools/ez_study_uniform.json" ;;
+            long:heist) echo "$here/tools/ez_study_heist.json" ;;
             *:invaders|*:demon|*:breakout) echo "$here/tools/ez_study_shooter.json" ;;
             *) echo "$here/tools/ez_study.json" ;;
         esac
@@ -77,7 +81,7 @@ if [[ $summarize_only == 0 ]]; then
             long:alien) echo 16000 ;;
             long:invaders) echo 10000 ;;
             long:sub) echo 16000 ;;
-            long:heist) echo 8000 ;;
+            long:heist) echo 16000 ;;
             long:painter) echo 4000 ;;
             *) echo 2000 ;;
         esac
