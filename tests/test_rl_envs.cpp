@@ -352,6 +352,55 @@ private Q_SLOTS:
         }
         QVERIFY_THROWS_EXCEPTION(glimpse::Error, measureScore("breakout", Policy::Random, 0));
     }
+
+    // The constant-action baseline: one button on every frame, played as a hand loop would;
+    // the best is the action with the highest mean. On heist, RIGHT drives through street after
+    // street and exit after exit, robbing what lies on the way, and scores far above random.
+    void constantActionBaseline() {
+        auto env = makeEnv("heist");
+        std::vector<double> byHand;
+        for (int e = 0; e < 6; ++e) {
+            env->reset(uint64_t(10 + e));
+            double total = 0;
+            for (;;) {
+                const StepResult r = env->step(2);
+                total += r.reward;
+                if (r.done()) break;
+            }
+            byHand.push_back(total);
+        }
+        const ScoreStats right = measureConstantScore("heist", 2, 6, 10);
+        QCOMPARE(right.mean, summarize(byHand).mean);
+        QCOMPARE(right.ci95, summarize(byHand).ci95);
+
+        const ConstantBaseline best = bestConstantAction("heist", 6, 10);
+        QCOMPARE(best.action, 2);
+        QCOMPARE(best.actionName, std::string("RIGHT"));
+        QCOMPARE(best.stats.mean, right.mean);
+        for (const auto& r : referenceScores())
+            if (r.game == "heist") QVERIFY2(best.stats.mean > 10 * r.random, qPrintable(QString::number(best.stats.mean)));
+        for (int a = 0; a < env->numActions(); ++a)
+            QVERIFY(measureConstantScore("heist", a, 6, 10).mean <= best.stats.mean);
+        // Ties go to the lowest index: pellets' RIGHT and LEFT both clear 6 pellets.
+        const ConstantBaseline pellets = bestConstantAction("pellets", 4);
+        QCOMPARE(measureConstantScore("pellets", 2, 4).mean, measureConstantScore("pellets", 3, 4).mean);
+        QCOMPARE(pellets.action, 2);
+
+        auto errorOf = [](auto&& f) -> QString {
+            try {
+                f();
+            } catch (const glimpse::Error& e) {
+                return e.what();
+            }
+            return "<no error>";
+        };
+        QString e = errorOf([] { measureConstantScore("heist", 6, 1); });
+        QVERIFY2(e.contains("heist has actions 0..5, not 6"), qPrintable(e));
+        e = errorOf([] { measureConstantScore("heist", -1, 1); });
+        QVERIFY2(e.contains("heist has actions 0..5, not -1"), qPrintable(e));
+        e = errorOf([] { bestConstantAction("heist", 0); });
+        QVERIFY2(e.contains("bestConstantAction needs at least one episode"), qPrintable(e));
+    }
 };
 
 QTEST_APPLESS_MAIN(TestRlEnvs)

@@ -17,7 +17,8 @@ int env(const std::vector<std::string>& args) {
         "usage: glimpse env list\n"
         "       glimpse env score [--episodes K] [--seed S]\n"
         "Lists the built-in arcade games, or measures random-policy and scripted-policy\n"
-        "scores (mean, std, 95% CI) used to normalize agent scores.\n";
+        "scores (mean, 95% CI) used to normalize agent scores, and the best constant action\n"
+        "(one button pressed every frame): a second baseline an agent should beat.\n";
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
         std::cerr << usage;
         return args.empty() ? 2 : 0;

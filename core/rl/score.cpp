@@ -45,32 +45,64 @@ ScoreStats summarize(const std::vector<double>& returns, const std::vector<int>&
     return s;
 }
 
-ScoreStats measureScore(const std::string& game, Policy policy, int episodes, uint64_t seed,
-                        const EnvOptions& options) {
-    if (episodes < 1) throw Error("rl: measureScore needs at least one episode, got " + std::to_string(episodes));
-    auto env = makeEnv(game, options);
-    std::mt19937_64 rng(seed ^ 0xA5A5F00DC0FFEE11ull);
+namespace {
+
+// Plays `episodes` episodes of env (episode e from seed + e) with choose(env) on every frame.
+template <typename Choose>
+ScoreStats playEpisodes(Env& env, int episodes, uint64_t seed, Choose&& choose) {
     std::vector<double> returns;
     std::vector<int> lengths;
     for (int e = 0; e < episodes; ++e) {
-        env->reset(seed + uint64_t(e));
+        env.reset(seed + uint64_t(e));
         double total = 0;
         for (;;) {
-            int action;
-            if (policy == Policy::Scripted) {
-                action = env->referenceAction();
-            } else {
-                const std::vector<int> legal = env->legalActions();
-                action = legal[size_t(rng() % legal.size())];
-            }
-            StepResult r = env->step(action);
+            StepResult r = env.step(choose(env));
             total += r.reward;
             if (r.done()) break;
         }
         returns.push_back(total);
-        lengths.push_back(env->episodeSteps());
+        lengths.push_back(env.episodeSteps());
     }
     return summarize(returns, lengths);
+}
+
+void checkEpisodes(const char* what, int episodes) {
+    if (episodes < 1) throw Error(std::string("rl: ") + what + " needs at least one episode, got " + std::to_string(episodes));
+}
+
+} // namespace
+
+ScoreStats measureScore(const std::string& game, Policy policy, int episodes, uint64_t seed,
+                        const EnvOptions& options) {
+    checkEpisodes("measureScore", episodes);
+    auto env = makeEnv(game, options);
+    std::mt19937_64 rng(seed ^ 0xA5A5F00DC0FFEE11ull);
+    return playEpisodes(*env, episodes, seed, [&](Env& e) {
+        if (policy == Policy::Scripted) return e.referenceAction();
+        const std::vector<int> legal = e.legalActions();
+        return legal[size_t(rng() % legal.size())];
+    });
+}
+
+ScoreStats measureConstantScore(const std::string& game, int action, int episodes, uint64_t seed,
+                                const EnvOptions& options) {
+    checkEpisodes("measureConstantScore", episodes);
+    auto env = makeEnv(game, options);
+    if (action < 0 || action >= env->numActions())
+        throw Error("rl: " + game + " has actions 0.." + std::to_string(env->numActions() - 1) + ", not " +
+                    std::to_string(action));
+    return playEpisodes(*env, episodes, seed, [action](Env&) { return action; });
+}
+
+ConstantBaseline bestConstantAction(const std::string& game, int episodes, uint64_t seed, const EnvOptions& options) {
+    checkEpisodes("bestConstantAction", episodes);
+    const auto names = makeEnv(game, options)->actionNames();
+    ConstantBaseline best;
+    for (int a = 0; a < int(names.size()); ++a) {
+        const ScoreStats s = measureConstantScore(game, a, episodes, seed, options);
+        if (best.action < 0 || s.mean > best.stats.mean) best = {a, names[size_t(a)], s};
+    }
+    return best;
 }
 
 const std::vector<ReferenceScore>& referenceScores() {
@@ -108,15 +140,16 @@ void scoreTable(std::ostream& os, int episodes, uint64_t seed, const EnvOptions&
     os << "Arcade suite reference scores: " << episodes << " episodes per policy, seeds " << seed << ".."
        << seed + uint64_t(episodes) - 1 << ", max " << options.maxEpisodeSteps << " steps, frame skip "
        << options.frameSkip << ", sticky " << options.stickyActionProb << " (mean +- 95% CI)\n\n";
-    os << "| game | actions | random | random steps | scripted | scripted steps |\n"
-       << "|---|---|---|---|---|---|\n";
+    os << "| game | actions | random | random steps | scripted | scripted steps | best constant action |\n"
+       << "|---|---|---|---|---|---|---|\n";
     std::ostringstream rows;
     for (const auto& g : arcadeGames()) {
         const ScoreStats r = measureScore(g.name, Policy::Random, episodes, seed, options);
         const ScoreStats s = measureScore(g.name, Policy::Scripted, episodes, seed, options);
+        const ConstantBaseline c = bestConstantAction(g.name, episodes, seed, options);
         os << "| " << g.name << " | " << makeEnv(g.name, options)->numActions() << " | " << cell(r) << " | "
            << std::fixed << std::setprecision(0) << r.meanLength << " | " << cell(s) << " | " << s.meanLength
-           << " |\n";
+           << " | " << c.actionName << ": " << cell(c.stats) << " |\n";
         rows << "        {\"" << g.name << "\", " << std::fixed << std::setprecision(2) << r.mean << ", " << s.mean
              << "},\n";
     }

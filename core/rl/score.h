@@ -30,6 +30,22 @@ ScoreStats summarize(const std::vector<double>& returns, const std::vector<int>&
 ScoreStats measureScore(const std::string& game, Policy policy, int episodes, uint64_t seed = 0,
                         const EnvOptions& options = {});
 
+// Plays `episodes` episodes of `game` (episode i from seed seed + i) pressing `action` on every
+// frame. With bestConstantAction() below, the baseline a learned agent should beat besides the
+// random policy: a game with a one-button hole scores well with it (docs/rl.md "Reference
+// scores"). Throws glimpse::Error for an action outside 0..numActions()-1.
+ScoreStats measureConstantScore(const std::string& game, int action, int episodes, uint64_t seed = 0,
+                                const EnvOptions& options = {});
+
+struct ConstantBaseline {
+    int action = -1;
+    std::string actionName;
+    ScoreStats stats;
+};
+// The constant action with the highest mean return over the episodes (ties: the lowest index).
+ConstantBaseline bestConstantAction(const std::string& game, int episodes, uint64_t seed = 0,
+                                    const EnvOptions& options = {});
+
 struct ReferenceScore {
     std::string game;
     double random;    // mean episode return of the random policy
@@ -40,8 +56,8 @@ const std::vector<ReferenceScore>& referenceScores();
 // (score - random) / (scripted - random); throws glimpse::Error for a game not in the table.
 double normalizedScore(const std::string& game, double score);
 
-// Measures both policies on every game and prints a table (and the C++ rows of
-// referenceScores()): the logic of `glimpse env score`.
+// Measures both policies and the best constant action on every game and prints a table (and
+// the C++ rows of referenceScores()): the logic of `glimpse env score`.
 void scoreTable(std::ostream& os, int episodes, uint64_t seed = 0, const EnvOptions& options = {});
 
 } // namespace glimpse::rl
