@@ -491,12 +491,14 @@ private Q_SLOTS:
               "echo 'return: mean 3.00 +- 1.00 (95% CI), median 3.00'\n"
               "echo 'normalized score: mean 0.100, median 0.100 (0 = random, 1 = scripted)'\n");
         QFile::setPermissions(QString::fromStdString(d + "/glimpse"), QFileDevice::ReadOwner | QFileDevice::ExeOwner);
-        auto start = [&](QProcess& p, const QString& seeds) {
+        auto start = [&](QProcess& p, const QString& seeds, const QString& games = "pellets",
+                         const QString& budget = "study") {
             auto env = QProcessEnvironment::systemEnvironment();
             env.insert("GLIMPSE", QString::fromStdString(d + "/glimpse"));
             env.insert("OUT", out);
-            env.insert("GAMES", "pellets");
+            env.insert("GAMES", games);
             env.insert("SEEDS", seeds);
+            env.insert("BUDGET", budget);
             env.insert("MINUTES", "1");
             p.setProcessEnvironment(env);
             p.start("bash", {GLIMPSE_SOURCE_DIR "/tools/ez_study.sh"});
@@ -584,14 +586,7 @@ private Q_SLOTS:
         write(mode, "finish");
         write(calls, "");
         QProcess longStudy;
-        auto env = QProcessEnvironment::systemEnvironment();
-        env.insert("GLIMPSE", QString::fromStdString(d + "/glimpse"));
-        env.insert("OUT", tmp.filePath("long"));
-        env.insert("GAMES", "heist sub painter");
-        env.insert("SEEDS", "0");
-        env.insert("BUDGET", "long");
-        longStudy.setProcessEnvironment(env);
-        longStudy.start("bash", {GLIMPSE_SOURCE_DIR "/tools/ez_study.sh"});
+        start(longStudy, "0", "heist sub painter", "long");
         QVERIFY(longStudy.waitForFinished(60000));
         QCOMPARE(longStudy.exitCode(), 0);
         const std::string lc = read(calls), tools = GLIMPSE_SOURCE_DIR "/tools/";
